@@ -1,0 +1,3 @@
+from rubinperf.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,316 @@
+"""The command line: thin. Parse options, call the library, hand records to report.
+
+Every error a user can cause ends as one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from rubinperf import __version__
+from rubinperf.errors import SpecError
+
+app = typer.Typer(
+    name="rubinperf",
+    help="Analytical roofline performance of MoE model serving on rack-scale GPU systems.\n\n"
+    "Example: rubinperf estimate --hardware vr-nvl72 --layout dep32 --breakdown",
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+kernel_app = typer.Typer(help="Time one kernel on one GPU: speed of light, expected time, and the bound.\n\n"
+                         "Example: rubinperf kernel gemm --m 4096 --n 7168 --k 2048 --dtype fp8 --hardware b200")
+list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.")
+app.add_typer(kernel_app, name="kernel")
+app.add_typer(list_app, name="list")
+
+DTYPES = "fp4, fp8, bf16 or fp32"
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"rubinperf {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+):
+    """Analytical roofline performance of MoE model serving on rack-scale GPU systems."""
+
+
+def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: bool = False):
+    from rubinperf import report
+
+    if as_json:
+        report.emit_text(report.to_json(records))
+    elif as_csv:
+        report.emit_text(report.to_csv(records))
+    elif not quiet:
+        render_table(records)
+
+
+# ---------------------------------------------------------------- kernel
+
+HW_OPT = typer.Option("gb300-nvl72", "--hardware", "-H", help="Bundled hardware name or a path to a TOML file.")
+JSON_OPT = typer.Option(False, "--json", help="Print one JSON record.")
+
+
+def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict):
+    from rubinperf.roofline import kernel_time
+    from rubinperf.records import kernel_record
+    from rubinperf.specs.hardware import load_hardware
+
+    hw = load_hardware(hardware)
+    cost = cost_fn()
+    rec = kernel_record(kind, cost, kernel_time(cost, hw), hardware=hw.name, **shape)
+    _emit(rec, as_json, _kernel_table)
+
+
+def _kernel_table(rec: dict):
+    from rubinperf import report
+
+    shape = ", ".join(f"{k}={v}" for k, v in rec.items() if k not in {"kernel", "hardware"} and not k.endswith(("_ms", "_bytes")) and k not in {"bound", "flops", "bytes", "fraction_of_roofline"})
+    rows = [
+        ["expected time", report.fmt_time(rec["time_ms"] / 1e3)],
+        ["speed of light", report.fmt_time(rec["sol_time_ms"] / 1e3)],
+        ["% of roofline", report.fmt_pct(rec["fraction_of_roofline"])],
+        ["bound", rec["bound"]],
+        ["compute term", report.fmt_time(rec["compute_ms"] / 1e3)],
+        ["memory term", report.fmt_time(rec["memory_ms"] / 1e3)],
+        ["link term", report.fmt_time(rec["comm_ms"] / 1e3)],
+        ["floor", report.fmt_time(rec["floor_ms"] / 1e3)],
+        ["FLOPs", report.si(rec["flops"], "FLOP")],
+        ["bytes", report.si(rec["bytes"], "B")],
+    ]
+    report.print_out(report.table(f"{rec['kernel']} on {rec['hardware']}  ({shape})", [("", "left"), ("", "right")], rows))
+
+
+def _positive(name: str, value, allow_zero: bool = False):
+    if value is None:
+        return
+    if value < 0 or (value == 0 and not allow_zero):
+        raise SpecError(f"--{name}: expected a positive number, got {value}")
+
+
+def _dtype(value: str) -> str:
+    from rubinperf.precision import get_precision
+
+    return get_precision(value).name
+
+
+@kernel_app.command("gemm")
+def kernel_gemm(
+    m: int = typer.Option(..., help="Rows of the activations (tokens)."),
+    n: int = typer.Option(..., help="Output width (weight columns)."),
+    k: int = typer.Option(..., help="Reduction width."),
+    dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}."),
+    hardware: str = HW_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Dense GEMM [m, k] x [k, n]: 2mnk FLOPs; weights, inputs and outputs moved once.
+
+    Example: rubinperf kernel gemm --m 16 --n 7168 --k 2048 --dtype fp8 --hardware h200 --json
+    """
+    from rubinperf.kernels import gemm
+
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        _positive(name, v)
+    d = _dtype(dtype)
+    out = "fp32" if d == "fp32" else "bf16"
+    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d))
+
+
+@kernel_app.command("grouped-gemm")
+def kernel_grouped_gemm(
+    tokens: int = typer.Option(..., help="Routed rows: tokens already multiplied by top-k."),
+    groups: int = typer.Option(..., help="Experts the rows are spread over, uniformly at random."),
+    n: int = typer.Option(..., help="Output width of each expert."),
+    k: int = typer.Option(..., help="Reduction width of each expert."),
+    dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4)."),
+    hardware: str = HW_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Grouped (MoE) GEMM: only the experts touched are read; E[touched] = G(1 - (1 - 1/G)^rows).
+
+    Example: rubinperf kernel grouped-gemm --tokens 768 --groups 256 --n 4096 --k 7168 --dtype fp8
+    """
+    from rubinperf.kernels import experts_touched, grouped_gemm
+
+    for name, v in (("tokens", tokens), ("groups", groups), ("n", n), ("k", k)):
+        _positive(name, v)
+    d = _dtype(dtype)
+    act = "fp8" if d == "fp4" else d
+    out = "fp32" if d == "fp32" else "bf16"
+    shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
+    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape)
+
+
+@kernel_app.command("attention")
+def kernel_attention(
+    batch: int = typer.Option(..., help="Sequences."),
+    heads: int = typer.Option(..., help="Query heads."),
+    q_len: int = typer.Option(..., help="Query tokens per sequence (1 for decode)."),
+    kv_len: int = typer.Option(..., help="KV tokens per sequence."),
+    head_dim: int = typer.Option(..., help="Head dimension of Q/K and V."),
+    kv_heads: Optional[int] = typer.Option(None, help="KV heads (below --heads: groups of heads share K/V, GQA/MQA)."),
+    dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}."),
+    causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
+    hardware: str = HW_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Attention with flash-style I/O: K/V read once per KV head, Q read and O written once.
+
+    Example: rubinperf kernel attention --batch 8 --heads 64 --kv-heads 8 --q-len 1 --kv-len 32768 --head-dim 128
+    """
+    from rubinperf.kernels import attention
+
+    for name, v in (("batch", batch), ("heads", heads), ("q-len", q_len), ("kv-len", kv_len), ("head-dim", head_dim), ("kv-heads", kv_heads)):
+        _positive(name, v)
+    if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
+        raise SpecError(f"--kv-heads: expected a divisor of --heads ({heads}), got {kv_heads}")
+    if q_len > kv_len:
+        raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
+    d = _dtype(dtype)
+    shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
+    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape)
+
+
+@kernel_app.command("copy")
+def kernel_copy(
+    nbytes: float = typer.Option(..., "--bytes", help="Bytes copied (each read once and written once)."),
+    hardware: str = HW_OPT,
+    as_json: bool = JSON_OPT,
+):
+    """Device-to-device memory copy: 2 x bytes through HBM.
+
+    Example: rubinperf kernel copy --bytes 4e9 --hardware h200
+    """
+    from rubinperf.kernels import copy
+
+    _positive("bytes", nbytes)
+    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes))
+
+
+# ---------------------------------------------------------------- list
+
+
+@list_app.command("hardware")
+def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
+    """Bundled hardware specs with their headline peaks."""
+    from rubinperf import report
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.loader import bundled_names
+
+    recs = []
+    for name in bundled_names("hardware"):
+        hw = load_hardware(name)
+        recs.append({
+            "name": hw.name, "description": hw.description, "preview": hw.preview,
+            "fp4_dense_flops_per_s": hw.fp4_dense_flops_per_s, "fp8_dense_flops_per_s": hw.fp8_dense_flops_per_s,
+            "bf16_dense_flops_per_s": hw.bf16_dense_flops_per_s, "hbm_capacity_bytes": hw.hbm_capacity_bytes,
+            "hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s,
+            "nvlink_bandwidth_bytes_per_s": hw.nvlink_bandwidth_bytes_per_s, "nvlink_domain_size": hw.nvlink_domain_size,
+            "gpu_power_w": hw.gpu_power_w, "price_usd_per_gpu_hour": hw.price_usd_per_gpu_hour,
+        })
+
+    def render(rs):
+        rows = [[r["name"] + (" (preview)" if r["preview"] else ""), report.si(r["fp4_dense_flops_per_s"], "FLOP/s"),
+                 report.si(r["fp8_dense_flops_per_s"], "FLOP/s"), report.si(r["bf16_dense_flops_per_s"], "FLOP/s"),
+                 report.si(r["hbm_capacity_bytes"], "B"), report.si(r["hbm_bandwidth_bytes_per_s"], "B/s"),
+                 report.si(r["nvlink_bandwidth_bytes_per_s"], "B/s"), str(r["nvlink_domain_size"]),
+                 f"{r['gpu_power_w']:.0f} W", f"${r['price_usd_per_gpu_hour']:.2f}"] for r in rs]
+        cols = [("hardware", "left"), ("FP4", "right"), ("FP8", "right"), ("BF16", "right"), ("HBM", "right"),
+                ("HBM BW", "right"), ("NVLink/dir", "right"), ("domain", "right"), ("power", "right"), ("$/GPU-h", "right")]
+        report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
+
+    _emit(recs, as_json, render)
+
+
+@list_app.command("models")
+def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
+    """Bundled model specs with total and active parameters implied by their shapes."""
+    from rubinperf import report
+    from rubinperf.architecture import parameter_counts
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.model import load_model
+
+    recs = []
+    for name in bundled_names("model"):
+        m = load_model(name)
+        recs.append({"name": m.name, "description": m.description, "layers": m.num_layers,
+                     "routed_experts": m.num_routed_experts, "experts_per_token": m.experts_per_token,
+                     **parameter_counts(m)})
+
+    def render(rs):
+        rows = [[r["name"], str(r["layers"]), f"{r['routed_experts']} top-{r['experts_per_token']}",
+                 report.si(r["total_params"]), report.si(r["active_params"]), report.si(r["draft_params"]),
+                 report.si(r["engram_table_bytes"], "B") if r["engram_table_bytes"] else "—"] for r in rs]
+        cols = [("model", "left"), ("layers", "right"), ("experts", "right"), ("total params", "right"),
+                ("active/token", "right"), ("draft/MTP", "right"), ("Engram tables", "right")]
+        report.print_out(report.table("Models (parameters from the spec's shapes)", cols, rows))
+
+    _emit(recs, as_json, render)
+
+
+@list_app.command("layouts")
+def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
+    """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel)."""
+    from rubinperf import report
+    from rubinperf.layout import LAYOUT_EXAMPLES
+
+    recs = [{"name": n, "description": d} for n, d in LAYOUT_EXAMPLES]
+    _emit(recs, as_json, lambda rs: report.print_out(
+        report.table("Layouts (any N that divides the model: dep<N>, tp<N>)", [("layout", "left"), ("meaning", "left")],
+                     [[r["name"], r["description"]] for r in rs])))
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; every error becomes one line on stderr and exit status 2.
+
+    The click exceptions are matched by name: typer ships click itself in some versions.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        argv = ["--help"]
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0
+    except SpecError as exc:
+        _fail(f"rubinperf: error: {exc}")
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        _fail("rubinperf: interrupted")
+    except SystemExit:
+        raise
+    except Exception as exc:  # never a traceback for users
+        kind = type(exc).__name__
+        if kind == "Exit":
+            return getattr(exc, "exit_code", 0)
+        if kind == "Abort":
+            _fail("rubinperf: aborted")
+        if hasattr(exc, "format_message"):
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx is not None else "rubinperf: "
+            _fail(where + "error: " + exc.format_message())
+        _fail(f"rubinperf: internal error: {kind}: {exc}")
+    return 2
+
+
+def _fail(msg: str):
+    sys.stderr.write(" ".join(str(msg).split()) + "\n")
+    raise SystemExit(2)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""Presentation only: number formatting and rendering records as a rich table, JSON or CSV.
+
+Records are plain dicts with SI values (and the contract's `_ms` fields); nothing here
+computes a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+
+
+def si(value, unit: str = "", digits: int = 3) -> str:
+    """12345678 -> '12.3 M' (+unit). Zero and non-finite values print plainly."""
+    if value is None:
+        return "—"
+    v = float(value)
+    if not math.isfinite(v) or v == 0:
+        return f"{v:g}{(' ' + unit) if unit else ''}"
+    for scale, prefix in _PREFIXES:
+        if abs(v) >= scale:
+            return f"{v / scale:.{digits}g} {prefix}{unit}".rstrip()
+    return f"{v:.{digits}g} {unit}".rstrip()
+
+
+def fmt_time(seconds) -> str:
+    """Seconds as ms or µs, three significant digits."""
+    if seconds is None:
+        return "—"
+    s = float(seconds)
+    if not math.isfinite(s):
+        return "inf"
+    if abs(s) >= 1.0:
+        return f"{s:.3g} s"
+    if abs(s) >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_pct(fraction) -> str:
+    return "—" if fraction is None else f"{100 * float(fraction):.0f}%"
+
+
+def fmt_num(value, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    v = float(value)
+    if abs(v) >= 1e4:
+        return si(v, digits=digits)
+    return f"{v:,.{digits}g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def to_json(records) -> str:
+    return json.dumps(records, indent=2, default=_jsonable)
+
+
+def _jsonable(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def to_csv(records: list[dict]) -> str:
+    """Flat columns only: nested values (lists, dicts) are left out of CSV."""
+    if not records:
+        return ""
+    cols = [k for k, v in records[0].items() if not isinstance(v, (list, dict))]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in records:
+        w.writerow({k: r.get(k) for k in cols})
+    return buf.getvalue()
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write a whole file or nothing: a temporary file beside it, then a rename."""
+    path = Path(path)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, mode) as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def table(title: str, columns: list[tuple[str, str]], rows: list[list[str]], caption: str | None = None):
+    """A rich Table; columns are (header, justify)."""
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption, header_style="bold", title_justify="left", caption_justify="left")
+    for header, justify in columns:
+        t.add_column(header, justify=justify)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def print_out(renderable) -> None:
+    from rich.console import Console
+
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped or redirected: don't squeeze tables into 80 columns
+        console = Console(soft_wrap=False, width=200)
+    console.print(renderable)
+
+
+def emit_text(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

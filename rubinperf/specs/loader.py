@@ -1,0 +1,220 @@
+"""Strict TOML loading shared by every spec kind.
+
+A spec dataclass declares its fields once; each field's metadata says which TOML table
+holds it (`section`) and its unit. The loader checks the file against that declaration:
+missing keys, unknown keys, wrong types and out-of-range values are a SpecError naming
+the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from rubinperf.errors import SpecError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: float | None = None,
+               default: Any = dataclasses.MISSING, doc: str = "") -> Any:
+    """Declare a spec field: which TOML table holds it, its unit, and its valid range."""
+    meta = {"section": section, "unit": unit, "positive": positive, "at_most": at_most, "doc": doc}
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def spec_fields(cls) -> list[dataclasses.Field]:
+    """The fields of a spec class that live in TOML tables (not name/sources)."""
+    return [f for f in dataclasses.fields(cls) if "section" in f.metadata]
+
+
+def numeric_fields(cls) -> list[str]:
+    """Names of scalar numeric fields: what `--set` and sensitivity may vary."""
+    hints = get_type_hints(cls)
+    return [f.name for f in spec_fields(cls) if hints[f.name] in (float, int)]
+
+
+def resolve_path(name_or_path: str, kind: str) -> Path:
+    """A bundled spec name (`gb300-nvl72`) or a path to a user's TOML file."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or "/" in name_or_path or p.exists() and p.is_file():
+        if not p.is_file():
+            raise SpecError(f"{name_or_path}: no such {kind} spec file")
+        return p
+    bundled = REPO_ROOT / kind_dir(kind) / f"{name_or_path}.toml"
+    if not bundled.is_file():
+        known = ", ".join(bundled_names(kind)) or "none"
+        raise SpecError(f"unknown {kind} '{name_or_path}' (known: {known}; or give a path to a .toml file)")
+    return bundled
+
+
+def kind_dir(kind: str) -> str:
+    return {"hardware": "hardware", "model": "models", "workload": "examples"}[kind]
+
+
+def bundled_names(kind: str) -> list[str]:
+    d = REPO_ROOT / kind_dir(kind)
+    names = sorted(p.stem for p in d.glob("*.toml"))
+    if kind == "workload":
+        return names
+    return names
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: malformed TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read: {exc}") from None
+
+
+def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
+    where = f"{path}: {meta['section']}.{key}"
+    if typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where}: expected a number{_unit(meta)}, got {type(value).__name__} {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise SpecError(f"{where}: expected a finite number{_unit(meta)}, got {value!r}")
+    elif typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: expected an integer, got {type(value).__name__} {value!r}")
+    elif typ is str:
+        if not isinstance(value, str):
+            raise SpecError(f"{where}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    elif typ is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: expected true or false, got {type(value).__name__} {value!r}")
+        return value
+    elif get_origin(typ) is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise SpecError(f"{where}: expected a list of integers, got {value!r}")
+        if any(v < 0 for v in value):
+            raise SpecError(f"{where}: expected non-negative integers, got {value!r}")
+        return tuple(value)
+    else:  # pragma: no cover - a programming error in a spec class
+        raise TypeError(f"unsupported spec field type {typ}")
+    if meta["positive"] and not value > 0:
+        raise SpecError(f"{where}: expected a positive value{_unit(meta)}, got {value!r}")
+    if not meta["positive"] and value < 0:
+        raise SpecError(f"{where}: expected a non-negative value{_unit(meta)}, got {value!r}")
+    if meta["at_most"] is not None and value > meta["at_most"]:
+        raise SpecError(f"{where}: expected at most {meta['at_most']}, got {value!r}")
+    return value
+
+
+def _unit(meta: dict) -> str:
+    return f" in {meta['unit']}" if meta["unit"] else ""
+
+
+def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] = ("name", "description")):
+    """Check `data` (a parsed TOML document) against `cls` and build the frozen record."""
+    hints = get_type_hints(cls)
+    fields = spec_fields(cls)
+    sections: dict[str, list[dataclasses.Field]] = {}
+    for f in fields:
+        sections.setdefault(f.metadata["section"], []).append(f)
+
+    kwargs: dict[str, Any] = {}
+    for key in top_level:
+        if key not in data:
+            raise SpecError(f"{path}: missing key '{key}' (a string)")
+        if not isinstance(data[key], str):
+            raise SpecError(f"{path}: {key}: expected a string, got {data[key]!r}")
+        kwargs[key] = data[key]
+    for key, value in data.items():
+        if key in top_level:
+            continue
+        if key not in sections:
+            raise SpecError(f"{path}: unknown key '{key}' (expected tables: {', '.join(sections)})")
+        if not isinstance(value, dict):
+            raise SpecError(f"{path}: '{key}' should be a table [{key}], got {type(value).__name__}")
+
+    sources: dict[str, str] = {}
+    for section, members in sections.items():
+        table = data.get(section)
+        if table is None:
+            raise SpecError(f"{path}: missing table [{section}]")
+        known = {f.name for f in members}
+        for key in table:
+            if key != "source" and key not in known:
+                near = _close(key, known)
+                raise SpecError(f"{path}: unknown key '{section}.{key}'" + (f" (did you mean {near}?)" if near else ""))
+        src = table.get("source")
+        if not isinstance(src, str) or not src.strip():
+            raise SpecError(f"{path}: missing key '{section}.source' (a string saying where the numbers come from)")
+        sources[section] = src
+        for f in members:
+            if f.name not in table:
+                if f.default is not dataclasses.MISSING:
+                    kwargs[f.name] = f.default
+                    continue
+                raise SpecError(f"{path}: missing key '{section}.{f.name}'{_expect(hints[f.name], f.metadata)}")
+            kwargs[f.name] = _check_value(path, f.name, table[f.name], hints[f.name], f.metadata)
+    kwargs["sources"] = sources
+    kwargs["path"] = str(path)
+    record = cls(**kwargs)
+    check = getattr(record, "validate", None)
+    if check is not None:
+        check()
+    return record
+
+
+def _expect(typ: Any, meta: dict) -> str:
+    if typ is float:
+        return f" (a number{_unit(meta)})"
+    if typ is int:
+        return " (an integer)"
+    if typ is str:
+        return " (a string)"
+    if get_origin(typ) is tuple:
+        return " (a list of integers)"
+    return ""
+
+
+def _close(key: str, candidates) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(key, list(candidates), n=3, cutoff=0.6)
+    return ", ".join(near)
+
+
+def to_toml(record) -> str:
+    """Write a spec record back as TOML (round-trips through `build_spec`)."""
+    hints = get_type_hints(type(record))
+    lines = [f'name = {_toml_value(record.name)}', f'description = {_toml_value(record.description)}']
+    by_section: dict[str, list[dataclasses.Field]] = {}
+    for f in spec_fields(type(record)):
+        by_section.setdefault(f.metadata["section"], []).append(f)
+    for section, members in by_section.items():
+        lines += ["", f"[{section}]", f"source = {_toml_value(record.sources[section])}"]
+        for f in members:
+            lines.append(f"{f.name} = {_toml_value(getattr(record, f.name))}")
+    del hints
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, tuple):
+        return "[" + ", ".join(repr(x) for x in v) + "]"
+    s = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{s}"'

@@ -1,0 +1,136 @@
+"""Model spec: the architecture fields the kernel formulas need, each table with its source.
+
+Layer indices count from 0. Lists indexed by layer (`compress_ratios`) cover the main
+layers followed by the draft/MTP layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rubinperf.errors import SpecError
+from rubinperf.precision import PRECISIONS
+from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
+
+ATTENTION_KINDS = ("sparse-mqa", "mla")
+ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    description: str
+    # [architecture]
+    num_layers: int = spec_field("architecture", doc="main transformer layers")
+    hidden_size: int = spec_field("architecture")
+    vocab_size: int = spec_field("architecture")
+    max_context_tokens: int = spec_field("architecture", "tokens")
+    hc_routes: int = spec_field("architecture", doc="mHC residual routes (1 = plain residual)")
+    hc_mix_rows: int = spec_field("architecture", positive=False, doc="rows of the per-sublayer mHC mixing weight (0 = none)")
+    dense_dtype: str = spec_field("architecture", doc="attention and shared-expert linears")
+    embedding_dtype: str = spec_field("architecture")
+    # [attention]
+    attention_kind: str = spec_field("attention", doc="sparse-mqa (V4) or mla (V3)")
+    num_heads: int = spec_field("attention")
+    q_lora_rank: int = spec_field("attention")
+    kv_latent_dim: int = spec_field("attention", doc="width of the cached latent KV (K = V for V4)")
+    qk_head_dim: int = spec_field("attention", doc="per-head dot-product width seen by the attention kernel")
+    v_head_dim: int = spec_field("attention", doc="per-head value width seen by the attention kernel")
+    qk_nope_head_dim: int = spec_field("attention", positive=False, doc="MLA: per-head non-RoPE query/key width before absorption (0 for V4)")
+    mla_v_head_dim: int = spec_field("attention", positive=False, doc="MLA: per-head value width before absorption (0 for V4)")
+    rope_dim: int = spec_field("attention")
+    o_groups: int = spec_field("attention", positive=False, doc="grouped low-rank output projection groups (0 = plain)")
+    o_lora_rank: int = spec_field("attention", positive=False)
+    sliding_window_tokens: int = spec_field("attention", "tokens", positive=False)
+    compress_ratios: tuple[int, ...] = spec_field("attention", doc="per layer: 0 = window only, r = one entry per r tokens")
+    kv_source_layers: tuple[int, ...] = spec_field("attention", doc="layers that write KV; empty = every layer")
+    kv_entry_bytes: int = spec_field("attention", "bytes", doc="one cached KV entry of one layer")
+    # [indexer]
+    indexer_layers: tuple[int, ...] = spec_field("indexer", doc="layers that compute indexer logits and top-k")
+    topk_layers: tuple[int, ...] = spec_field("indexer", doc="layers that attend only the selected top-k entries")
+    indexer_heads: int = spec_field("indexer", positive=False)
+    indexer_head_dim: int = spec_field("indexer", positive=False)
+    indexer_topk: int = spec_field("indexer", positive=False)
+    index_key_bytes: int = spec_field("indexer", "bytes", positive=False, doc="one index key entry")
+    indexer_dtype: str = spec_field("indexer")
+    replay_start_layer: int = spec_field("indexer", positive=False, doc="prefill: first layer of bounded replay (>= num_layers: none)")
+    replay_tokens: int = spec_field("indexer", "tokens", positive=False)
+    # [moe]
+    num_routed_experts: int = spec_field("moe")
+    experts_per_token: int = spec_field("moe")
+    moe_intermediate_size: int = spec_field("moe")
+    num_shared_experts: int = spec_field("moe", positive=False)
+    first_dense_layers: int = spec_field("moe", positive=False, doc="leading layers with a dense FFN instead of MoE")
+    dense_intermediate_size: int = spec_field("moe", positive=False)
+    hash_routed_layers: int = spec_field("moe", positive=False, doc="leading MoE layers routed by token hash (no router GEMM)")
+    expert_dtype: str = spec_field("moe")
+    activation_dtype: str = spec_field("moe", doc="activations fed to the expert GEMMs")
+    router_dtype: str = spec_field("moe")
+    # [engram]
+    engram_layers: tuple[int, ...] = spec_field("engram")
+    engram_table_bytes: float = spec_field("engram", "bytes", positive=False, doc="one table")
+    engram_tables: int = spec_field("engram", positive=False)
+    engram_lookups_per_token: int = spec_field("engram", positive=False, doc="per token per Engram layer")
+    engram_row_bytes: int = spec_field("engram", "bytes", positive=False)
+    engram_heads: int = spec_field("engram", positive=False)
+    engram_head_dim: int = spec_field("engram", positive=False)
+    engram_placement: str = spec_field("engram", doc="hbm (split over DP ranks), host (C2C) or peer-hbm (NVLink)")
+    # [draft] speculative decoding
+    draft_layers: int = spec_field("draft", positive=False)
+    draft_routed_experts: int = spec_field("draft")
+    draft_experts_per_token: int = spec_field("draft")
+    draft_moe_intermediate_size: int = spec_field("draft")
+    draft_tokens: int = spec_field("draft", "tokens", positive=False, doc="k tokens drafted per verify step")
+    draft_passes: int = spec_field("draft", positive=False, doc="sequential draft forwards per verify step")
+    mean_accepted_tokens: float = spec_field("draft", "tokens", doc="tokens emitted per verify step")
+    draft_counts_in_total: bool = spec_field("draft", positive=False, doc="whether the published total includes the draft layers")
+    sources: dict = dataclasses.field(default_factory=dict, compare=False)
+    path: str = dataclasses.field(default="", compare=False)
+
+    def validate(self) -> None:
+        def bad(key, why):
+            raise SpecError(f"{self.path}: {key}: {why}")
+
+        n_all = self.num_layers + self.draft_layers
+        if self.attention_kind not in ATTENTION_KINDS:
+            bad("attention.attention_kind", f"expected one of {', '.join(ATTENTION_KINDS)}, got {self.attention_kind!r}")
+        if self.engram_placement not in ENGRAM_PLACEMENTS:
+            bad("engram.engram_placement", f"expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {self.engram_placement!r}")
+        for key in ("dense_dtype", "embedding_dtype", "expert_dtype", "activation_dtype", "router_dtype", "indexer_dtype"):
+            if getattr(self, key) not in PRECISIONS:
+                bad(key, f"expected one of {', '.join(PRECISIONS)}, got {getattr(self, key)!r}")
+        if self.compress_ratios and len(self.compress_ratios) != n_all:
+            bad("attention.compress_ratios", f"expected {n_all} entries (main + draft layers), got {len(self.compress_ratios)}")
+        for key in ("kv_source_layers", "indexer_layers", "topk_layers", "engram_layers"):
+            for layer in getattr(self, key):
+                if layer >= self.num_layers:
+                    bad(key, f"layer {layer} is beyond the model's {self.num_layers} layers")
+        if self.experts_per_token > self.num_routed_experts:
+            bad("moe.experts_per_token", "expected at most num_routed_experts")
+        if self.draft_experts_per_token > self.draft_routed_experts:
+            bad("draft.draft_experts_per_token", "expected at most draft_routed_experts")
+        if self.mean_accepted_tokens > self.draft_tokens + 1:
+            bad("draft.mean_accepted_tokens", f"expected at most draft_tokens + 1 = {self.draft_tokens + 1}")
+        if self.first_dense_layers and not self.dense_intermediate_size:
+            bad("moe.dense_intermediate_size", "expected a positive size when first_dense_layers > 0")
+        if self.o_groups and self.num_heads % self.o_groups:
+            bad("attention.o_groups", f"expected a divisor of num_heads ({self.num_heads})")
+
+    def compress_ratio(self, layer: int) -> int:
+        """Compression ratio of a layer (main layers first, then draft layers); 1 when none is listed."""
+        if not self.compress_ratios:
+            return 1
+        return self.compress_ratios[layer]
+
+    def is_kv_source(self, layer: int) -> bool:
+        return not self.kv_source_layers or layer in self.kv_source_layers
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return layer >= self.first_dense_layers
+
+
+def load_model(name_or_path: str) -> Model:
+    """Load a bundled model spec by name, or a user's TOML file by path."""
+    path = resolve_path(name_or_path, "model")
+    return build_spec(Model, read_toml(path), path)
