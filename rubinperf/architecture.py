@@ -39,9 +39,10 @@ def attention_weights(m: Model, layer: int) -> list[Weight]:
         w = [
             Weight("q_down", d, m.q_lora_rank, dt),
             Weight("q_up", m.q_lora_rank, m.num_heads * m.qk_head_dim, dt),
-            Weight("kv_proj", d, m.kv_latent_dim, dt),
         ]
-        if m.compress_ratio(layer) > 1:
+        if m.is_kv_source(layer) or layer >= m.num_layers:
+            w.append(Weight("kv_proj", d, m.kv_latent_dim, dt))
+        if m.compress_ratio(layer) > 1 and (m.is_kv_source(layer) or layer >= m.num_layers):
             # Compressor: a KV and a gate projection of the hidden state (V4 Compressor, overlap off).
             w.append(Weight("kv_compress", d, 2 * m.kv_latent_dim, dt))
         if m.o_groups:

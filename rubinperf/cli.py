@@ -197,6 +197,50 @@ def kernel_copy(
     _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes))
 
 
+# ---------------------------------------------------------------- estimate
+
+
+@app.command("estimate")
+def estimate(
+    model: str = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file."),
+    hardware: Optional[List[str]] = typer.Option(None, "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72."),
+    layout: Optional[List[str]] = typer.Option(None, "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode."),
+    phase: Optional[str] = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise."),
+    batch: Optional[float] = typer.Option(None, help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. Default: 16 for dep32 decode, else 1."),
+    context: Optional[float] = typer.Option(None, help="Tokens already cached per request. Default: 131072."),
+    new_tokens: Optional[float] = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768."),
+    draft_tokens: Optional[int] = typer.Option(None, help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash)."),
+    acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
+    balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
+    eplb: bool = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness."),
+    breakdown: bool = typer.Option(False, "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of result records."),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells)."),
+):
+    """Step time and tokens/s of a model on racks, per parallel layout and phase.
+
+    With no options: DeepSeek-V4.1-Flash on GB300 NVL72 and Vera Rubin NVL72 in the three
+    engine shapes (DEP2 prefill at 32K new tokens per rank, DEP32 decode at 16 requests per
+    rank x 6 tokens, TP8 decode at batch 1), at 128K context.
+
+    Examples:
+
+      rubinperf estimate
+
+      rubinperf estimate -H vr-nvl72 -l dep32 --batch 64 --context 855000 --breakdown
+
+      rubinperf estimate -l tp8 --acceptance 3.0 --json
+    """
+    from rubinperf.engine import run_estimates
+
+    records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
+                            draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb)
+    from rubinperf.render import estimate_tables
+
+    _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)
+
+
 # ---------------------------------------------------------------- list
 
 

@@ -34,6 +34,8 @@ class Cost:
     scale_out_hops: Any = 0.0
     launches: Any = 0.0           # kernel launches (each pays the launch floor)
     collectives: Any = 0.0        # collectives (each pays the collective floor)
+    steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
+    dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
 
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))

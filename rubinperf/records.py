@@ -28,3 +28,40 @@ def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
         "nvlink_bytes": float(cost.nvlink_bytes),
     }
     return rec
+
+
+def step_record(r) -> dict:
+    """The contract's estimate record for one StepResult, with its per-kernel breakdown."""
+    # GPU kernels by time, then the host's work (which overlaps the GPU's).
+    rows = sorted(r.by_name().values(), key=lambda x: (x["part"] == "cpu", -float(x["expected_s"])))
+    total = float(r.expected_s)
+    breakdown = []
+    for x in rows:
+        terms = {k: float(v) for k, v in x["terms"].items()}
+        bound = max(terms, key=terms.get).removesuffix("_s")
+        breakdown.append({
+            "kernel": x["kernel"], "part": x["part"],
+            "time_ms": float(x["expected_s"]) * 1e3, "sol_time_ms": float(x["sol_s"]) * 1e3,
+            "fraction_of_roofline": float(x["sol_s"]) / float(x["expected_s"]) if float(x["expected_s"]) else 1.0,
+            "share_of_step": float(x["expected_s"]) / total,
+            "flops": float(x["flops"]), "bytes": float(x["bytes"]), "bound": bound,
+        })
+    p, m = r.point, r.model
+    decode = p.phase == "decode"
+    return {
+        "hardware": r.hw.name, "model": m.name, "layout": r.layout.name, "phase": p.phase,
+        "gpus": r.layout.ranks,
+        "batch_per_rank": float(p.batch), "context_tokens": float(p.context),
+        "new_tokens_per_rank": None if decode else float(p.new_tokens),
+        "draft_tokens": float(p.k(m)) if decode else None,
+        "acceptance": float(p.accepted(m)) if decode else None,
+        "balancedness": float(p.balancedness) if r.layout.kind == "dep" else 1.0,
+        "step_time_ms": total * 1e3, "sol_step_time_ms": float(r.sol_s) * 1e3,
+        "gpu_time_ms": float(r.gpu_s) * 1e3, "cpu_time_ms": float(r.cpu_s) * 1e3,
+        "fraction_of_roofline": float(r.sol_s) / total,
+        "draft_time_ms": float(r.part_s("draft")) * 1e3,
+        "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
+        "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
+        "bound": r.bound,
+        "breakdown": breakdown,
+    }

@@ -3,7 +3,8 @@
 Speed of light (SOL) is a true lower bound: max(FLOPs / peak, bytes / peak bandwidth,
 link bytes / link bandwidth). Expected derates every peak by the hardware's measured
 efficiency, reads weights at the die-local or interleaved HBM rate, adds per-message
-latency to link time, and adds the fixed floors (launches, collectives):
+latency to link time, and adds the fixed floors (launches, collectives, per-step CPU
+overhead and DP synchronisation):
 
     expected = max(compute, memory, comm) + floor
 
@@ -43,7 +44,12 @@ def kernel_time(cost: Cost, hw, die_local_weights: bool = False) -> KernelTime:
         + cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
         + cost.scale_out_hops * hw.scale_out_latency_s
     )
-    floor = cost.launches * hw.kernel_launch_floor_s + cost.collectives * hw.collective_floor_s
+    floor = (
+        cost.launches * hw.kernel_launch_floor_s
+        + cost.collectives * hw.collective_floor_s
+        + cost.steps * hw.step_overhead_s
+        + cost.dp_sync_ranks * hw.dp_sync_per_rank_s
+    )
 
     return KernelTime(
         compute_s=compute + 0.0,

@@ -1,0 +1,25 @@
+"""Estimates for the `estimate` command: load specs once, build points, time steps, make records."""
+
+from __future__ import annotations
+
+from rubinperf.layout import parse_layout
+from rubinperf.records import step_record
+from rubinperf.scenario import DEFAULT_ENGINES, DEFAULT_HARDWARE, make_point
+from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.model import load_model
+from rubinperf.step import step
+
+
+def run_estimates(model: str, hardware=None, layouts=None, **options) -> list[dict]:
+    m = load_model(model)
+    hws = [load_hardware(h) for h in (hardware or DEFAULT_HARDWARE)]
+    if layouts:
+        shapes = [(parse_layout(text), options.get("phase")) for text in layouts]
+    else:
+        shapes = [(parse_layout(name), options.get("phase") or phase) for name, phase, _ in DEFAULT_ENGINES]
+    records = []
+    for hw in hws:
+        for lay, phase in shapes:
+            point = make_point(m, hw, lay, **{**options, "phase": phase})
+            records.append(step_record(step(m, hw, lay, point)))
+    return records

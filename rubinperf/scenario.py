@@ -1,0 +1,65 @@
+"""Operating points from user options: defaults, the default engine shapes, and checks.
+
+Every check raises a SpecError naming the option, so the CLI can print one line.
+"""
+
+from __future__ import annotations
+
+from rubinperf.errors import SpecError
+from rubinperf.graph import Point
+from rubinperf.layout import Layout, check_layout
+
+DEFAULT_MODEL = "deepseek-v4.1-flash"
+DEFAULT_HARDWARE = ("gb300-nvl72", "vr-nvl72")
+# The seed's engine shapes: DEP2 prefill, Wide-EP DEP32 decode, TP8 low-latency decode.
+DEFAULT_ENGINES = (("dep2", "prefill", 1), ("dep32", "decode", 16), ("tp8", "decode", 1))
+DEFAULT_CONTEXT = 131072
+DEFAULT_NEW_TOKENS = 32768
+
+# Balancedness (mean rank load / max rank load), published-results.md: EPLB on / off.
+BALANCEDNESS = {True: (0.94, 0.89), False: (0.35, 0.21)}
+
+
+def default_phase(layout: Layout) -> str:
+    """The engine shape a layout usually serves: DEP2 prefills, everything else decodes."""
+    return "prefill" if layout.kind == "dep" and layout.ranks <= 2 else "decode"
+
+
+def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
+               draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True) -> Point:
+    check_layout(layout, model, hw)
+    phase = phase or default_phase(layout)
+    if phase not in ("prefill", "decode"):
+        raise SpecError(f"--phase: expected prefill or decode, got {phase!r}")
+    context = DEFAULT_CONTEXT if context is None else context
+    if context < 0:
+        raise SpecError(f"--context: expected a non-negative token count, got {context}")
+    if batch is None:
+        batch = next((b for name, ph, b in DEFAULT_ENGINES if name == layout.name and ph == phase), 1)
+    if batch <= 0:
+        raise SpecError(f"--batch: expected a positive number of requests per rank, got {batch}")
+    new_tokens = DEFAULT_NEW_TOKENS if new_tokens is None else new_tokens
+    if phase == "prefill":
+        if new_tokens <= 0:
+            raise SpecError(f"--new-tokens: expected a positive token count, got {new_tokens}")
+        if new_tokens < batch:
+            raise SpecError(f"--new-tokens: expected at least one new token per sequence (--batch {batch}), got {new_tokens}")
+    per_seq = new_tokens / batch if phase == "prefill" else 0
+    if context + per_seq > model.max_context_tokens:
+        raise SpecError(f"--context: {context + per_seq:.0f} tokens exceed {model.name}'s maximum of {model.max_context_tokens}")
+    k = model.draft_tokens if draft_tokens is None else draft_tokens
+    if k < 0:
+        raise SpecError(f"--draft-tokens: expected 0 or more, got {k}")
+    if acceptance is None:
+        acceptance = min(model.mean_accepted_tokens, k + 1)
+    if not 1 <= acceptance <= k + 1:
+        raise SpecError(f"--acceptance: expected between 1 and draft tokens + 1 = {k + 1}, got {acceptance}")
+    bal, draft_bal = BALANCEDNESS[eplb]
+    if balancedness is not None:
+        if not 0 < balancedness <= 1:
+            raise SpecError(f"--balancedness: expected a value in (0, 1], got {balancedness}")
+        bal = balancedness
+    if layout.kind == "tp":
+        bal = draft_bal = 1.0  # every rank holds a slice of every expert: no expert imbalance
+    return Point(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=k,
+                 acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal)

@@ -1,0 +1,119 @@
+"""Aggregation of one step: per-op times summed over ops and layers.
+
+Overlap rule: inside one op (one fused kernel) compute, memory traffic and link traffic
+overlap, so the roofline takes their max (MegaMoE's EP dispatch and combine hide under
+its expert GEMMs, up to the larger of the two). Different ops run one after another, so
+their times add; a TP all-reduce is its own op and adds. The host's work for a step
+(scheduling, DP synchronisation) runs while the GPU executes the previous step (async
+scheduling), so the step takes max(GPU time, CPU time): CPU overhead only shows once it
+exceeds the GPU work, as the seed saw when DEP32 ran slower than DEP16. The
+speed-of-light step is the sum of per-op SOL times of the GPU work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rubinperf.cost import Cost, KernelTime
+from rubinperf.graph import Op, Point, build_step
+from rubinperf.layout import Layout
+from rubinperf.mathops import smax
+from rubinperf.roofline import kernel_time
+from rubinperf.specs.model import Model
+
+
+@dataclass(frozen=True)
+class OpTime:
+    op: Op
+    time: KernelTime        # one occurrence
+
+    @property
+    def expected_s(self):
+        return self.time.expected_s * self.op.repeat
+
+    @property
+    def sol_s(self):
+        return self.time.sol_s * self.op.repeat
+
+
+@dataclass(frozen=True)
+class StepResult:
+    model: Model
+    hw: object
+    layout: Layout
+    point: Point
+    ops: list[OpTime]
+
+    @property
+    def gpu_s(self):
+        return sum(o.expected_s for o in self.ops if o.op.part != "cpu")
+
+    @property
+    def cpu_s(self):
+        return self.part_s("cpu")
+
+    @property
+    def expected_s(self):
+        return smax(self.gpu_s, self.cpu_s)
+
+    @property
+    def sol_s(self):
+        return sum(o.sol_s for o in self.ops if o.op.part != "cpu")
+
+    @property
+    def bound(self) -> str:
+        """What limits the step: cpu when host overhead exceeds GPU time, else the term
+        (compute, memory, comm, floor) that binds the largest share of GPU time."""
+        if float(self.cpu_s) > float(self.gpu_s):
+            return "cpu"
+        shares: dict[str, float] = {}
+        for o in self.ops:
+            if o.op.part != "cpu":
+                shares[o.time.bound] = shares.get(o.time.bound, 0.0) + float(o.expected_s)
+        return max(shares, key=shares.get)
+
+    @property
+    def tokens_per_step(self):
+        """Tokens one engine instance emits (decode: accepted) or ingests (prefill) per step, over all its ranks."""
+        m, p, lay = self.model, self.point, self.layout
+        per_rank_group = p.batch * p.accepted(m) if p.phase == "decode" else p.new_tokens
+        return per_rank_group * lay.dp
+
+    @property
+    def tokens_per_s_per_gpu(self):
+        return self.tokens_per_step / self.expected_s / self.layout.ranks
+
+    @property
+    def tokens_per_s_per_user(self):
+        """Decode: accepted tokens per verify step over the step time. Prefill: one sequence's new tokens per second."""
+        m, p = self.model, self.point
+        per_user = p.accepted(m) if p.phase == "decode" else p.new_tokens / p.batch
+        return per_user / self.expected_s
+
+    def part_s(self, part: str):
+        return sum((o.expected_s for o in self.ops if o.op.part == part), 0.0)
+
+    def total_cost(self) -> Cost:
+        return sum((o.op.cost * o.op.repeat for o in self.ops), Cost())
+
+    def by_name(self) -> dict[str, dict]:
+        """Breakdown rows: ops of one name summed over layers (and passes)."""
+        rows: dict[str, dict] = {}
+        for o in self.ops:
+            name = o.op.name
+            r = rows.setdefault(name, {"kernel": name, "part": o.op.part, "expected_s": 0.0, "sol_s": 0.0,
+                                       "flops": 0.0, "bytes": 0.0, "terms": {}})
+            r["expected_s"] = r["expected_s"] + o.expected_s
+            r["sol_s"] = r["sol_s"] + o.sol_s
+            r["flops"] = r["flops"] + o.op.cost.flops * o.op.repeat
+            r["bytes"] = r["bytes"] + o.op.cost.bytes * o.op.repeat
+            for term in ("compute_s", "memory_s", "comm_s", "floor_s"):
+                r["terms"][term] = r["terms"].get(term, 0.0) + getattr(o.time, term) * o.op.repeat
+        return rows
+
+
+def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
+    """Build the step's op graph and time every op on `hw`."""
+    ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
+    timed = [OpTime(o, kernel_time(o.cost, hw, die_local_weights=o.die_local_weights)) for o in ops]
+    return StepResult(model, hw, layout, point, timed)
