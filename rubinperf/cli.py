@@ -59,14 +59,18 @@ def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: boo
 
 HW_OPT = typer.Option("gb300-nvl72", "--hardware", "-H", help="Bundled hardware name or a path to a TOML file.")
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON record.")
+SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
+            "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
+SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
 
 
-def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict):
+def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict, sets=None):
     from rubinperf.roofline import kernel_time
     from rubinperf.records import kernel_record
     from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.overrides import apply_overrides
 
-    hw = load_hardware(hardware)
+    hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
     cost = cost_fn()
     rec = kernel_record(kind, cost, kernel_time(cost, hw), hardware=hw.name, **shape)
     _emit(rec, as_json, _kernel_table)
@@ -112,6 +116,7 @@ def kernel_gemm(
     dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
+    sets: Optional[List[str]] = SET_OPT,
 ):
     """Dense GEMM [m, k] x [k, n]: 2mnk FLOPs; weights, inputs and outputs moved once.
 
@@ -123,7 +128,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     out = "fp32" if d == "fp32" else "bf16"
-    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d))
+    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets)
 
 
 @kernel_app.command("grouped-gemm")
@@ -135,6 +140,7 @@ def kernel_grouped_gemm(
     dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4)."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
+    sets: Optional[List[str]] = SET_OPT,
 ):
     """Grouped (MoE) GEMM: only the experts touched are read; E[touched] = G(1 - (1 - 1/G)^rows).
 
@@ -148,7 +154,7 @@ def kernel_grouped_gemm(
     act = "fp8" if d == "fp4" else d
     out = "fp32" if d == "fp32" else "bf16"
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
-    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape)
+    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets)
 
 
 @kernel_app.command("attention")
@@ -163,6 +169,7 @@ def kernel_attention(
     causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
+    sets: Optional[List[str]] = SET_OPT,
 ):
     """Attention with flash-style I/O: K/V read once per KV head, Q read and O written once.
 
@@ -178,7 +185,7 @@ def kernel_attention(
         raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
     d = _dtype(dtype)
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
-    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape)
+    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets)
 
 
 @kernel_app.command("copy")
@@ -186,6 +193,7 @@ def kernel_copy(
     nbytes: float = typer.Option(..., "--bytes", help="Bytes copied (each read once and written once)."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
+    sets: Optional[List[str]] = SET_OPT,
 ):
     """Device-to-device memory copy: 2 x bytes through HBM.
 
@@ -194,7 +202,7 @@ def kernel_copy(
     from rubinperf.kernels import copy
 
     _positive("bytes", nbytes)
-    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes))
+    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets)
 
 
 # ---------------------------------------------------------------- estimate
@@ -217,6 +225,7 @@ def estimate(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of result records."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells)."),
+    sets: Optional[List[str]] = SET_OPT,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -235,7 +244,8 @@ def estimate(
     from rubinperf.engine import run_estimates
 
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
-                            draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb)
+                            draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
+                            sets=sets)
     from rubinperf.render import estimate_tables
 
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)

@@ -7,12 +7,22 @@ from rubinperf.records import step_record
 from rubinperf.scenario import DEFAULT_ENGINES, DEFAULT_HARDWARE, make_point
 from rubinperf.specs.hardware import load_hardware
 from rubinperf.specs.model import load_model
+from rubinperf.specs.overrides import apply_overrides
 from rubinperf.step import step
 
 
-def run_estimates(model: str, hardware=None, layouts=None, **options) -> list[dict]:
+def load_specs(model: str, hardware=None, sets=None):
+    """The model and hardware records with `--set` overrides applied to each."""
     m = load_model(model)
-    hws = [load_hardware(h) for h in (hardware or DEFAULT_HARDWARE)]
+    hws = []
+    for name in hardware or DEFAULT_HARDWARE:
+        specs = apply_overrides(sets, hardware=load_hardware(name), model=m)
+        hws.append(specs["hardware"])
+    return specs["model"], hws
+
+
+def run_estimates(model: str, hardware=None, layouts=None, sets=None, **options) -> list[dict]:
+    m, hws = load_specs(model, hardware, sets)
     if layouts:
         shapes = [(parse_layout(text), options.get("phase")) for text in layouts]
     else:

@@ -1,0 +1,117 @@
+"""What-if overrides: `--set hardware.hbm_bandwidth_bytes_per_s=30e12` or `--set hbm_bandwidth=30TB/s`.
+
+A key is `[hardware.|model.|workload.]field`; the field may drop its unit suffix
+(`hbm_bandwidth` for `hbm_bandwidth_bytes_per_s`). A value is a plain number in the
+field's SI unit, or a number with an SI prefix and a unit that matches the field
+(`30TB/s`, `288GB`, `1.5us`, `50PFLOP/s`, `1800W`). The new record is validated like
+a loaded one; anything wrong is a SpecError that lists close matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from pathlib import Path
+from typing import get_type_hints
+
+from rubinperf.errors import SpecError
+from rubinperf.specs.loader import _check_value, spec_fields
+
+PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+          "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# Field-name unit suffix -> accepted unit spellings (after the prefix).
+UNITS = {
+    "_bytes_per_s": ("B/s", "bytes/s"),
+    "_flops_per_s": ("FLOP/s", "FLOPS", "flop/s"),
+    "_bytes": ("B", "bytes"),
+    "_s": ("s",),
+    "_w": ("W",),
+    "_usd_per_gpu_hour": ("$/h", "USD/h", "$"),
+    "_tokens": ("tokens", "tok"),
+}
+_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+
+
+def _suffix(field: str) -> str:
+    return next((s for s in sorted(UNITS, key=len, reverse=True) if field.endswith(s)), "")
+
+
+def parse_value(text: str, field: str) -> float:
+    """`30TB/s` for a `_bytes_per_s` field -> 3e13. A bare number is taken in the field's SI unit."""
+    m = _NUMBER.match(text)
+    if not m:
+        raise SpecError(f"--set {field}: expected a number, optionally with a unit, got {text!r}")
+    number, unit = float(m.group(1)), m.group(2)
+    if not unit:
+        return number
+    suffix = _suffix(field)
+    for spelling in UNITS.get(suffix, ()):
+        if unit.endswith(spelling):
+            prefix = unit[: -len(spelling)].strip()
+            if prefix in PREFIX:
+                return number * PREFIX[prefix]
+    allowed = ", ".join(UNITS[suffix]) if suffix in UNITS else "no unit"
+    raise SpecError(f"--set {field}: unit {unit!r} does not fit this field (expected {allowed}, with an SI prefix)")
+
+
+def _resolve(key: str, records: dict) -> tuple[str, str]:
+    """`hardware.hbm_bandwidth` -> ('hardware', 'hbm_bandwidth_bytes_per_s')."""
+    kind, _, name = key.rpartition(".")
+    kinds = [kind] if kind else [k for k, r in records.items() if r is not None]
+    if kind and kind not in records:
+        raise SpecError(f"--set {key}: unknown spec '{kind}' (expected {', '.join(records)})")
+    candidates = []
+    for k in kinds:
+        rec = records[k]
+        if rec is None:
+            continue
+        for f in spec_fields(type(rec)):
+            if f.name == name or f.name[: len(f.name) - len(_suffix(f.name))] == name:
+                candidates.append((k, f.name))
+    if len(candidates) == 1:
+        return candidates[0]
+    if len(candidates) > 1:
+        raise SpecError(f"--set {key}: ambiguous, say which: {', '.join(f'{k}.{n}' for k, n in candidates)}")
+    every = [f"{k}.{f.name}" for k in kinds if records[k] is not None for f in spec_fields(type(records[k]))]
+    near = difflib.get_close_matches(key if kind else name, every + [e.split(".", 1)[1] for e in every], n=4, cutoff=0.5)
+    hint = f" (close: {', '.join(near)})" if near else ""
+    raise SpecError(f"--set {key}: unknown field{hint}")
+
+
+def apply_overrides(assignments: list[str] | None, **records):
+    """Return the records (hardware=, model=, workload=) with every `key=value` applied, in the order given."""
+    out = dict(records)
+    for text in assignments or []:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise SpecError(f"--set {text!r}: expected key=value, e.g. hbm_bandwidth=30TB/s")
+        kind, field = _resolve(key.strip(), out)
+        rec = out[kind]
+        f = next(f for f in spec_fields(type(rec)) if f.name == field)
+        typ = get_type_hints(type(rec))[field]
+        raw = value.strip()
+        if typ in (float, int):
+            parsed = parse_value(raw, field)
+            if typ is int:
+                if parsed != int(parsed):
+                    raise SpecError(f"--set {field}: expected an integer, got {raw!r}")
+                parsed = int(parsed)
+        elif typ is bool:
+            if raw.lower() not in ("true", "false"):
+                raise SpecError(f"--set {field}: expected true or false, got {raw!r}")
+            parsed = raw.lower() == "true"
+        elif typ is str:
+            parsed = raw
+        else:
+            try:
+                parsed = [int(x) for x in raw.strip("[]").split(",") if x.strip()]
+            except ValueError:
+                raise SpecError(f"--set {field}: expected a list of integers like [1,14], got {raw!r}") from None
+        checked = _check_value(Path(f"--set {kind}"), field, parsed, typ, f.metadata)
+        new = dataclasses.replace(rec, **{field: checked})
+        check = getattr(new, "validate", None)
+        if check is not None:
+            check()
+        out[kind] = new
+    return out
