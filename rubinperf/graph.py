@@ -18,7 +18,7 @@ Conventions, per rank:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rubinperf import kernels as K
 from rubinperf.architecture import Weight, attention_weights, draft_layer_weights, embedding_weights, ffn_weights
@@ -59,7 +59,7 @@ class Op:
     repeat: object = 1        # occurrences per step (layers)
     part: str = "target"      # target | draft (GPU work) | cpu (host work, overlapped with the GPU)
     die_local_weights: bool = False
-    note: str = field(default="", compare=False)
+    stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
 
 
 def bpe(dtype: str) -> float:
@@ -190,7 +190,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         local = E // n
         touched = K.experts_touched_topk(tokens * n, k, E, local_experts=local)
         gemms = K.grouped_gemm(tokens * k, local, inter3, m.hidden_size, weight=experts.dtype, act=act,
-                               touched=touched, launches=0) * (1 / bal)
+                               touched=touched, launches=0)
         ranks_hit = K.experts_touched(k, n)  # distinct ranks one token's top-k lands on
         remote = ranks_hit * (n - 1) / n
         dispatch = tokens * remote * m.hidden_size * bpe(act)
@@ -198,7 +198,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         comm = Cost(nvlink_bytes=dispatch + combine, nvlink_hops=2,
                     cross_tray_hops=2 if n > (hw_tray or n) else 0, collectives=2)
         ops.append(Op("MegaMoE (dispatch + experts + combine)", gemms + comm + Cost(launches=1), part=part,
-                      die_local_weights=True))
+                      die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
         gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
@@ -285,7 +285,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         if layer in m.engram_layers:
             layer_ops += engram_ops(m, layout, t)
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
-        ops += [Op(o.name, o.cost, o.repeat * n_layers, o.part, o.die_local_weights, o.note) for o in layer_ops]
+        ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
 
     logits_tokens = tokens if decode else seqs
     ops += head_ops(m, layout, tokens, logits_tokens)
@@ -319,4 +319,4 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
         ops += layer_ops
     if decode:
         ops += head_ops(m, layout, t, t, part="draft")
-    return [Op("draft: " + o.name, o.cost, o.repeat * passes, "draft", o.die_local_weights) for o in ops]
+    return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]

@@ -1,5 +1,8 @@
 """Aggregation of one step: per-op times summed over ops and layers.
 
+Expert imbalance: an expert-parallel MoE op's time is stretched by 1 / balancedness,
+since the busiest rank sets the pace (published-results.md).
+
 Overlap rule: inside one op (one fused kernel) compute, memory traffic and link traffic
 overlap, so the roofline takes their max (MegaMoE's EP dispatch and combine hide under
 its expert GEMMs, up to the larger of the two). Different ops run one after another, so
@@ -29,11 +32,11 @@ class OpTime:
 
     @property
     def expected_s(self):
-        return self.time.expected_s * self.op.repeat
+        return self.time.expected_s * self.op.repeat * self.op.stretch
 
     @property
     def sol_s(self):
-        return self.time.sol_s * self.op.repeat
+        return self.time.sol_s * self.op.repeat * self.op.stretch
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class StepResult:
             r["flops"] = r["flops"] + o.op.cost.flops * o.op.repeat
             r["bytes"] = r["bytes"] + o.op.cost.bytes * o.op.repeat
             for term in ("compute_s", "memory_s", "comm_s", "floor_s"):
-                r["terms"][term] = r["terms"].get(term, 0.0) + getattr(o.time, term) * o.op.repeat
+                r["terms"][term] = r["terms"].get(term, 0.0) + getattr(o.time, term) * o.op.repeat * o.op.stretch
         return rows
 
 
