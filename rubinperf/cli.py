@@ -5,6 +5,7 @@ Every error a user can cause ends as one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import List, Optional
 
@@ -98,6 +99,8 @@ def _kernel_table(rec: dict):
 def _positive(name: str, value, allow_zero: bool = False):
     if value is None:
         return
+    if isinstance(value, float) and not math.isfinite(value):  # nan, inf, 1e400
+        raise SpecError(f"--{name}: expected a finite number, got {value}")
     if value < 0 or (value == 0 and not allow_zero):
         raise SpecError(f"--{name}: expected a positive number, got {value}")
 

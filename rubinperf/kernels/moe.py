@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from rubinperf.cost import Cost
+from rubinperf.mathops import smax, smin
 from rubinperf.precision import PRECISIONS, mma_peak
 
 
 def experts_touched(rows, groups):
-    """Expected distinct groups hit by `rows` independent uniform draws over `groups`: G(1 - (1 - 1/G)^rows)."""
-    return groups * (1 - (1 - 1 / groups) ** rows)
+    """Expected distinct groups hit by `rows` independent uniform draws over `groups`: G(1 - (1 - 1/G)^rows).
+
+    Numerically the expression can round just outside its exact range (1 row over 3 groups gives
+    0.9999999999999998), so numbers and arrays are clamped to [min(rows, 1), min(G, max(rows, 1))],
+    which the exact value always lies in; symbols keep the bare formula.
+    """
+    touched = groups * (1 - (1 - 1 / groups) ** rows)
+    if hasattr(touched, "free_symbols"):
+        return touched
+    return smin(smax(touched, smin(rows, 1)), groups, smax(rows, 1))
 
 
 def experts_touched_topk(tokens, top_k, experts, local_experts=None):

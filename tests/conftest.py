@@ -1,0 +1,95 @@
+"""Shared fixtures for the rubinperf test suite."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72"]
+MODEL_NAMES = ["deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3"]
+
+# Bytes per element, derived by hand from the formats (value bits / 8 + scale bytes / block):
+FP4_B = 0.5 + 1 / 32          # e2m1 (4 bits) + one 1-byte ue8m0 scale per 32 values = 0.53125
+FP8_B = 1 + 4 / 16384         # e4m3 (8 bits) + one 4-byte FP32 scale per 128x128 block = 1.000244140625
+BF16_B = 2.0
+FP32_B = 4.0
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def hardware_by_name():
+    from rubinperf.specs.hardware import load_hardware
+
+    return {name: load_hardware(name) for name in HARDWARE_NAMES}
+
+
+# A GB300 NVL72 with the numbers the hand-derived cases use pinned, so that calibrating the
+# bundled spec cannot move them.
+PINNED_GB300 = dict(
+    bf16_dense_flops_per_s=2.5e15, bf16_compute_efficiency=0.75,
+    fp8_dense_flops_per_s=5e15, fp8_compute_efficiency=0.72,
+    hbm_bandwidth_bytes_per_s=8e12, hbm_efficiency=0.88,
+    hbm_local_bandwidth_factor=1.0, hbm_interleaved_bandwidth_factor=1.0, hbm_remote_bandwidth_factor=1.0,
+    kernel_launch_floor_s=2.5e-6, collective_floor_s=3e-6,
+    nvlink_bandwidth_bytes_per_s=900e9, nvlink_efficiency=0.80, nvlink_latency_s=1.5e-6, cross_tray_latency_s=0.3e-6,
+    host_memory_bandwidth_bytes_per_s=256e9, c2c_bandwidth_bytes_per_s=450e9, host_efficiency=0.80,
+    scale_out_bandwidth_bytes_per_s=100e9, scale_out_efficiency=0.85, scale_out_latency_s=5e-6,
+)
+
+
+@pytest.fixture
+def pinned_gb300(hardware_by_name):
+    import dataclasses
+
+    return dataclasses.replace(hardware_by_name["gb300-nvl72"], name="gb300-pinned", **PINNED_GB300)
+
+
+@pytest.fixture
+def pinned_gb300_path(pinned_gb300, tmp_path) -> str:
+    """The pinned GPU written as a spec file (exercises to_toml and loading by path)."""
+    from rubinperf.specs.loader import to_toml
+
+    path = tmp_path / "gb300-pinned.toml"
+    path.write_text(to_toml(pinned_gb300))
+    return str(path)
+
+
+class CliResult:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def json(self):
+        return json.loads(self.out)
+
+    def __repr__(self):  # shown by pytest on failure
+        return f"CliResult(code={self.code}, out={self.out[-400:]!r}, err={self.err!r})"
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run rubinperf.cli.main(argv) in-process; returns exit code, stdout and stderr."""
+    from rubinperf.cli import main
+
+    def run(*argv: str) -> CliResult:
+        capsys.readouterr()  # drop anything printed before
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def python() -> str:
+    return sys.executable
