@@ -244,12 +244,20 @@ def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "targe
 # ---------------------------------------------------------------- the step
 
 
-def _layer_signature(m: Model, layer: int, p: Point):
-    replay = "none"
-    if p.phase == "prefill" and layer >= m.replay_start_layer:
-        replay = "start" if layer == m.replay_start_layer else "tail"
-    return (m.compress_ratio(layer), m.is_kv_source(layer), layer in m.indexer_layers, layer in m.topk_layers,
-            layer in m.engram_layers, m.is_moe_layer(layer), layer >= m.hash_routed_layers, replay)
+def _replay(m: Model, layer: int, p: Point) -> str:
+    """Bounded replay in prefill: 'start' for the first replayed layer, 'tail' after it, else 'none'."""
+    if p.phase != "prefill" or layer < m.replay_start_layer:
+        return "none"
+    return "start" if layer == m.replay_start_layer else "tail"
+
+
+def _attention_signature(m: Model, layer: int, p: Point) -> tuple:
+    return ("attention", m.compress_ratio(layer), m.is_kv_source(layer), layer in m.indexer_layers,
+            layer in m.topk_layers, _replay(m, layer, p))
+
+
+def _ffn_signature(m: Model, layer: int, p: Point) -> tuple:
+    return ("ffn", layer in m.engram_layers, m.is_moe_layer(layer), layer >= m.hash_routed_layers, _replay(m, layer, p))
 
 
 def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[Op]:
@@ -263,10 +271,13 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         q_per_seq = p.new_tokens / p.batch
     tokens = seqs * q_per_seq
 
-    # Group main layers by shape so each distinct layer is built once.
+    # Group main layers' sublayers by shape so each distinct one is built once (and, in a sweep,
+    # evaluated once): attention sublayers by compression, KV source, indexer and replay; FFN
+    # sublayers (with their mHC and Engram) by MoE, routing and replay.
     classes: dict[tuple, list[int]] = {}
     for layer in range(m.num_layers):
-        classes.setdefault(_layer_signature(m, layer, p), []).append(layer)
+        classes.setdefault(_attention_signature(m, layer, p), []).append(layer)
+        classes.setdefault(_ffn_signature(m, layer, p), []).append(layer)
 
     ops: list[Op] = []
     for sig, layers in classes.items():
@@ -278,13 +289,15 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
             q = smin(m.replay_tokens, q_per_seq)
             t, s = seqs * q, seqs
             kv_t = tokens if replay == "start" else t
-        layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2)]
-        # Replayed layers see the earlier new tokens as cached context.
-        pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
-        layer_ops += attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
-        if layer in m.engram_layers:
-            layer_ops += engram_ops(m, layout, t)
-        layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
+        if sig[0] == "attention":
+            # Replayed layers see the earlier new tokens as cached context.
+            pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
+            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
+        else:
+            layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2)]
+            if layer in m.engram_layers:
+                layer_ops += engram_ops(m, layout, t)
+            layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
         ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
 
     logits_tokens = tokens if decode else seqs
@@ -305,18 +318,25 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
         return []
     decode = p.phase == "decode"
     if decode:
-        passes, t, q = m.draft_passes, seqs, 1
+        # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
+        passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
+        t, q = seqs, 1
     else:
         passes, t, q = 1, tokens, tokens / seqs
-    ops: list[Op] = []
+    # Draft layers of one shape are built once, repeated.
+    by_ratio: dict[int, list[int]] = {}
     for i in range(m.draft_layers):
+        by_ratio.setdefault(m.compress_ratio(m.num_layers + i), []).append(i)
+    ops: list[Op] = []
+    for same in by_ratio.values():
+        i = same[0]
         layer = m.num_layers + i
         layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2, part="draft")]
         fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
         layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
         layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
-        ops += layer_ops
+        ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if decode:
         ops += head_ops(m, layout, t, t, part="draft")
     return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]

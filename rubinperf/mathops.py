@@ -7,6 +7,7 @@ symbolic `explain` path evaluate the very same expression.
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -19,13 +20,29 @@ def _is_array(values) -> bool:
     return any(isinstance(v, np.ndarray) for v in values)
 
 
+def _symbolic_extreme(func, values):
+    """sympy Max/Min left unevaluated: sympy's pairwise simplification costs seconds over a
+    step graph. A literal 0 in a Max whose other terms are known non-negative is dropped
+    (a kernel's absent link term). Substituting numbers evaluates the result as usual."""
+    args = list(values)
+    if func.__name__ == "Max":
+        rest = [v for v in args if not (isinstance(v, (int, float)) or getattr(v, "is_number", False)) or v != 0]
+        if rest and len(rest) < len(args) and all(_nonnegative(v) for v in rest):
+            args = rest
+    return args[0] if len(args) == 1 else func(*args, evaluate=False)
+
+
+def _nonnegative(v) -> bool:
+    return v.is_nonnegative is True if hasattr(v, "is_nonnegative") else v >= 0
+
+
 def smax(*values):
     if _is_symbolic(values):
         import sympy
 
-        return sympy.Max(*values)
+        return _symbolic_extreme(sympy.Max, values)
     if _is_array(values):
-        return np.maximum.reduce(np.broadcast_arrays(*[np.asarray(v, dtype=float) for v in values]))
+        return functools.reduce(np.maximum, values)
     return builtins.max(values)
 
 
@@ -33,9 +50,9 @@ def smin(*values):
     if _is_symbolic(values):
         import sympy
 
-        return sympy.Min(*values)
+        return _symbolic_extreme(sympy.Min, values)
     if _is_array(values):
-        return np.minimum.reduce(np.broadcast_arrays(*[np.asarray(v, dtype=float) for v in values]))
+        return functools.reduce(np.minimum, values)
     return builtins.min(values)
 
 
@@ -46,3 +63,19 @@ def sceil(x):
 
         return sympy.ceiling(x)
     return np.ceil(x) if isinstance(x, np.ndarray) else float(np.ceil(x))
+
+
+def ssum(values):
+    """Sum that adds small broadcastable arrays among themselves before touching the large ones.
+
+    In a sweep over (batch x context), most op times vary with batch only: adding those
+    first keeps the number of full-grid additions to the few ops that vary with both.
+    """
+    values = list(values)
+    if not _is_array(values):
+        return sum(values, 0.0)
+    groups: dict[tuple, object] = {}
+    for v in values:
+        shape = np.shape(v)
+        groups[shape] = groups[shape] + v if shape in groups else v
+    return functools.reduce(lambda a, b: a + b, sorted(groups.values(), key=np.size))

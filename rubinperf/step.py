@@ -16,11 +16,12 @@ speed-of-light step is the sum of per-op SOL times of the GPU work.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from rubinperf.cost import Cost, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
-from rubinperf.mathops import smax
+from rubinperf.mathops import smax, ssum
 from rubinperf.roofline import kernel_time
 from rubinperf.specs.model import Model
 
@@ -30,11 +31,11 @@ class OpTime:
     op: Op
     time: KernelTime        # one occurrence
 
-    @property
+    @cached_property
     def expected_s(self):
         return self.time.expected_s * self.op.repeat * self.op.stretch
 
-    @property
+    @cached_property
     def sol_s(self):
         return self.time.sol_s * self.op.repeat * self.op.stretch
 
@@ -47,11 +48,11 @@ class StepResult:
     point: Point
     ops: list[OpTime]
 
-    @property
+    @cached_property
     def gpu_s(self):
-        return sum(o.expected_s for o in self.ops if o.op.part != "cpu")
+        return ssum(o.expected_s for o in self.ops if o.op.part != "cpu")
 
-    @property
+    @cached_property
     def cpu_s(self):
         return self.part_s("cpu")
 
@@ -61,7 +62,7 @@ class StepResult:
 
     @property
     def sol_s(self):
-        return sum(o.sol_s for o in self.ops if o.op.part != "cpu")
+        return ssum(o.sol_s for o in self.ops if o.op.part != "cpu")
 
     @property
     def bound(self) -> str:
@@ -94,7 +95,7 @@ class StepResult:
         return per_user / self.expected_s
 
     def part_s(self, part: str):
-        return sum((o.expected_s for o in self.ops if o.op.part == part), 0.0)
+        return ssum(o.expected_s for o in self.ops if o.op.part == part)
 
     def total_cost(self) -> Cost:
         return sum((o.op.cost * o.op.repeat for o in self.ops), Cost())

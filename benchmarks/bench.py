@@ -1,0 +1,74 @@
+"""Speed benchmark (not a test): import time, `estimate` wall time, sweep throughput, peak memory.
+
+Run: python benchmarks/bench.py            (targets: estimate < 0.5 s, sweep >= 1e6 points/s,
+                                            peak RSS < 150 MB for estimate and for a 1M-point sweep)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNS = 5
+
+
+def wall(cmd: list[str]) -> tuple[float, float]:
+    """Median wall seconds and max peak RSS (MB) of a command run RUNS times."""
+    times, rss = [], []
+    for _ in range(RUNS):
+        t = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
+        times.append(time.perf_counter() - t)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        rss.append(int(proc.stderr.strip().splitlines()[-1]) / 1024)
+    return statistics.median(times), max(rss)
+
+
+SWEEP = r"""
+import time, numpy as np
+from rubinperf.graph import Point
+from rubinperf.layout import parse_layout
+from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.model import load_model
+from rubinperf.sweep import sweep_grid
+m = load_model("deepseek-v4.1-flash")
+batch = np.linspace(1, 256, 500)
+context = np.linspace(1024, 1_000_000, 350)
+t = time.perf_counter(); points = 0
+for hw in ("gb300-nvl72", "vr-nvl72"):
+    h = load_hardware(hw)
+    for lay in ("dep16", "dep32", "tp8"):
+        out = sweep_grid(m, h, parse_layout(lay), Point("decode"), batch, context)
+        points += out["step_s"].size
+print(points, time.perf_counter() - t)
+"""
+
+
+def main() -> None:
+    py = sys.executable
+    imp, _ = wall([py, "-c", "import rubinperf.cli"])
+    base, _ = wall([py, "-c", "pass"])
+    est, est_rss = wall([py, "-m", "rubinperf", "estimate"])
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-c", SWEEP], capture_output=True, text=True, check=True)
+    points, seconds = proc.stdout.split()
+    sweep_rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
+    rate = float(points) / float(seconds)
+    rows = [
+        ("import rubinperf.cli (minus bare python)", f"{(imp - base) * 1e3:.0f} ms", ""),
+        ("rubinperf estimate, wall incl. start-up", f"{est * 1e3:.0f} ms", "target < 500 ms"),
+        ("rubinperf estimate, peak RSS", f"{est_rss:.0f} MB", "target < 150 MB"),
+        (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "target >= 1 M/s"),
+        ("vectorised sweep, peak RSS", f"{sweep_rss:.0f} MB", "target < 150 MB"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:>18}  {target}")
+
+
+if __name__ == "__main__":
+    main()
