@@ -224,6 +224,7 @@ def estimate(
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
     eplb: bool = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness."),
+    engram_placement: Optional[str] = typer.Option(None, help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). Default: hbm for decode, host for prefill."),
     breakdown: bool = typer.Option(False, "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of result records."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
@@ -248,7 +249,7 @@ def estimate(
 
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
-                            sets=sets)
+                            engram_placement=engram_placement, sets=sets)
     from rubinperf.render import estimate_tables
 
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)

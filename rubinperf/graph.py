@@ -42,6 +42,7 @@ class Point:
     new_tokens: object = 32768    # prefill: new tokens per rank
     draft_tokens: object = None   # decode: k drafted tokens verified per step (None: the model's)
     acceptance: object = None     # decode: mean tokens emitted per verify step (None: the model's)
+    engram_placement: str | None = None   # hbm | host | peer-hbm (None: the model's)
     balancedness: object = 0.94   # MoE: mean rank load / max rank load (target model)
     draft_balancedness: object = 0.89
 
@@ -211,16 +212,17 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     return ops
 
 
-def engram_ops(m: Model, layout: Layout, tokens) -> list[Op]:
+def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None) -> list[Op]:
     """Hashed n-gram look-ups of one Engram layer and their projection into the hidden state."""
     lookups = tokens * m.engram_lookups_per_token
-    if m.engram_placement == "hbm":
+    placement = placement or m.engram_placement
+    if placement == "hbm":
         # Tables split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink.
         n = layout.ranks
         cost = K.table_lookup(lookups / n, m.engram_row_bytes) + K.table_lookup(
             lookups * (n - 1) / n, m.engram_row_bytes, where="peer-hbm", launches=0)
     else:
-        cost = K.table_lookup(lookups, m.engram_row_bytes, where=m.engram_placement)
+        cost = K.table_lookup(lookups, m.engram_row_bytes, where=placement)
     proj = K.gemm(tokens, m.hidden_size, m.engram_heads * m.engram_head_dim, weight=m.dense_dtype, act="bf16")
     return [Op("Engram look-up", cost + proj)]
 
@@ -296,7 +298,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         else:
             layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2)]
             if layer in m.engram_layers:
-                layer_ops += engram_ops(m, layout, t)
+                layer_ops += engram_ops(m, layout, t, p.engram_placement)
             layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
         ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
 

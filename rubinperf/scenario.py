@@ -25,8 +25,15 @@ def default_phase(layout: Layout) -> str:
     return "prefill" if layout.kind == "dep" and layout.ranks <= 2 else "decode"
 
 
+# Where the Engram tables live, per phase (published-results.md / models.md): decode splits them
+# over its DP ranks' HBM; prefill engines keep them off their own HBM (GB300: host memory; Rubin
+# shards them over a peer group and reads over NVLink, --engram-placement peer-hbm).
+ENGRAM_PLACEMENT = {"decode": "hbm", "prefill": "host"}
+
+
 def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
-               draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True) -> Point:
+               draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True,
+               engram_placement: str | None = None) -> Point:
     check_layout(layout, model, hw)
     phase = phase or default_phase(layout)
     if phase not in ("prefill", "decode"):
@@ -61,5 +68,10 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         bal = balancedness
     if layout.kind == "tp":
         bal = draft_bal = 1.0  # every rank holds a slice of every expert: no expert imbalance
+    from rubinperf.specs.model import ENGRAM_PLACEMENTS
+
+    placement = engram_placement or ENGRAM_PLACEMENT[phase]
+    if placement not in ENGRAM_PLACEMENTS:
+        raise SpecError(f"--engram-placement: expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {placement!r}")
     return Point(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=k,
-                 acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal)
+                 acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal, engram_placement=placement)
