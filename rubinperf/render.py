@@ -12,11 +12,12 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     rows = []
     for r in records:
         top = r["breakdown"][0]
+        top_name = top["kernel"].split(" (")[0]
         rows.append([r["hardware"], r["layout"], r["phase"], report.fmt_num(r["batch_per_rank"]),
-                     report.si(r["context_tokens"]), report.fmt_time(r["step_time_ms"] / 1e3),
+                     report.fmt_tokens(r["context_tokens"]), report.fmt_time(r["step_time_ms"] / 1e3),
                      report.fmt_time(r["sol_step_time_ms"] / 1e3), report.fmt_pct(r["fraction_of_roofline"]),
                      report.fmt_num(r["tokens_per_s_per_gpu"]), report.fmt_num(r["tokens_per_s_per_user"]),
-                     r["bound"], f"{top['kernel']} ({report.fmt_pct(top['share_of_step'])})"])
+                     r["bound"], f"{top_name} {report.fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted output tokens (batch x acceptance / step); prefill: new tokens. "
                "step = max(GPU, CPU); SOL = speed of light")
@@ -29,6 +30,6 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                       report.fmt_pct(b["fraction_of_roofline"]), report.fmt_pct(b["share_of_step"]),
                       report.si(b["flops"]), report.si(b["bytes"], "B"), b["bound"]] for b in r["breakdown"]]
             title = (f"{r['hardware']} {r['layout']} {r['phase']}: batch {report.fmt_num(r['batch_per_rank'])}/rank, "
-                     f"context {report.si(r['context_tokens'])}, step {report.fmt_time(r['step_time_ms'] / 1e3)} "
+                     f"context {report.fmt_tokens(r['context_tokens'])}, step {report.fmt_time(r['step_time_ms'] / 1e3)} "
                      f"(GPU {report.fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {report.fmt_time(r['cpu_time_ms'] / 1e3)})")
             report.print_out(report.table(title, bcols, brows))

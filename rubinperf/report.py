@@ -49,6 +49,18 @@ def fmt_pct(fraction) -> str:
     return "—" if fraction is None else f"{100 * float(fraction):.0f}%"
 
 
+def fmt_tokens(value) -> str:
+    """Token counts the way people say them: 131072 -> '128K', 1048576 -> '1M', 855000 -> '855 k'."""
+    if value is None:
+        return "—"
+    v = float(value)
+    if v >= 1024 and v % (1 << 20) == 0:
+        return f"{v / (1 << 20):g}M"
+    if v >= 1024 and v % 1024 == 0:
+        return f"{v / 1024:g}K"
+    return fmt_num(v)
+
+
 def fmt_num(value, digits: int = 3) -> str:
     if value is None:
         return "—"
