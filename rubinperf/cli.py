@@ -255,6 +255,12 @@ def estimate(
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)
 
 
+from rubinperf import cli_explain  # noqa: E402  (light: sympy loads inside the commands)
+
+app.command("explain")(cli_explain.explain)
+app.command("sensitivity")(cli_explain.sensitivity)
+
+
 # ---------------------------------------------------------------- list
 
 

@@ -1,0 +1,143 @@
+"""Elasticities of a step metric to every hardware and operating-point parameter.
+
+The elasticity of a metric M to a parameter p is d ln M / d ln p = (dM/dp) (p / M): the
+percentage change of M for a one percent change of p. It comes from sympy's derivative of
+the symbolic metric (the step built over symbols, see `symbolic`), evaluated at the
+operating point. The step is piecewise (max of compute, memory and link terms per op,
+max of GPU and CPU time): away from a kink the derivative is exact; exactly at one sympy's
+Heaviside(0) = 1/2 gives the mean of the two one-sided elasticities.
+
+Integer hardware fields (`gpus_per_tray`, `nvlink_domain_size`, `memory_domains`,
+`sm_count`) shape the graph rather than scale a rate; they are listed as discrete and not
+varied. Beside each elasticity, the metric at p x (1 - swing) and p x (1 + swing),
+evaluated exactly (the tornado plot's bars).
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from rubinperf import symbolic as S
+from rubinperf.errors import SpecError
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.loader import numeric_fields, spec_fields
+
+POINT_UNITS = {"batch": "requests", "context": "tokens", "new_tokens": "tokens", "draft_tokens": "tokens",
+               "acceptance": "tokens/step", "balancedness": "", "draft_balancedness": ""}
+POINT_DOC = {
+    "batch": "requests (decode) or sequences (prefill) per rank",
+    "context": "tokens already cached per request",
+    "new_tokens": "prefill: new tokens per rank",
+    "draft_tokens": "drafted tokens verified per step (k), acceptance held fixed",
+    "acceptance": "tokens emitted per verify step",
+    "balancedness": "MoE mean / max rank load (target model)",
+    "draft_balancedness": "MoE mean / max rank load (draft model)",
+}
+
+
+def point_parameters(model, layout, phase: str) -> list[str]:
+    """The operating-point parameters that mean something for this engine shape."""
+    names = ["batch", "context"]
+    names += ["draft_tokens", "acceptance"] if phase == "decode" else ["new_tokens"]
+    if layout.kind == "dep":
+        names.append("balancedness")
+        if model.draft_layers:
+            names.append("draft_balancedness")
+    return names
+
+
+def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", swing: float = 0.1) -> list[dict]:
+    """One record per parameter, sorted by |elasticity| (largest first; discrete fields last)."""
+    if metric not in S.METRICS:
+        raise SpecError(f"--metric: expected one of {', '.join(S.METRICS)}, got {metric!r}")
+    if not 0 < swing < 1:
+        raise SpecError(f"--swing: expected a fraction in (0, 1), got {swing}")
+    ss = S.symbolic_step(model, hw, layout, point)
+    expr = ss.metric(metric)
+    base = S.evaluate(expr, ss.values)
+    smooth = S.active_branch(expr, ss.values)   # the piece that holds here: its derivative is the elasticity
+    order = list(ss.values)
+    at = S.lambdify(expr, order)
+    x0 = [float(ss.values[s]) for s in order]
+    used = expr.free_symbols
+    label, unit = S.METRICS[metric]
+    common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
+              "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
+
+    units = {f.name: f.metadata["unit"] for f in spec_fields(Hardware)}
+    params = [("hardware", name, units[name], "") for name in numeric_fields(Hardware)]
+    params += [("operating point", name, POINT_UNITS[name], POINT_DOC[name])
+               for name in point_parameters(model, layout, point.phase)]
+    floats = S.hardware_fields()
+
+    records = []
+    for group, name, u, doc in params:
+        rec = {**common, "parameter": name, "group": group, "unit": u, "doc": doc}
+        if group == "hardware" and name not in floats:
+            rec.update(value=float(getattr(hw, name)), elasticity=None, metric_low=None, metric_high=None,
+                       discrete=True, note="integer structure (trays, domains): not varied")
+            records.append(rec)
+            continue
+        s = S.hardware_symbol(name) if group == "hardware" else S.point_symbol(name)
+        value = float(ss.values[s])
+        if s in used and value != 0:
+            e = S.evaluate(sympy.diff(smooth, s), ss.values) * value / base
+            i = order.index(s)
+            lo, hi = list(x0), list(x0)
+            lo[i], hi[i] = value * (1 - swing), value * (1 + swing)
+            low, high = float(at(*lo)), float(at(*hi))
+        else:
+            e, low, high = 0.0, base, base
+        rec.update(value=value, elasticity=e + 0.0, metric_low=low, metric_high=high, discrete=False,
+                   note="" if s in used else "does not enter this step")
+        records.append(rec)
+    records.sort(key=lambda r: (r["elasticity"] is None, -abs(r["elasticity"] or 0.0)))
+    return records
+
+
+def tornado_plot(records: list[dict], path: str, swing: float, top: int | None = None) -> None:
+    """Horizontal bars of the metric's change at parameter x (1 -/+ swing), largest first."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SpecError("--plot needs matplotlib: pip install 'rubinperf[plot]'") from None
+    import io
+
+    from rubinperf.report import write_atomic
+
+    rows = [r for r in records if r["elasticity"]][: top or None][::-1]
+    if not rows:
+        raise SpecError("--plot: every elasticity is zero, nothing to plot")
+    base = rows[0]["metric_value"]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    for i, r in enumerate(rows):
+        lo = 100 * (r["metric_low"] / base - 1)
+        hi = 100 * (r["metric_high"] / base - 1)
+        ax.barh(i, lo, color="tab:blue", height=0.7)
+        ax.barh(i, hi, color="tab:orange", height=0.7)
+        ax.text(max(lo, hi, 0) + 0.2, i, f"{r['elasticity']:+.3g}", va="center", fontsize=8)
+    ax.set_yticks(range(len(rows)), [r["parameter"] for r in rows], fontsize=8)
+    ax.axvline(0, color="black", linewidth=0.8)
+    r0 = rows[0]
+    ax.set_xlabel(f"change of {r0['metric_label']} (%) at parameter x {1 - swing:g} (blue) and x {1 + swing:g} (orange)")
+    ax.set_title(f"{r0['model']} {r0['layout']} {r0['phase']} on {r0['hardware']}: elasticity of {r0['metric_label']}",
+                 fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else "png"
+    try:
+        fig.savefig(buf, format=suffix)
+    except ValueError as exc:
+        raise SpecError(f"--plot {path}: {exc}") from None
+    finally:
+        plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
+
+def finite(x) -> bool:
+    return x is not None and math.isfinite(x)

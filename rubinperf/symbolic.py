@@ -1,0 +1,480 @@
+"""The kernel and step formulas over sympy symbols, for `explain` and `sensitivity`.
+
+There is no second copy of any formula here. The numeric functions (`kernels`, `graph`,
+`roofline.kernel_time`, `step.step`) accept numbers, numpy arrays or sympy symbols; this
+module hands them symbols instead of numbers:
+
+- a *symbolic hardware* record: the very `Hardware` class, with every float field
+  replaced by a sympy Symbol named after the field (`hbm_bandwidth_bytes_per_s`, ...).
+  Integer fields (`gpus_per_tray`, `nvlink_domain_size`, ...) stay numbers: they set the
+  structure of the graph (which collectives cross a tray), not a rate;
+- a *symbolic operating point*: `batch`, `context`, `new_tokens`, `draft_tokens`,
+  `acceptance`, `balancedness` and `draft_balancedness` as symbols (the model's shapes
+  stay numbers);
+- *symbolic shapes* for the generic kernels (`m`, `n`, `k`, `tokens`, ...).
+
+Substituting the real values into the resulting expressions gives back the numeric path's
+numbers (tests/test_symbolic.py checks 1e-9 relative agreement). Importing this module
+imports sympy; nothing on the `estimate` path imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from typing import get_type_hints
+
+import sympy
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.pretty.pretty import PrettyPrinter
+from sympy.printing.pretty.stringpict import prettyForm
+from sympy.printing.str import StrPrinter
+
+from rubinperf.cost import BYTE_KINDS, Cost, KernelTime
+from rubinperf.errors import SpecError
+from rubinperf.graph import Point
+from rubinperf.roofline import kernel_time
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.loader import numeric_fields, spec_fields
+
+# ---------------------------------------------------------------- symbols
+
+# Operating-point symbols and whether they may be zero.
+POINT_FIELDS = ("batch", "context", "new_tokens", "draft_tokens", "acceptance", "balancedness", "draft_balancedness")
+_MAY_BE_ZERO = {"context", "draft_tokens"}
+
+
+@functools.lru_cache(maxsize=None)
+def sym(name: str, nonnegative: bool = False) -> sympy.Symbol:
+    """The one Symbol of a name: positive, or non-negative where zero is a valid value."""
+    return sympy.Symbol(name, nonnegative=True) if nonnegative else sympy.Symbol(name, positive=True)
+
+
+def hardware_fields() -> dict[str, bool]:
+    """Float Hardware fields that become symbols -> whether each may be zero."""
+    hints = get_type_hints(Hardware)
+    return {f.name: not f.metadata["positive"] for f in spec_fields(Hardware) if hints[f.name] is float}
+
+
+def structural_hardware_fields() -> list[str]:
+    """Integer Hardware fields: they shape the graph (tray boundaries, domain size) and stay numbers."""
+    floats = hardware_fields()
+    return [f for f in numeric_fields(Hardware) if f not in floats]
+
+
+def hardware_symbol(name: str) -> sympy.Symbol:
+    fields = hardware_fields()
+    if name not in fields:
+        raise SpecError(f"'{name}' is not a float hardware field")
+    return sym(name, fields[name])
+
+
+def point_symbol(name: str) -> sympy.Symbol:
+    return sym(name, name in _MAY_BE_ZERO)
+
+
+def symbolic_hardware(hw: Hardware) -> Hardware:
+    """`hw` with every float field a Symbol named after the field (same class, same methods)."""
+    return dataclasses.replace(hw, **{name: hardware_symbol(name) for name in hardware_fields()})
+
+
+def hardware_values(hw: Hardware) -> dict:
+    return {hardware_symbol(name): getattr(hw, name) for name in hardware_fields()}
+
+
+def symbolic_point(point: Point) -> Point:
+    return dataclasses.replace(point, **{name: point_symbol(name) for name in POINT_FIELDS})
+
+
+def point_values(point: Point, model) -> dict:
+    values = {name: getattr(point, name) for name in POINT_FIELDS}
+    values["draft_tokens"] = point.k(model)
+    values["acceptance"] = point.accepted(model)
+    return {point_symbol(name): v for name, v in values.items()}
+
+
+def evaluate(expr, values: dict) -> float:
+    """The number an expression takes at `values` (every free symbol must have one)."""
+    if not hasattr(expr, "free_symbols"):
+        return float(expr)
+    out = expr.xreplace({s: sympy.Float(float(v)) for s, v in values.items()})
+    if out.free_symbols:
+        names = ", ".join(sorted(s.name for s in out.free_symbols))
+        raise SpecError(f"no value for symbol(s) {names}")
+    return float(out)
+
+
+def lambdify(expr, symbols: list):
+    """A fast numeric function of `symbols` for the same expression (for repeated evaluation)."""
+    return sympy.lambdify(symbols, expr, modules="math")
+
+
+# ---------------------------------------------------------------- generic kernels
+
+# kind -> shape names that become symbols. Other options (dtype, causal, ranks) are structure.
+KERNEL_SHAPES = {
+    "gemm": ("m", "n", "k"),
+    "grouped-gemm": ("tokens", "groups", "n", "k"),
+    "attention": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
+    "copy": ("bytes",),
+    "all-reduce": ("bytes",),
+    "all-to-all": ("bytes",),
+}
+
+
+def kernel_cost(kind: str, shape: dict, dtype: str | None = None, causal: bool = False, ranks: int = 8,
+                gpus_per_tray=None) -> Cost:
+    """The Cost of a generic kernel, exactly as the `kernel` command builds it; `shape` values
+    may be numbers or symbols."""
+    from rubinperf import kernels as K
+
+    s = shape
+    if kind == "gemm":
+        d = dtype or "bf16"
+        return K.gemm(s["m"], s["n"], s["k"], weight=d, act=d, out="fp32" if d == "fp32" else "bf16")
+    if kind == "grouped-gemm":
+        d = dtype or "fp4"
+        act = "fp8" if d == "fp4" else d
+        return K.grouped_gemm(s["tokens"], s["groups"], s["n"], s["k"], weight=d, act=act,
+                              out="fp32" if d == "fp32" else "bf16")
+    if kind == "attention":
+        return K.attention(s["batch"], s["heads"], s["q_len"], s["kv_len"], s["head_dim"], dtype=dtype or "bf16",
+                           kv_heads=s.get("kv_heads"), causal=causal)
+    if kind == "copy":
+        return K.copy(s["bytes"])
+    if kind == "all-reduce":
+        return K.all_reduce(s["bytes"], ranks, gpus_per_tray=gpus_per_tray)
+    if kind == "all-to-all":
+        return K.all_to_all(s["bytes"], ranks, gpus_per_tray=gpus_per_tray)
+    raise SpecError(f"unknown kernel '{kind}' (known: {', '.join(KERNEL_SHAPES)})")
+
+
+def shape_symbols(kind: str) -> dict:
+    return {name: sym(name) for name in KERNEL_SHAPES[kind]}
+
+
+# ---------------------------------------------------------------- the step
+
+
+@functools.lru_cache(maxsize=16)
+def _symbolic_step(model, layout, phase: str, shw: Hardware):
+    from rubinperf.step import step
+
+    return step(model, shw, layout, symbolic_point(Point(phase=phase)))
+
+
+@dataclass(frozen=True)
+class SymbolicStep:
+    """A step built over symbols, with the values that give back the numeric step."""
+
+    result: object          # rubinperf.step.StepResult over symbols
+    values: dict            # Symbol -> number: the hardware's and the operating point's
+    hw: Hardware            # the numeric hardware
+    point: Point            # the numeric point
+
+    def metric(self, name: str):
+        return metric_expr(self.result, name)
+
+
+def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
+    """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
+    result = _symbolic_step(model, layout, point.phase, symbolic_hardware(hw))
+    values = {**hardware_values(hw), **point_values(point, model)}
+    return SymbolicStep(result, values, hw, point)
+
+
+METRICS = {
+    "step-time": ("step time", "s"),
+    "tokens-per-gpu": ("tokens/s per GPU", "tok/s"),
+    "tokens-per-user": ("tokens/s per user", "tok/s"),
+}
+
+
+def metric_expr(result, name: str):
+    if name == "step-time":
+        return result.expected_s
+    if name == "tokens-per-gpu":
+        return result.tokens_per_s_per_gpu
+    if name == "tokens-per-user":
+        return result.tokens_per_s_per_user
+    raise SpecError(f"--metric: expected one of {', '.join(METRICS)}, got {name!r}")
+
+
+# ---------------------------------------------------------------- explanations
+
+# (key, label, unit) of the expressions an explanation shows, in order.
+COST_TERMS = [("flops", "FLOPs", "FLOP"), ("bytes", "bytes through memory (HBM + host)", "B")] + [
+    (k, k.replace("_", " "), "B") for k in BYTE_KINDS] + [
+    ("host_bytes", "host bytes (over C2C)", "B"), ("nvlink_bytes", "NVLink bytes sent", "B"),
+    ("scale_out_bytes", "scale-out bytes sent", "B")]
+TIME_TERMS = [("compute_s", "compute term", "s"), ("memory_s", "memory term", "s"), ("comm_s", "link term", "s"),
+              ("floor_s", "floor (launches, collectives, CPU)", "s"), ("sol_s", "speed of light", "s"),
+              ("expected_s", "expected", "s")]
+BOUND_TERMS = ("compute_s", "memory_s", "comm_s", "floor_s")
+
+
+@dataclass
+class Explanation:
+    """Named expressions of one kernel (or of all the ops of one name in a step), and the values to substitute."""
+
+    kernel: str
+    context: dict                       # what was explained: hardware, model, layout, shapes, ...
+    exprs: dict                         # key -> sympy expression (see COST_TERMS, TIME_TERMS)
+    values: dict                        # Symbol -> number
+    rule: str = ""                      # how expected and SOL compose the terms
+    numbers: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.numbers = {k: evaluate(e, self.values) for k, e in self.exprs.items()}
+
+    @property
+    def bound(self) -> str:
+        terms = {k: self.numbers.get(k, 0.0) for k in BOUND_TERMS}
+        return max(terms, key=terms.get).removesuffix("_s")
+
+    @property
+    def symbols(self) -> dict:
+        """The symbols the formulas use, with their values."""
+        used = set().union(*(sympy.sympify(e).free_symbols for e in self.exprs.values()))
+        return {s.name: float(v) for s, v in sorted(self.values.items(), key=lambda sv: sv[0].name) if s in used}
+
+    def to_record(self) -> dict:
+        rec = {"kernel": self.kernel, **self.context,
+               "time_ms": self.numbers["expected_s"] * 1e3, "sol_time_ms": self.numbers["sol_s"] * 1e3,
+               "bound": self.bound, "rule": self.rule, "symbols": self.symbols, "terms": {}}
+        for key, label, unit in COST_TERMS + TIME_TERMS:
+            if key in self.exprs:
+                e = self.exprs[key]
+                rec["terms"][key] = {"label": label, "unit": unit, "formula": to_str(e), "latex": to_latex(e),
+                                     "substituted": to_str(substitute(e, self.values)), "value": self.numbers[key]}
+        return rec
+
+
+def _cost_exprs(items) -> dict:
+    """items: (Cost, KernelTime, repeat, stretch) -> summed expressions (times weighted by repeat x stretch).
+
+    Items with the same cost and stretch (layers of one shape built in different layer
+    classes) are merged first, so the formula reads `40 x (...)`, not a sum of copies.
+    """
+    merged: dict = {}
+    for cost, t, rep, st in items:
+        key = (cost, t, st)
+        merged[key] = merged.get(key, 0) + rep
+    exprs = {}
+    for key, _, _ in COST_TERMS:
+        total = sum((getattr(c, key) * rep for (c, _, _), rep in merged.items()), sympy.Integer(0))
+        if key in ("flops", "bytes") or total != 0:
+            exprs[key] = tidy(total)
+    for key, _, _ in TIME_TERMS:
+        exprs[key] = tidy(sum((getattr(t, key) * rep * st for (_, t, st), rep in merged.items()), sympy.Integer(0)))
+    return exprs
+
+
+def tidy(expr):
+    """Whole-number floats (2.0 launches) as integers: the same value, a shorter formula."""
+    expr = sympy.sympify(expr)
+    whole = {f: sympy.Integer(int(f)) for f in expr.atoms(sympy.Float) if float(f).is_integer()}
+    return replace(expr, whole) if whole else expr
+
+
+def replace(expr, mapping: dict):
+    """`expr.xreplace(mapping)` that rebuilds Max/Min unevaluated: sympy's simplification of
+    a Max over symbolic terms costs seconds on a step graph, and changes nothing here."""
+    memo: dict = {}
+
+    def walk(e):
+        if e in mapping:
+            return mapping[e]
+        if not e.args:
+            return e
+        if e in memo:
+            return memo[e]
+        args = tuple(walk(a) for a in e.args)
+        if args == e.args:
+            out = e
+        elif isinstance(e, (sympy.Max, sympy.Min)):
+            out = e.func(*args, evaluate=False)
+        else:
+            out = e.func(*args)
+        memo[e] = out
+        return out
+
+    return walk(sympy.sympify(expr))
+
+
+def active_branch(expr, values: dict):
+    """The smooth piece of a piecewise expression that holds at `values`: every Max (Min) is
+    replaced by its argument that is largest (smallest) there. Same value at `values`, and
+    the same derivatives away from a kink (at a tie the first tied term is taken: one-sided)."""
+    memo: dict = {}
+
+    def walk(e):
+        if not e.args:
+            return e
+        if e in memo:
+            return memo[e]
+        args = [walk(a) for a in e.args]
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            nums = [evaluate(a, values) for a in args]
+            best = max(nums) if isinstance(e, sympy.Max) else min(nums)
+            out = args[nums.index(best)]
+        elif tuple(args) == e.args:
+            out = e
+        else:
+            out = e.func(*args)
+        memo[e] = out
+        return out
+
+    return walk(sympy.sympify(expr))
+
+
+KERNEL_RULE = "expected = max(compute, memory, link) + floor; SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)"
+
+
+def explain_kernel(kind: str, shape: dict, hw: Hardware, dtype: str | None = None, causal: bool = False,
+                   ranks: int = 8) -> Explanation:
+    """A generic kernel over shape and hardware symbols; `shape` holds the numbers to substitute."""
+    names = KERNEL_SHAPES[kind]
+    symbolic = {n: sym(n) for n in names}
+    if kind == "attention" and shape.get("kv_heads") is None:
+        shape = {**shape, "kv_heads": shape["heads"]}
+    cost = kernel_cost(kind, symbolic, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
+    t = kernel_time(cost, symbolic_hardware(hw))
+    values = {**hardware_values(hw), **{symbolic[n]: shape[n] for n in names}}
+    ctx = {"hardware": hw.name, **{n: shape[n] for n in names}}
+    if dtype:
+        ctx["dtype"] = dtype
+    if kind == "attention":
+        ctx["causal"] = causal
+    if kind in ("all-reduce", "all-to-all"):
+        ctx["ranks"] = ranks
+    return Explanation(kind, ctx, _cost_exprs([(cost, t, 1, 1)]), values, KERNEL_RULE)
+
+
+def op_names(result) -> list[str]:
+    """Op names of a step in breakdown order (first appearance)."""
+    return list(dict.fromkeys(o.op.name for o in result.ops))
+
+
+def explain_op(ss: SymbolicStep, name: str) -> Explanation:
+    """Every op of `name` in the step, summed over layers and passes, over symbols."""
+    r = ss.result
+    items = [(o.op.cost, o.time, o.op.repeat, o.op.stretch) for o in r.ops if o.op.name == name]
+    if not items:
+        raise SpecError(f"no op named {name!r} in this step")
+    ctx = _step_context(ss)
+    ctx["part"] = next(o.op.part for o in r.ops if o.op.name == name)
+    ctx["occurrences"] = round(evaluate(sympy.sympify(sum(rep for _, _, rep, _ in items)), ss.values))
+    stretched = any(st != 1 for *_, st in items)
+    rule = ("expected = sum over layers of max(compute, memory, link) + floor"
+            + (", stretched by 1/balancedness (the busiest rank sets the pace)" if stretched else "")
+            + "; SOL = sum of max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
+    return Explanation(name, ctx, _cost_exprs(items), ss.values, rule)
+
+
+def _step_context(ss: SymbolicStep) -> dict:
+    r, p = ss.result, ss.point
+    decode = p.phase == "decode"
+    return {"hardware": ss.hw.name, "model": r.model.name, "layout": r.layout.name, "phase": p.phase,
+            "batch_per_rank": float(p.batch), "context_tokens": float(p.context),
+            **({"draft_tokens": float(p.k(r.model)), "acceptance": float(p.accepted(r.model))} if decode
+               else {"new_tokens_per_rank": float(p.new_tokens)})}
+
+
+STEP_TIME = sympy.Symbol("step_time_s", positive=True)
+
+
+def explain_step(ss: SymbolicStep) -> dict:
+    """The step's decomposition: its top-level formulas and one explanation per op name."""
+    r = ss.result
+    ops = [explain_op(ss, name) for name in op_names(r)]
+    top = {
+        "expected_s": r.expected_s,
+        "gpu_s": r.gpu_s,
+        "cpu_s": r.cpu_s,
+        "sol_s": r.sol_s,
+        "tokens_per_s_per_gpu": r.tokens_per_step / STEP_TIME / r.layout.ranks,
+        "tokens_per_s_per_user": r.tokens_per_s_per_user * r.expected_s / STEP_TIME,
+    }
+    return {"context": _step_context(ss), "top": top, "ops": ops}
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _number_name(v: float) -> str:
+    v = float(v)
+    if v == int(v) and abs(v) < 1e7:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def substitute(expr, values: dict):
+    """The expression with every symbol replaced by a symbol *named* after its value: the
+    structure stays visible (2·16·4096·4096), nothing is evaluated."""
+    expr = sympy.sympify(expr)
+    return replace(expr, {s: sympy.Dummy(_number_name(values[s])) for s in expr.free_symbols if s in values})
+
+
+class _Pretty(PrettyPrinter):
+    def _print_Symbol(self, e, bold_name=False):  # field names verbatim: fp4_dense..., not fp_4
+        return prettyForm(e.name)
+
+    _print_Dummy = _print_Symbol  # substituted numbers (see `substitute`)
+
+    def _print_Max(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="max")
+
+    def _print_Min(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="min")
+
+
+class _Latex(LatexPrinter):
+    def _print_Symbol(self, expr, style="plain"):
+        name = expr.name
+        try:
+            v = float(name)
+        except ValueError:
+            return r"\mathrm{" + name.replace("_", r"\_") + "}"
+        mant, _, exp = f"{v:.4g}".partition("e")
+        return mant + (rf" \times 10^{{{int(exp)}}}" if exp else "")
+
+    _print_Dummy = _print_Symbol
+
+
+class _Str(StrPrinter):
+    def _print_Dummy(self, e):
+        return e.name
+
+    def _print_Max(self, e):
+        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Min(self, e):
+        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Float(self, e):
+        return repr(float(e))
+
+
+def to_pretty(expr, width: int = 160) -> str:
+    return _Pretty({"num_columns": width, "use_unicode": True}).doprint(sympy.sympify(expr))
+
+
+def to_latex(expr) -> str:
+    return _Latex().doprint(sympy.sympify(expr))
+
+
+class _ShortStr(_Str):
+    def _print_Float(self, e):
+        return _number_name(float(e))
+
+
+def to_str(expr) -> str:
+    """One line, full precision: the formula as data (JSON)."""
+    return _Str().doprint(sympy.sympify(expr))
+
+
+def to_short_str(expr) -> str:
+    """One line, numbers to 4 significant digits: the formula in a table."""
+    return _ShortStr().doprint(sympy.sympify(expr))
