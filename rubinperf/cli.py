@@ -261,6 +261,14 @@ app.command("explain")(cli_explain.explain)
 app.command("sensitivity")(cli_explain.sensitivity)
 
 
+# ---------------------------------------------------------------- serving (rubinperf/cli_serving.py)
+
+from rubinperf import cli_serving  # noqa: E402  (light: no model code at import)
+
+app.command("pareto")(cli_serving.pareto)
+app.command("compare")(cli_serving.compare)
+
+
 # ---------------------------------------------------------------- list
 
 

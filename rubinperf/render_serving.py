@@ -1,0 +1,413 @@
+"""Tables, a terminal chart and an optional matplotlib plot for `pareto` and `compare` (presentation only).
+
+Everything here reads records built by `rubinperf.pareto` / `rubinperf.serving`; nothing
+computes a formula.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+from rubinperf import report
+from rubinperf.errors import SpecError
+
+MARKERS = ("●", "▲", "■", "◆", "✚", "★")
+COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _usd(v) -> str:
+    if v is None or not math.isfinite(float(v)):
+        return "—"
+    v = float(v)
+    if v >= 1 or v == 0:
+        return f"${v:,.2f}"
+    return f"${v:.{2 - math.floor(math.log10(v))}f}"     # three significant digits, no exponent
+
+
+def _ratio(v) -> str:
+    return "—" if v is None else f"{float(v):.2f}×"
+
+
+def _config(r: dict) -> str:
+    return f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+
+
+# ---------------------------------------------------------------- pareto
+
+
+def thin(records: list[dict], n: int) -> list[dict]:
+    """At most `n` records spread evenly over log interactivity, keeping both ends."""
+    recs = sorted(records, key=lambda r: r["tokens_per_s_per_user"])
+    if n <= 0 or len(recs) <= n:
+        return recs
+    if n == 1:
+        return [max(recs, key=lambda r: r["tokens_per_s_per_gpu"])]
+    lo, hi = math.log(recs[0]["tokens_per_s_per_user"]), math.log(recs[-1]["tokens_per_s_per_user"])
+    chosen = []
+    for k in range(n):
+        target = lo + (hi - lo) * k / (n - 1)
+        best = min(recs, key=lambda r: abs(math.log(r["tokens_per_s_per_user"]) - target))
+        if best not in chosen:
+            chosen.append(best)
+    return sorted(chosen, key=lambda r: r["tokens_per_s_per_user"])
+
+
+def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
+    """One frontier table per rack: each row a non-dominated configuration."""
+    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+    cols = [("tok/s/user", "right"), ("tok/s/GPU", "right"), ("decode × batch/rank", "left"), ("step", "right"),
+            ("bound", "left"), ("prefill:decode GPUs", "right"), ("TTFT", "right"), ("$/M in", "right"),
+            ("$/M out", "right"), ("$/M all", "right"), ("tok/s/kW", "right")]
+    for hw in hardware:
+        mine = [r for r in records if r["hardware"] == hw]
+        front = [r for r in mine if r["on_frontier"]]
+        shown = thin(front, rows)
+        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]), _config(r),
+                 report.fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
+                 f"{r['prefill_gpus_per_decode_gpu']:.2f}", report.fmt_time(r["ttft_ms"] / 1e3),
+                 _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
+                 report.fmt_num(r["tokens_per_s_per_kw"])] for r in shown]
+        feasible = sum(r["feasible"] for r in mine)
+        first = mine[0] if mine else {}
+        title = (f"{hw}: Pareto frontier of {first.get('model', '')} on workload {first.get('workload', '')} "
+                 f"(prefill {first.get('prefill_layout', '')}, k = {first.get('draft_tokens', '')}, "
+                 f"acceptance {report.fmt_num(first.get('acceptance', 0))})")
+        caption = [f"{len(mine)} points swept, {feasible} feasible, {len(front)} on the frontier"
+                   + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
+        caption += notes.get(hw, [])
+        caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
+                       "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
+        report.print_out(report.table(title, cols, body, caption="\n".join(caption)))
+    for line in notes.get("", []):
+        report.print_out(line)
+
+
+def _log_scale(lo: float, hi: float, n: int):
+    lo, hi = math.log10(lo), math.log10(hi)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+    return lambda v: int(round((math.log10(v) - lo) / (hi - lo) * (n - 1))), (lo, hi)
+
+
+def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
+    """A log-log character chart: tokens/s per GPU (up) against tokens/s per user (right); a marker
+    per rack on its frontier, dots for the other feasible points. Returns a rich Text."""
+    from rich.text import Text
+
+    pts = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
+    if not pts:
+        return Text("(no feasible points to chart)")
+    xs = [r["tokens_per_s_per_user"] for r in pts]
+    ys = [r["tokens_per_s_per_gpu"] for r in pts]
+    fx, (xlo, xhi) = _log_scale(min(xs), max(xs), width)
+    fy, (ylo, yhi) = _log_scale(min(ys), max(ys), height)
+    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+    grid = [[(" ", "")] * width for _ in range(height)]
+    for r in sorted(pts, key=lambda r: r["on_frontier"]):      # frontier markers drawn last, on top
+        k = hardware.index(r["hardware"]) % len(MARKERS)
+        col, row = fx(r["tokens_per_s_per_user"]), height - 1 - fy(r["tokens_per_s_per_gpu"])
+        if r["on_frontier"]:
+            grid[row][col] = (MARKERS[k], COLORS[k])
+        elif grid[row][col][0] == " ":
+            grid[row][col] = ("·", "dim " + COLORS[k])
+    label_w = 9
+    text = Text()
+    text.append("tok/s/GPU\n", style="bold")
+    for i, line in enumerate(grid):
+        yv = 10 ** (yhi - (yhi - ylo) * i / (height - 1))
+        label = report.si(yv) if i % 3 == 0 or i == height - 1 else ""
+        text.append(f"{label:>{label_w}} ┤" if label else " " * label_w + " │")
+        for ch, style in line:
+            text.append(ch, style=style or None)
+        text.append("\n")
+    text.append(" " * label_w + " └" + "─" * width + "\n")
+    ticks = [" "] * (width + 12)
+    last = report.si(10 ** xhi)
+    for j in range(0, width, 16):
+        s = report.si(10 ** (xlo + (xhi - xlo) * j / (width - 1)))
+        if j + len(s) + 2 > width - len(last):
+            break
+        ticks[j:j + len(s)] = list(s)
+    ticks[width - len(last):width] = list(last)
+    text.append(" " * (label_w + 2) + "".join(ticks).rstrip() + "\n")
+    text.append(" " * (label_w + 2) + "tok/s/user (log) →   ")
+    for k, hw in enumerate(hardware):
+        text.append(f"{MARKERS[k % len(MARKERS)]} {hw}  ", style=COLORS[k % len(COLORS)])
+    text.append("· other swept points", style="dim")
+    return text
+
+
+def check_plot_path(path: str) -> None:
+    """Fail before any work when --plot cannot be written: unknown suffix, no directory, or a
+    PNG/PDF without matplotlib (SVG needs nothing: it is written directly when matplotlib is absent)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise SpecError(f"--plot {path}: expected a file ending in {', '.join(PLOT_SUFFIXES)}")
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise SpecError(f"--plot {path}: no such directory {parent}")
+    if suffix != ".svg" and not _has_matplotlib():
+        raise SpecError(f"--plot {path}: {suffix.lstrip('.').upper()} needs matplotlib, an optional extra: "
+                        "pip install 'rubinperf[plot]' (an .svg file needs nothing)")
+
+
+def _has_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def plot_file(records: list[dict], path: str, title: str = "") -> None:
+    """Write the frontiers (and the other feasible points, faint) as PNG, SVG or PDF, atomically.
+
+    matplotlib draws it when installed (the `plot` extra); without it an SVG is written directly."""
+    check_plot_path(path)
+    suffix = Path(path).suffix.lower()
+    if not _has_matplotlib():
+        report.write_atomic(path, svg_chart(records, title))
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    for k, hw in enumerate(_racks(records)):
+        rest, front = _series(records, hw)
+        color = f"C{k}"
+        ax.scatter([r["tokens_per_s_per_user"] for r in rest], [r["tokens_per_s_per_gpu"] for r in rest],
+                   s=4, color=color, alpha=0.2, linewidths=0)
+        ax.plot([r["tokens_per_s_per_user"] for r in front], [r["tokens_per_s_per_gpu"] for r in front],
+                "-o", ms=2.5, color=color, label=f"{hw} frontier")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(X_LABEL)
+    ax.set_ylabel(Y_LABEL)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=suffix.lstrip("."))
+    plt.close(fig)
+    report.write_atomic(path, buf.getvalue())
+
+
+X_LABEL = "tokens/s per user (decode interactivity)"
+Y_LABEL = "tokens/s per GPU (cached + uncached input + output)"
+SVG_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
+def _racks(records):
+    return list(dict.fromkeys(r["hardware"] for r in records))
+
+
+def _series(records, hw):
+    mine = [r for r in records if r["hardware"] == hw and r["feasible"]
+            and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
+    rest = [r for r in mine if not r["on_frontier"]]
+    front = sorted((r for r in mine if r["on_frontier"]), key=lambda r: r["tokens_per_s_per_user"])
+    return rest, front
+
+
+def svg_chart(records: list[dict], title: str = "") -> str:
+    """The frontier plot as a self-contained log-log SVG (no matplotlib needed)."""
+    from xml.sax.saxutils import escape
+
+    W, H, L, R, T, B = 800, 550, 90, 20, 40, 60
+    pts = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
+    out = [f'<?xml version="1.0" encoding="UTF-8"?>',
+           f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+           'font-family="sans-serif" font-size="12">', f'<rect width="{W}" height="{H}" fill="white"/>']
+    if title:
+        out.append(f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>')
+    if not pts:
+        out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no feasible points</text></svg>')
+        return "\n".join(out) + "\n"
+    lx = [math.log10(r["tokens_per_s_per_user"]) for r in pts]
+    ly = [math.log10(r["tokens_per_s_per_gpu"]) for r in pts]
+    x0, x1 = math.floor(min(lx) * 4) / 4, math.ceil(max(lx) * 4) / 4 or 1
+    y0, y1 = math.floor(min(ly) * 4) / 4, math.ceil(max(ly) * 4) / 4 or 1
+    x1, y1 = max(x1, x0 + 0.25), max(y1, y0 + 0.25)
+
+    def px(v):
+        return L + (math.log10(v) - x0) / (x1 - x0) * (W - L - R)
+
+    def py(v):
+        return H - B - (math.log10(v) - y0) / (y1 - y0) * (H - T - B)
+
+    out.append(f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="none" stroke="#444"/>')
+    for axis, lo, hi in (("x", x0, x1), ("y", y0, y1)):
+        for d in range(math.floor(lo), math.ceil(hi) + 1):
+            for m in (1, 2, 5):
+                v = m * 10 ** d
+                if not lo <= math.log10(v) <= hi:
+                    continue
+                label = escape(report.si(v)) if m == 1 or hi - lo < 1.5 else ""
+                if axis == "x":
+                    x = px(v)
+                    out.append(f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{H - B}" stroke="#ddd"/>')
+                    if label:
+                        out.append(f'<text x="{x:.1f}" y="{H - B + 16}" text-anchor="middle">{label}</text>')
+                else:
+                    y = py(v)
+                    out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
+                    if label:
+                        out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
+    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 18}" text-anchor="middle">{escape(X_LABEL)} (log)</text>')
+    out.append(f'<text x="18" y="{(T + H - B) / 2}" text-anchor="middle" '
+               f'transform="rotate(-90 18 {(T + H - B) / 2})">{escape(Y_LABEL)} (log)</text>')
+    for k, hw in enumerate(_racks(records)):
+        color = SVG_COLORS[k % len(SVG_COLORS)]
+        rest, front = _series(records, hw)
+        for r in rest:
+            out.append(f'<circle cx="{px(r["tokens_per_s_per_user"]):.1f}" cy="{py(r["tokens_per_s_per_gpu"]):.1f}" '
+                       f'r="1.5" fill="{color}" fill-opacity="0.25"/>')
+        if front:
+            path = " ".join(f'{px(r["tokens_per_s_per_user"]):.1f},{py(r["tokens_per_s_per_gpu"]):.1f}' for r in front)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+        ly_ = T + 18 + 18 * k
+        out.append(f'<line x1="{W - R - 190}" y1="{ly_ - 4}" x2="{W - R - 170}" y2="{ly_ - 4}" stroke="{color}" stroke-width="2"/>')
+        out.append(f'<text x="{W - R - 164}" y="{ly_}">{escape(hw)} frontier</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _metric_label(r: dict) -> str:
+    if r["metric"] == "peak":
+        return "peak throughput"
+    if r["metric"] == "interactivity":
+        return f"at ≥ {report.fmt_num(r['target_tokens_per_s_per_user'])} tok/s/user"
+    return "best single-user speed"
+
+
+def compare_tables(records: list[dict], kernels: int = 6) -> None:
+    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+    if not hardware:
+        return
+    base = hardware[0]
+    others = hardware[1:]
+    by = {(r["hardware"], r["metric"], r["target_tokens_per_s_per_user"]): r for r in records}
+    keys = list(dict.fromkeys((r["metric"], r["target_tokens_per_s_per_user"]) for r in records))
+    first = next((r for r in records if r.get("model")), records[0])
+
+    cols = [("", "left")] + [(hw, "right") for hw in hardware] + [(f"{hw} / {base}", "right") for hw in others]
+    rows = []
+    for metric, level in keys:
+        recs = [by[(hw, metric, level)] for hw in hardware]
+        label = _metric_label(recs[0])
+        unit = "tok/s/user" if metric == "single_user" else "tok/s/GPU"
+        cells = []
+        for r in recs:
+            if not r["reachable"]:
+                cells.append(r["note"])
+                continue
+            main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
+            side = (f"{report.fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
+                    else f"{report.fmt_num(r['tokens_per_s_per_user'])} tok/s/user")
+            cells.append(f"{report.fmt_num(main)} {unit}\n{_config(r)}, {side}")
+        ratios = []
+        for r in recs[1:]:
+            if r["ratio"] is not None:
+                ratios.append(_ratio(r["ratio"]))
+            elif not r["reachable"] and not recs[0]["reachable"]:
+                ratios.append("— (neither can)")
+            elif not r["reachable"]:
+                ratios.append(f"— ({r['hardware']} cannot)")
+            else:
+                ratios.append(f"— ({base} cannot)")
+        rows.append([label] + cells + ratios)
+    # Money and power at the peak.
+    peak = [by.get((hw, "peak", None)) for hw in hardware]
+    if all(p and p["reachable"] for p in peak):
+        for label, key, fmt in (("$/M input tokens at peak", "usd_per_m_input", _usd),
+                                ("$/M output tokens at peak", "usd_per_m_output", _usd),
+                                ("$/M tokens (all) at peak", "usd_per_m_tokens", _usd),
+                                ("tok/s per kW at peak", "tokens_per_s_per_kw", report.fmt_num),
+                                ("TTFT (prefill + KV moves)", "ttft_ms", None)):
+            vals = [p[key] for p in peak]
+            if fmt is None:
+                cells = [report.fmt_time(v / 1e3) for v in vals]
+            else:
+                cells = [fmt(v) for v in vals]
+            rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] else "—" for v in vals[1:]])
+    title = (f"{first.get('model', '')} on workload {first.get('workload', '')}: "
+             + " vs ".join(hardware))
+    caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
+               "interactivity = decode tokens/s per user (mean, speculative decoding included); "
+               "at ≥ X: the best configuration whose users all get at least X")
+    report.print_out(report.table(title, cols, rows, caption=caption))
+
+    # Where the throughput ratios come from.
+    for hw in others:
+        tcols = [("point", "left"), ("requests per decode GPU", "right"), ("decode step", "right"),
+                 ("acceptance", "right"), ("decode share of GPUs", "right"), ("= tok/s/GPU ratio", "right"),
+                 (f"bound ({base} → {hw})", "left")]
+        trows = []
+        for metric, level in keys:
+            if metric == "single_user":
+                continue
+            a, b = by[(base, metric, level)], by[(hw, metric, level)]
+            label = _metric_label(a)
+            if not (a["reachable"] and b["reachable"]):
+                trows.append([label, "—", "—", "—", "—", "—", "unreachable on " + (base if not a["reachable"] else hw)])
+                continue
+            f = b["ratio_terms"]
+            a_req, b_req = a["requests_per_decode_gpu"], b["requests_per_decode_gpu"]
+            a_sh, b_sh = a["decode_gpu_share"], b["decode_gpu_share"]
+            trows.append([
+                label,
+                f"{report.fmt_num(a_req)} → {report.fmt_num(b_req)}  ×{f['requests_per_decode_gpu']:.2f}",
+                f"{report.fmt_time(a['decode_step_ms'] / 1e3)} → {report.fmt_time(b['decode_step_ms'] / 1e3)}  "
+                f"×{f['decode_step_speedup']:.2f}",
+                f"×{f['acceptance']:.2f}",
+                f"{report.fmt_pct(a_sh)} → {report.fmt_pct(b_sh)}  ×{f['decode_gpu_share']:.2f}",
+                _ratio(b["ratio"]),
+                f"{a['decode_bound']} → {b['decode_bound']}",
+            ])
+        cap = ("tok/s/GPU ratio = requests-per-GPU ratio × step speed-up × acceptance ratio × decode-share ratio "
+               "(× tokens per output token, the same workload); decode share = decode GPUs / all GPUs")
+        report.print_out(report.table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
+
+    if kernels > 0:
+        for metric, level in keys:
+            recs = [by[(hw, metric, level)] for hw in hardware]
+            if not all(r["reachable"] for r in recs):
+                continue
+            report.print_out(_kernel_table(recs, kernels))
+
+
+def _kernel_table(recs: list[dict], n: int):
+    base = recs[0]
+    names = [k["kernel"] for k in base["kernels"]][:n]
+    for r in recs[1:]:
+        for k in r["kernels"][:n]:
+            if k["kernel"] not in names:
+                names.append(k["kernel"])
+    cols = [("decode kernel", "left")] + [(f"{r['hardware']} µs/token", "right") for r in recs] + \
+        [(f"{r['hardware']} / {base['hardware']}", "right") for r in recs[1:]]
+    rows = []
+    lookup = [{k["kernel"]: k for k in r["kernels"]} for r in recs]
+    for name in names:
+        cells, vals = [], []
+        for look in lookup:
+            k = look.get(name)
+            vals.append(k["us_per_token"] if k else 0.0)
+            cells.append(f"{k['us_per_token']:.3g} ({k['bound']})" if k else "—")
+        rows.append([name] + cells + [(f"{v / vals[0]:.2f}×" if vals[0] else "—") for v in vals[1:]])
+    rest = [sum(k["us_per_token"] for k in r["kernels"] if k["kernel"] not in names) for r in recs]
+    tot = [sum(k["us_per_token"] for k in r["kernels"]) for r in recs]
+    rows.append(["other kernels"] + [f"{v:.3g}" for v in rest] + [(f"{v / rest[0]:.2f}×" if rest[0] else "—") for v in rest[1:]])
+    rows.append(["GPU time per output token"] + [f"{v:.3g}" for v in tot] + [f"{v / tot[0]:.2f}×" for v in tot[1:]])
+    title = (f"{_metric_label(base)}: decode GPU time per output token per GPU "
+             + ", ".join(f"{r['hardware']} {_config(r)}" for r in recs))
+    return report.table(title, cols, rows,
+                        caption="µs of one decode GPU per emitted token (kernel time × GPUs / tokens per step); "
+                                "ratios below 1× mean the other rack spends less time on that kernel")
