@@ -205,7 +205,7 @@ def compare(
     if as_json:
         report.emit_text(report.to_json(records))
         return
-    compare_tables(records, kernels=kernels)
+    compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)")
     notes = _notes(summaries, sw)
     for hw, lines in notes.items():
         for line in lines:

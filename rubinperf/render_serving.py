@@ -288,7 +288,7 @@ def _metric_label(r: dict) -> str:
     return "best single-user speed"
 
 
-def compare_tables(records: list[dict], kernels: int = 6) -> None:
+def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> None:
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
     if not hardware:
         return
@@ -342,7 +342,7 @@ def compare_tables(records: list[dict], kernels: int = 6) -> None:
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
                "interactivity = decode tokens/s per user (mean, speculative decoding included); "
-               "at ≥ X: the best configuration whose users all get at least X")
+               "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else ""))
     report.print_out(report.table(title, cols, rows, caption=caption))
 
     # Where the throughput ratios come from.
