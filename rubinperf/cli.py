@@ -342,6 +342,13 @@ def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON 
                      [[r["name"], r["description"]] for r in rs])))
 
 
+# ---------------------------------------------------------------- calibrate (rubinperf/cli_calibrate.py)
+
+from rubinperf import cli_calibrate  # noqa: E402  (light: numpy and torch load inside the command)
+
+app.command("calibrate")(cli_calibrate.calibrate)
+
+
 # ---------------------------------------------------------------- entry point
 
 

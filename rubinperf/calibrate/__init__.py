@@ -1,0 +1,10 @@
+"""`rubinperf calibrate`: measure kernels on a local GPU and fit the hardware efficiencies.
+
+Modules:
+    plan         the measurement plan and CSV schema; each row's Cost from rubinperf.kernels (no torch)
+    bench        kernel micro-benchmarks on one GPU (PyTorch + CUDA, imported lazily)
+    collectives  all-reduce / all-to-all benchmark over every local GPU (torch.distributed + NCCL)
+    fit          numpy fits of the roofline's efficiencies and floors; calibrated TOML writer
+
+Only `bench` and `collectives` need PyTorch, and they import it inside their functions.
+"""
