@@ -31,8 +31,9 @@ def _ratio(v) -> str:
     return "—" if v is None else f"{float(v):.2f}×"
 
 
-def _config(r: dict) -> str:
-    return f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+def _config(r: dict, prefill: bool = False) -> str:
+    text = f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+    return f"{text} (prefill {r['prefill_layout']})" if prefill else text
 
 
 # ---------------------------------------------------------------- pareto
@@ -65,7 +66,8 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
         mine = [r for r in records if r["hardware"] == hw]
         front = [r for r in mine if r["on_frontier"]]
         shown = thin(front, rows)
-        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]), _config(r),
+        several = len({r["prefill_layout"] for r in mine}) > 1
+        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]), _config(r, several),
                  report.fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
                  f"{r['prefill_gpus_per_decode_gpu']:.2f}", report.fmt_time(r["ttft_ms"] / 1e3),
                  _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
@@ -73,7 +75,7 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
         feasible = sum(r["feasible"] for r in mine)
         first = mine[0] if mine else {}
         title = (f"{hw}: Pareto frontier of {first.get('model', '')} on workload {first.get('workload', '')} "
-                 f"(prefill {first.get('prefill_layout', '')}, k = {first.get('draft_tokens', '')}, "
+                 f"(prefill {', '.join(dict.fromkeys(r['prefill_layout'] for r in mine))}, k = {first.get('draft_tokens', '')}, "
                  f"acceptance {report.fmt_num(first.get('acceptance', 0))})")
         caption = [f"{len(mine)} points swept, {feasible} feasible, {len(front)} on the frontier"
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
@@ -312,7 +314,8 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
             side = (f"{report.fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
                     else f"{report.fmt_num(r['tokens_per_s_per_user'])} tok/s/user")
-            cells.append(f"{report.fmt_num(main)} {unit}\n{_config(r)}, {side}")
+            several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
+            cells.append(f"{report.fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:

@@ -230,3 +230,38 @@ def test_serving_commands_import_nothing_heavy():
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_svg_plot_needs_no_matplotlib(cli, tmp_path, monkeypatch):
+    import xml.dom.minidom
+
+    from rubinperf import render_serving
+
+    monkeypatch.setattr(render_serving, "_has_matplotlib", lambda: False)
+    path = tmp_path / "frontier.svg"
+    r = cli("pareto", *FAST, "--plot", str(path), "--no-chart")
+    assert r.code == 0, r
+    doc = xml.dom.minidom.parse(str(path))
+    lines = doc.getElementsByTagName("polyline")
+    assert len(lines) == 2                                     # one frontier per rack
+    for line in lines:                                         # inside the plot area
+        for pair in line.getAttribute("points").split():
+            x, y = map(float, pair.split(","))
+            assert 90 <= x <= 780 and 40 <= y <= 490
+    assert not list(tmp_path.glob(".frontier.svg.*"))          # no temporary file left
+
+
+def test_terminal_chart_and_progress(summaries):
+    from rich.console import Console
+
+    from rubinperf.render_serving import frontier_chart
+
+    recs = [r for s in summaries for r in point_records(s)]
+    console = Console(width=120, record=True)
+    console.print(frontier_chart(recs, width=60, height=12))
+    text = console.export_text()
+    assert "●" in text and "▲" in text and "gb300-nvl72" in text and "tok/s/user (log)" in text
+    calls = []
+    sweep([(V41, RACKS[0], AGENTX)], decode_layouts=["tp8", "dep32"], batches=[1.0, 2.0],
+          progress=lambda done, total, label: calls.append((done, total)))
+    assert calls[0] == (0, 2) and calls[-1] == (2, 2)

@@ -33,7 +33,7 @@ class Workload:
     # [serving] deployment assumptions
     prefill_layout: str = spec_field("serving", doc="engine shape of the prefill pool (dep<N> or tp<N>)")
     prefill_tokens_per_rank: float = spec_field("serving", "tokens", at_most=MAX_CHUNK_TOKENS,
-                                                doc="chunked-prefill token budget per rank per step")
+                                                doc="chunked-prefill token budget of one step, per rank (DEP) or per instance (TP)")
     prefix_pool: str = spec_field("serving", doc="where cached prefixes are loaded from: host (C2C), peer-hbm (NVLink) or hbm")
     kv_transfer_link: str = spec_field("serving", doc="link that carries a prefilled KV cache to the decode pool: nvlink or scale-out")
     runtime_reserve_bytes: float = spec_field("serving", "bytes", positive=False,
