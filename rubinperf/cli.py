@@ -269,6 +269,31 @@ app.command("pareto")(cli_serving.pareto)
 app.command("compare")(cli_serving.compare)
 
 
+# ---------------------------------------------------------------- validate
+
+
+@app.command("validate")
+def validate_cmd(
+    points: Optional[str] = typer.Option(None, "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON records."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band."),
+):
+    """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
+
+    Each point carries its source, operating point, the published figure and a band for
+    predicted/published. Points marked fitted informed a spec field and are not independent.
+
+    Example: rubinperf validate --json
+    """
+    from rubinperf.render import validate_table
+    from rubinperf.validate import POINTS_FILE, load_points, validate
+
+    records = validate(load_points(points or POINTS_FILE))
+    _emit(records, as_json, validate_table, quiet=quiet)
+    if not all(r["in_band"] for r in records):
+        raise typer.Exit(1)
+
+
 # ---------------------------------------------------------------- list
 
 

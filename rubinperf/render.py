@@ -33,3 +33,15 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      f"context {report.fmt_tokens(r['context_tokens'])}, step {report.fmt_time(r['step_time_ms'] / 1e3)} "
                      f"(GPU {report.fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {report.fmt_time(r['cpu_time_ms'] / 1e3)})")
             report.print_out(report.table(title, bcols, brows))
+
+
+def validate_table(records: list[dict]) -> None:
+    cols = [("point", "left"), ("metric", "left"), ("hardware", "left"), ("layout", "left"), ("published", "right"),
+            ("predicted", "right"), ("ratio", "right"), ("band", "right"), ("", "left"), ("why", "left")]
+    rows = [[r["id"] + (" (fitted)" if r["fitted"] else ""), r["metric"], r["hardware"], r["layout"],
+             report.fmt_num(r["published"]), report.fmt_num(r["predicted"]), f"{r['ratio']:.2f}",
+             f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", "in band" if r["in_band"] else "MISS", r["detail"]]
+            for r in records]
+    hits = sum(r["in_band"] for r in records)
+    report.print_out(report.table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
+                                  caption="ratio = predicted / published; sources: validation/published.toml"))

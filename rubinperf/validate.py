@@ -1,0 +1,172 @@
+"""Reference points from published results, and the model's prediction for each.
+
+The points are data (`validation/published.toml`): each names its source, hardware,
+model, layout, operating point, the published figure and a band for predicted/published.
+Predictions go through the same path the CLI uses (specs -> scenario -> step/serving).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rubinperf.errors import SpecError
+from rubinperf.specs.loader import REPO_ROOT, read_toml
+
+POINTS_FILE = REPO_ROOT / "validation" / "published.toml"
+
+
+@dataclass(frozen=True)
+class RefPoint:
+    id: str
+    source: str
+    metric: str
+    hardware: str
+    layout: str       # dep<N> / tp<N>, or "sweep" for serving points (the sweep picks layouts)
+    phase: str        # prefill, decode, or serving
+    published: float
+    band: tuple[float, float]
+    model: str = "deepseek-v4.1-flash"
+    batch: float | None = None
+    context: float | None = None
+    acceptance: float | None = None
+    workload: str | None = None
+    interactivity: float | None = None
+    baseline_hardware: str | None = None
+    note: str = ""
+    fitted: bool = False
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+_REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
+_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted")
+
+
+def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
+    path = Path(path)
+    data = read_toml(path)
+    if set(data) != {"point"} or not isinstance(data["point"], list):
+        raise SpecError(f"{path}: expected only [[point]] tables")
+    points = []
+    for i, raw in enumerate(data["point"]):
+        where = f"{path}: point {raw.get('id', i + 1)}"
+        unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+        if unknown:
+            raise SpecError(f"{where}: unknown key '{sorted(unknown)[0]}'")
+        missing = [k for k in _REQUIRED if k not in raw]
+        if missing:
+            raise SpecError(f"{where}: missing key '{missing[0]}'")
+        band = raw["band"]
+        if not (isinstance(band, list) and len(band) == 2 and 0 < band[0] <= 1 <= band[1]):
+            raise SpecError(f"{where}: band: expected [low, high] around 1, got {band!r}")
+        if raw["metric"] not in METRICS:
+            raise SpecError(f"{where}: metric: expected one of {', '.join(METRICS)}, got {raw['metric']!r}")
+        points.append(RefPoint(**{**raw, "band": (float(band[0]), float(band[1])), "published": float(raw["published"])}))
+    return points
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def _step(p: RefPoint, **changes):
+    from rubinperf.engine import load_specs
+    from rubinperf.layout import parse_layout
+    from rubinperf.scenario import make_point
+    from rubinperf.step import step
+
+    m, (hw,) = load_specs(p.model, [p.hardware])
+    lay = parse_layout(p.layout)
+    args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
+    args.update(changes)
+    return step(m, hw, lay, make_point(m, hw, lay, **args))
+
+
+def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    return float(r.tokens_per_s_per_user), f"step {float(r.expected_s) * 1e3:.2f} ms, bound {r.bound}"
+
+
+def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    return float(r.tokens_per_s_per_gpu), f"step {float(r.expected_s) * 1e3:.2f} ms, bound {r.bound}"
+
+
+def _context_growth(p: RefPoint) -> tuple[float, str]:
+    short, long = _step(p, context=131072), _step(p, context=855_000)
+    return float(long.expected_s / short.expected_s), (
+        f"{float(short.expected_s) * 1e3:.2f} -> {float(long.expected_s) * 1e3:.2f} ms")
+
+
+def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
+    from rubinperf.capacity import kv_bytes_per_token
+    from rubinperf.specs.model import load_model
+
+    return float(kv_bytes_per_token(load_model(p.model))), "sum over KV source layers of (entry + index key) / ratio"
+
+
+_SUMMARIES: dict[tuple, object] = {}
+
+
+def _summary(model: str, hardware: str, workload: str):
+    """The Pareto summary of one rack on one workload (swept once per run)."""
+    key = (model, hardware, workload)
+    if key not in _SUMMARIES:
+        from rubinperf.pareto import summarize
+        from rubinperf.serving import batch_grid, sweep
+        from rubinperf.specs.hardware import load_hardware
+        from rubinperf.specs.model import load_model
+        from rubinperf.specs.workload import load_workload
+
+        sw = sweep([(load_model(model), load_hardware(hardware), load_workload(workload))], batches=batch_grid())
+        _SUMMARIES[key] = summarize(sw)[0]
+    return _SUMMARIES[key]
+
+
+def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
+    s = _summary(p.model, hardware, p.workload or "agentx")
+    pick = s.peak if p.interactivity is None else s.at_interactivity(p.interactivity)
+    if pick is None:
+        return 0.0, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
+    r = pick.record
+    return r["tokens_per_s_per_gpu"], (f"{hardware} {r['decode_layout']} x {r['batch_per_rank']:g}, "
+                                       f"{r['tokens_per_s_per_user']:.0f} tok/s/user, decode {r['decode_bound']}")
+
+
+def _throughput_metric(p: RefPoint) -> tuple[float, str]:
+    return _throughput(p, p.hardware)
+
+
+def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
+    if not p.baseline_hardware:
+        raise SpecError(f"point {p.id}: a ratio needs baseline_hardware")
+    top, why_top = _throughput(p, p.hardware)
+    base, why_base = _throughput(p, p.baseline_hardware)
+    ratio = top / base if base else float("inf")
+    return ratio, f"{why_top}; {why_base}"
+
+
+METRICS = {
+    "throughput_at_interactivity": _throughput_metric,
+    "peak_throughput": _throughput_metric,
+    "throughput_ratio_at_interactivity": _throughput_ratio,
+    "peak_throughput_ratio": _throughput_ratio,
+    "tokens_per_s_per_user": _tokens_per_s_per_user,
+    "tokens_per_s_per_gpu": _tokens_per_s_per_gpu,
+    "step_time_ratio_855k_vs_128k": _context_growth,
+    "kv_bytes_per_token": _kv_bytes_per_token,
+}
+
+
+def validate(points: list[RefPoint]) -> list[dict]:
+    """One record per point: predicted vs published, their ratio, and whether it lies in the band."""
+    records = []
+    for p in points:
+        predicted, why = METRICS[p.metric](p)
+        ratio = predicted / p.published
+        records.append({
+            "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,
+            "phase": p.phase, "published": p.published, "predicted": predicted, "ratio": ratio,
+            "band": list(p.band), "in_band": p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
+            "detail": why, "source": p.source, "note": p.note,
+        })
+    return records

@@ -1,0 +1,67 @@
+"""`rubinperf validate`: bundled published points, predicted through the CLI's own path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rubinperf.validate import METRICS, POINTS_FILE, load_points, validate
+
+POINTS = load_points()
+
+
+def test_bundled_points_cover_the_published_results():
+    ids = {p.id for p in POINTS}
+    assert {"vr-tp8-single-user", "vr-throughput-at-387", "vr-peak-throughput", "gb300-throughput-at-196",
+            "peak-ratio-vr-vs-gb300", "ratio-at-387-vr-vs-gb300", "v41-kv-bytes-per-token"} <= ids
+    for p in POINTS:
+        assert p.source and p.metric in METRICS and p.band[0] <= 1 <= p.band[1]
+
+
+def test_validate_command_reports_every_point(cli):
+    res = cli("validate", "--json")
+    code, out, err = res.code, res.out, res.err
+    records = json.loads(out)
+    assert [r["id"] for r in records] == [p.id for p in POINTS]
+    for r, p in zip(records, POINTS):
+        assert r["ratio"] == pytest.approx(r["predicted"] / p.published)
+        assert r["in_band"] == (p.band[0] <= r["ratio"] <= p.band[1])
+    # Exit status 0 only when every point lies in its band.
+    assert code == (0 if all(r["in_band"] for r in records) else 1)
+    assert err == ""
+
+
+def test_points_that_must_hold():
+    by_id = {r["id"]: r for r in validate(POINTS)}
+    # The seed's 890 B/token of global KV follows from the spec's entry sizes and sharing.
+    assert by_id["v41-kv-bytes-per-token"]["predicted"] == pytest.approx(890.0)
+    # Decode grows only a few percent from 128K to 855K context, on both racks.
+    for rack in ("vr-context-growth", "gb300-context-growth"):
+        assert by_id[rack]["in_band"], by_id[rack]
+    # Rubin's peak-throughput advantage over GB300 lands near the published 2.7x.
+    assert by_id["peak-ratio-vr-vs-gb300"]["in_band"], by_id["peak-ratio-vr-vs-gb300"]
+    # Never faster than physics: every predicted throughput is finite and positive.
+    assert all(r["predicted"] > 0 for r in by_id.values())
+
+
+@pytest.mark.parametrize("text,culprit", [
+    ('[[point]]\nid = "x"\n', "missing key"),
+    ('[[point]]\nid = "x"\nsource = "s"\nmetric = "nope"\nhardware = "h200"\nlayout = "tp8"\nphase = "decode"\n'
+     'published = 1.0\nband = [0.5, 2.0]\n', "metric"),
+    ('[[point]]\nid = "x"\nsource = "s"\nmetric = "kv_bytes_per_token"\nhardware = "h200"\nlayout = "tp8"\n'
+     'phase = "decode"\npublished = 1.0\nband = [1.5, 2.0]\n', "band"),
+    ('[[point]]\nid = "x"\ncolour = "red"\n', "unknown key"),
+    ('[[point]\n', "malformed"),
+])
+def test_bad_points_file_is_one_line_exit_2(cli, tmp_path, text, culprit):
+    path = tmp_path / "points.toml"
+    path.write_text(text)
+    res = cli("validate", "--points", str(path))
+    code, out, err = res.code, res.out, res.err
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and culprit in err and "Traceback" not in err
+
+
+def test_default_points_file_is_bundled():
+    assert POINTS_FILE.is_file()
