@@ -51,8 +51,9 @@ def sym(name: str, nonnegative: bool = False) -> sympy.Symbol:
     return sympy.Symbol(name, nonnegative=True) if nonnegative else sympy.Symbol(name, positive=True)
 
 
+@functools.lru_cache(maxsize=None)
 def hardware_fields() -> dict[str, bool]:
-    """Float Hardware fields that become symbols -> whether each may be zero."""
+    """Float Hardware fields that become symbols -> whether each may be zero (cached: do not mutate)."""
     hints = get_type_hints(Hardware)
     return {f.name: not f.metadata["positive"] for f in spec_fields(Hardware) if hints[f.name] is float}
 
@@ -84,6 +85,7 @@ def hardware_values(hw: Hardware) -> dict:
 
 
 def symbolic_point(point: Point) -> Point:
+    """`point` with its numeric fields as symbols; structural ones (phase, placements) kept."""
     return dataclasses.replace(point, **{name: point_symbol(name) for name in POINT_FIELDS})
 
 
@@ -98,11 +100,11 @@ def evaluate(expr, values: dict) -> float:
     """The number an expression takes at `values` (every free symbol must have one)."""
     if not hasattr(expr, "free_symbols"):
         return float(expr)
-    out = expr.xreplace({s: sympy.Float(float(v)) for s, v in values.items()})
-    if out.free_symbols:
-        names = ", ".join(sorted(s.name for s in out.free_symbols))
-        raise SpecError(f"no value for symbol(s) {names}")
-    return float(out)
+    free = expr.free_symbols
+    missing = [s.name for s in free if s not in values]
+    if missing:
+        raise SpecError(f"no value for symbol(s) {', '.join(sorted(missing))}")
+    return float(expr.xreplace({s: sympy.Float(float(values[s])) for s in free}))
 
 
 def lambdify(expr, symbols: list):
@@ -158,10 +160,10 @@ def shape_symbols(kind: str) -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _symbolic_step(model, layout, phase: str, shw: Hardware):
+def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
     from rubinperf.step import step
 
-    return step(model, shw, layout, symbolic_point(Point(phase=phase)))
+    return step(model, shw, layout, spoint)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,8 @@ class SymbolicStep:
 
 def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
-    result = _symbolic_step(model, layout, point.phase, symbolic_hardware(hw))
+    # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
+    result = _symbolic_step(model, layout, symbolic_point(point), symbolic_hardware(hw))
     values = {**hardware_values(hw), **point_values(point, model)}
     return SymbolicStep(result, values, hw, point)
 
