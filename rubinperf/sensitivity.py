@@ -15,8 +15,6 @@ evaluated exactly (the tornado plot's bars).
 
 from __future__ import annotations
 
-import math
-
 import sympy
 
 from rubinperf import symbolic as S
@@ -123,6 +121,7 @@ def tornado_plot(records: list[dict], path: str, swing: float, top: int | None =
         ax.text(max(lo, hi, 0) + 0.2, i, f"{r['elasticity']:+.3g}", va="center", fontsize=8)
     ax.set_yticks(range(len(rows)), [r["parameter"] for r in rows], fontsize=8)
     ax.axvline(0, color="black", linewidth=0.8)
+    ax.margins(x=0.15)
     r0 = rows[0]
     ax.set_xlabel(f"change of {r0['metric_label']} (%) at parameter x {1 - swing:g} (blue) and x {1 + swing:g} (orange)")
     ax.set_title(f"{r0['model']} {r0['layout']} {r0['phase']} on {r0['hardware']}: elasticity of {r0['metric_label']}",
@@ -136,8 +135,7 @@ def tornado_plot(records: list[dict], path: str, swing: float, top: int | None =
         raise SpecError(f"--plot {path}: {exc}") from None
     finally:
         plt.close(fig)
-    write_atomic(path, buf.getvalue())
-
-
-def finite(x) -> bool:
-    return x is not None and math.isfinite(x)
+    try:
+        write_atomic(path, buf.getvalue())
+    except OSError as exc:
+        raise SpecError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
