@@ -73,7 +73,7 @@ BOUNDS = ("compute", "memory", "comm", "floor")
 
 @dataclass(frozen=True)
 class KernelTime:
-    """Seconds. Expected = max(compute, memory, comm) + floor; SOL = max of the undereated terms."""
+    """Seconds. Expected = max(compute, memory, comm) + floor; SOL = max of the terms at datasheet peaks."""
 
     compute_s: Any
     memory_s: Any
@@ -93,7 +93,9 @@ class KernelTime:
 
     @property
     def fraction_of_roofline(self):
-        """Speed-of-light time over expected time: 1.0 means the kernel runs at the roofline."""
+        """Speed-of-light time over expected time: 1.0 means the kernel runs at the roofline (and for no work)."""
+        if isinstance(self.expected_s, (int, float)) and self.expected_s == 0:
+            return 1.0
         return self.sol_s / self.expected_s
 
     def __add__(self, other: "KernelTime") -> "KernelTime":
