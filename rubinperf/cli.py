@@ -96,6 +96,9 @@ def _kernel_table(rec: dict):
     report.print_out(report.table(f"{rec['kernel']} on {rec['hardware']}  ({shape})", [("", "left"), ("", "right")], rows))
 
 
+MAX_KERNEL_SIZE = 1e15  # far beyond any kernel; keeps products of sizes finite
+
+
 def _positive(name: str, value, allow_zero: bool = False):
     if value is None:
         return
@@ -103,6 +106,10 @@ def _positive(name: str, value, allow_zero: bool = False):
         raise SpecError(f"--{name}: expected a finite number, got {value}")
     if value < 0 or (value == 0 and not allow_zero):
         raise SpecError(f"--{name}: expected a positive number, got {value}")
+    if value > MAX_KERNEL_SIZE:
+        digits = str(value) if isinstance(value, int) else ""
+        shown = f"{value:.6g}" if not digits else digits if len(digits) <= 20 else f"{digits[:8]}... ({len(digits)} digits)"
+        raise SpecError(f"--{name}: expected at most {MAX_KERNEL_SIZE:g}, got {shown}")
 
 
 def _dtype(value: str) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from rubinperf.errors import SpecError
 from rubinperf.layout import parse_layout
 from rubinperf.records import step_record
 from rubinperf.scenario import DEFAULT_ENGINES, DEFAULT_HARDWARE, make_point
@@ -31,5 +34,18 @@ def run_estimates(model: str, hardware=None, layouts=None, sets=None, **options)
     for hw in hws:
         for lay, phase in shapes:
             point = make_point(m, hw, lay, **{**options, "phase": phase})
-            records.append(step_record(step(m, hw, lay, point)))
+            r = step(m, hw, lay, point)
+            _check_finite(r)
+            records.append(step_record(r))
     return records
+
+
+def _check_finite(r) -> None:
+    """Values in range one by one can still overflow together (--batch 1e300): fail, don't print nan."""
+    t = float(r.expected_s)
+    if not (math.isfinite(t) and t > 0 and math.isfinite(float(r.sol_s))):
+        p = r.point
+        raise SpecError(f"{r.hw.name} {r.layout.name} {p.phase} at --batch {float(p.batch):g}, --context {float(p.context):g}"
+                        + (f", --new-tokens {float(p.new_tokens):g}" if p.phase == "prefill" else "")
+                        + f": the step time ({t:g} s) is not a finite positive number; an option or a value in the "
+                        f"{r.hw.name} or {r.model.name} spec is out of range")

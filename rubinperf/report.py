@@ -95,20 +95,47 @@ def to_csv(records: list[dict]) -> str:
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write a whole file or nothing: a temporary file beside it, then a rename."""
+    """Write a whole file or nothing: a temporary file beside it, then a rename.
+
+    The file gets the permissions a plain open() would give it (umask), or keeps those of
+    the file it replaces. A path that cannot be written is a SpecError naming it.
+    """
+    from rubinperf.errors import SpecError
+
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    tmp = None
     try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
+        os.chmod(tmp, _file_mode(path))
         os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise SpecError(f"{path}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _file_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _discard(tmp) -> None:
+    if tmp is not None:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise
 
 
 def table(title: str, columns: list[tuple[str, str]], rows: list[list[str]], caption: str | None = None):

@@ -5,6 +5,8 @@ Every check raises a SpecError naming the option, so the CLI can print one line.
 
 from __future__ import annotations
 
+import math
+
 from rubinperf.errors import SpecError
 from rubinperf.graph import Point
 from rubinperf.layout import Layout, check_layout
@@ -31,10 +33,25 @@ def default_phase(layout: Layout) -> str:
 ENGRAM_PLACEMENT = {"decode": "hbm", "prefill": "host"}
 
 
+def _finite(name: str, value) -> None:
+    """nan passes every `<` check and inf overflows the formulas: neither is an operating point."""
+    if value is None:
+        return
+    try:
+        ok = math.isfinite(value)
+    except (TypeError, OverflowError):  # an int too large for a float
+        ok = False
+    if not ok:
+        raise SpecError(f"--{name}: expected a finite number, got {value}")
+
+
 def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
                draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True,
                engram_placement: str | None = None) -> Point:
     check_layout(layout, model, hw)
+    for name, value in (("batch", batch), ("context", context), ("new-tokens", new_tokens),
+                        ("draft-tokens", draft_tokens), ("acceptance", acceptance), ("balancedness", balancedness)):
+        _finite(name, value)
     phase = phase or default_phase(layout)
     if phase not in ("prefill", "decode"):
         raise SpecError(f"--phase: expected prefill or decode, got {phase!r}")

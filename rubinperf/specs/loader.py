@@ -23,10 +23,19 @@ from rubinperf.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
+# Sanity range of any non-zero number in a spec, in SI units. Nothing a GPU, a rack or a model
+# has comes near either end (peaks ~1e16 FLOP/s, capacities ~1e12 B, latencies ~1e-6 s); a value
+# outside is a unit mistake, and would overflow or underflow the formulas to inf, 0 or nan.
+SMALLEST, LARGEST = 1e-15, 1e24
+LARGEST_INT = 2 ** 40  # counts and sizes (layers are bounded tighter: they are looped over)
+
 
 def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: float | None = None,
                default: Any = dataclasses.MISSING, doc: str = "") -> Any:
-    """Declare a spec field: which TOML table holds it, its unit, and its valid range."""
+    """Declare a spec field: which TOML table holds it, its unit, and its valid range.
+
+    Every number must also be finite and, unless zero, within [SMALLEST, LARGEST] (integers:
+    at most LARGEST_INT); a positive amount in tokens is at least one token."""
     meta = {"section": section, "unit": unit, "positive": positive, "at_most": at_most, "doc": doc}
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
@@ -115,6 +124,13 @@ def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
         raise SpecError(f"{where}: expected a non-negative value{_unit(meta)}, got {value!r}")
     if meta["at_most"] is not None and value > meta["at_most"]:
         raise SpecError(f"{where}: expected at most {meta['at_most']}, got {value!r}")
+    if typ is int and value > LARGEST_INT:
+        raise SpecError(f"{where}: expected at most {LARGEST_INT:,}, got {value!r}")
+    if typ is float and value and not SMALLEST <= abs(value) <= LARGEST:
+        raise SpecError(f"{where}: expected a magnitude between {SMALLEST:g} and {LARGEST:g}{_unit(meta)} "
+                        f"(SI units: is the unit right?), got {value!r}")
+    if meta["unit"] == "tokens" and meta["positive"] and value < 1:
+        raise SpecError(f"{where}: expected at least 1 token, got {value!r}")
     return value
 
 

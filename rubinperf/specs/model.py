@@ -15,6 +15,7 @@ from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_fie
 
 ATTENTION_KINDS = ("sparse-mqa", "mla")
 ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
+MAX_LAYERS = 10_000  # layers are looped over: a sanity bound, far above any real model
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Model:
     name: str
     description: str
     # [architecture]
-    num_layers: int = spec_field("architecture", doc="main transformer layers")
+    num_layers: int = spec_field("architecture", at_most=MAX_LAYERS, doc="main transformer layers")
     hidden_size: int = spec_field("architecture")
     vocab_size: int = spec_field("architecture")
     max_context_tokens: int = spec_field("architecture", "tokens")
@@ -77,7 +78,7 @@ class Model:
     engram_head_dim: int = spec_field("engram", positive=False)
     engram_placement: str = spec_field("engram", doc="hbm (split over DP ranks), host (C2C) or peer-hbm (NVLink)")
     # [draft] speculative decoding
-    draft_layers: int = spec_field("draft", positive=False)
+    draft_layers: int = spec_field("draft", positive=False, at_most=MAX_LAYERS)
     draft_routed_experts: int = spec_field("draft")
     draft_experts_per_token: int = spec_field("draft")
     draft_moe_intermediate_size: int = spec_field("draft")
@@ -106,6 +107,13 @@ class Model:
             for layer in getattr(self, key):
                 if layer >= self.num_layers:
                     bad(key, f"layer {layer} is beyond the model's {self.num_layers} layers")
+            if len(set(getattr(self, key))) != len(getattr(self, key)):
+                bad(key, f"expected distinct layers, got {list(getattr(self, key))}")
+        for layer in self.indexer_layers:
+            if not self.compress_ratio(layer):
+                bad("indexer.indexer_layers", f"layer {layer} keeps only a window (compress ratio 0): nothing to index")
+        if self.draft_tokens and not self.draft_layers:
+            bad("draft.draft_tokens", "expected 0 when draft_layers is 0 (no draft model to draft with)")
         if self.experts_per_token > self.num_routed_experts:
             bad("moe.experts_per_token", "expected at most num_routed_experts")
         if self.draft_experts_per_token > self.draft_routed_experts:

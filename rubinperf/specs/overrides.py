@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from pathlib import Path
 from typing import get_type_hints
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import _check_value, spec_fields
+from rubinperf.specs.loader import LARGEST_INT, _check_value, spec_fields
 
 PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
           "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -94,8 +95,10 @@ def apply_overrides(assignments: list[str] | None, **records):
         if typ in (float, int):
             parsed = parse_value(raw, field)
             if typ is int:
-                if parsed != int(parsed):
+                if not math.isfinite(parsed) or parsed != int(parsed):
                     raise SpecError(f"--set {field}: expected an integer, got {raw!r}")
+                if abs(parsed) > LARGEST_INT:
+                    raise SpecError(f"--set {field}: expected an integer of magnitude at most {LARGEST_INT:,}, got {raw!r}")
                 parsed = int(parsed)
         elif typ is bool:
             if raw.lower() not in ("true", "false"):
@@ -112,6 +115,10 @@ def apply_overrides(assignments: list[str] | None, **records):
         new = dataclasses.replace(rec, **{field: checked})
         check = getattr(new, "validate", None)
         if check is not None:
-            check()
+            try:
+                check()
+            except SpecError as exc:  # the override broke a cross-field rule: blame the override, not the file
+                why = str(exc).removeprefix(f"{rec.path}: ")
+                raise SpecError(f"--set {text.strip()}: {why} (in {kind} {rec.name})") from None
         out[kind] = new
     return out
