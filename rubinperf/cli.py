@@ -25,11 +25,13 @@ app = typer.Typer(
 )
 kernel_app = typer.Typer(help="Time one kernel on one GPU: speed of light, expected time, and the bound.\n\n"
                          "Example: rubinperf kernel gemm --m 4096 --n 7168 --k 2048 --dtype fp8 --hardware b200")
-list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.")
+list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.\n\n"
+                       "Example: rubinperf list hardware --json")
 app.add_typer(kernel_app, name="kernel")
 app.add_typer(list_app, name="list")
 
 DTYPES = "fp4, fp8, bf16 or fp32"
+DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 
 def _version(value: bool):
@@ -56,16 +58,37 @@ def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: boo
         render_table(records)
 
 
+# ---------------------------------------------------------------- shell completion of values
+
+
+def complete_names(kind: str):
+    """Tab-completion of bundled spec names (hardware, model, workload)."""
+    def complete(incomplete: str) -> list[str]:
+        from rubinperf.specs.loader import bundled_names
+
+        return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+    return complete
+
+
+def complete_words(*words: str):
+    return lambda incomplete: [w for w in words if w.startswith(incomplete)]
+
+
+LAYOUT_WORDS = ("dep2", "dep8", "dep16", "dep32", "dep64", "tp4", "tp8")
+
+
 # ---------------------------------------------------------------- kernel
 
-HW_OPT = typer.Option("gb300-nvl72", "--hardware", "-H", help="Bundled hardware name or a path to a TOML file.")
+HW_OPT = typer.Option("gb300-nvl72", "--hardware", "-H", help="Bundled hardware name or a path to a TOML file.",
+                      autocompletion=complete_names("hardware"))
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON record.")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells).")
 SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
             "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
 SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
 
 
-def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict, sets=None):
+def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict, sets=None, quiet: bool = False):
     from rubinperf.roofline import kernel_time
     from rubinperf.records import kernel_record
     from rubinperf.specs.hardware import load_hardware
@@ -74,7 +97,7 @@ def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict, s
     hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
     cost = cost_fn()
     rec = kernel_record(kind, cost, kernel_time(cost, hw), hardware=hw.name, **shape)
-    _emit(rec, as_json, _kernel_table)
+    _emit(rec, as_json, _kernel_table, quiet=quiet)
 
 
 def _kernel_table(rec: dict):
@@ -123,10 +146,11 @@ def kernel_gemm(
     m: int = typer.Option(..., help="Rows of the activations (tokens)."),
     n: int = typer.Option(..., help="Output width (weight columns)."),
     k: int = typer.Option(..., help="Reduction width."),
-    dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}."),
+    dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Dense GEMM [m, k] x [k, n]: 2mnk FLOPs; weights, inputs and outputs moved once.
 
@@ -138,7 +162,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     out = "fp32" if d == "fp32" else "bf16"
-    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets)
+    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet)
 
 
 @kernel_app.command("grouped-gemm")
@@ -147,10 +171,12 @@ def kernel_grouped_gemm(
     groups: int = typer.Option(..., help="Experts the rows are spread over, uniformly at random."),
     n: int = typer.Option(..., help="Output width of each expert."),
     k: int = typer.Option(..., help="Reduction width of each expert."),
-    dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4)."),
+    dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4).",
+                              autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Grouped (MoE) GEMM: only the experts touched are read; E[touched] = G(1 - (1 - 1/G)^rows).
 
@@ -164,7 +190,7 @@ def kernel_grouped_gemm(
     act = "fp8" if d == "fp4" else d
     out = "fp32" if d == "fp32" else "bf16"
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
-    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets)
+    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet)
 
 
 @kernel_app.command("attention")
@@ -175,11 +201,12 @@ def kernel_attention(
     kv_len: int = typer.Option(..., help="KV tokens per sequence."),
     head_dim: int = typer.Option(..., help="Head dimension of Q/K and V."),
     kv_heads: Optional[int] = typer.Option(None, help="KV heads (below --heads: groups of heads share K/V, GQA/MQA)."),
-    dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}."),
+    dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Attention with flash-style I/O: K/V read once per KV head, Q read and O written once.
 
@@ -195,7 +222,7 @@ def kernel_attention(
         raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
     d = _dtype(dtype)
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
-    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets)
+    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet)
 
 
 @kernel_app.command("copy")
@@ -204,6 +231,7 @@ def kernel_copy(
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Device-to-device memory copy: 2 x bytes through HBM.
 
@@ -212,7 +240,7 @@ def kernel_copy(
     from rubinperf.kernels import copy
 
     _positive("bytes", nbytes)
-    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets)
+    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet)
 
 
 # ---------------------------------------------------------------- estimate
@@ -220,10 +248,14 @@ def kernel_copy(
 
 @app.command("estimate")
 def estimate(
-    model: str = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file."),
-    hardware: Optional[List[str]] = typer.Option(None, "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72."),
-    layout: Optional[List[str]] = typer.Option(None, "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode."),
-    phase: Optional[str] = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise."),
+    model: str = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.",
+                              autocompletion=complete_names("model")),
+    hardware: Optional[List[str]] = typer.Option(None, "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72.",
+                                                 autocompletion=complete_names("hardware")),
+    layout: Optional[List[str]] = typer.Option(None, "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode.",
+                                               autocompletion=complete_words(*LAYOUT_WORDS)),
+    phase: Optional[str] = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
+                                        autocompletion=complete_words("prefill", "decode")),
     batch: Optional[float] = typer.Option(None, help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. Default: 16 for dep32 decode, else 1."),
     context: Optional[float] = typer.Option(None, help="Tokens already cached per request. Default: 131072."),
     new_tokens: Optional[float] = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768."),
@@ -231,7 +263,8 @@ def estimate(
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
     eplb: bool = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness."),
-    engram_placement: Optional[str] = typer.Option(None, help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). Default: hbm for decode, host for prefill."),
+    engram_placement: Optional[str] = typer.Option(None, help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). Default: hbm for decode, host for prefill.",
+                                                   autocompletion=complete_words("hbm", "host", "peer-hbm")),
     breakdown: bool = typer.Option(False, "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of result records."),
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
@@ -305,8 +338,11 @@ def validate_cmd(
 
 
 @list_app.command("hardware")
-def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
-    """Bundled hardware specs with their headline peaks."""
+def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+    """Bundled hardware specs with their headline peaks.
+
+    Example: rubinperf list hardware --json
+    """
     from rubinperf import report
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.loader import bundled_names
@@ -328,17 +364,20 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
                  report.si(r["fp8_dense_flops_per_s"], "FLOP/s"), report.si(r["bf16_dense_flops_per_s"], "FLOP/s"),
                  report.si(r["hbm_capacity_bytes"], "B"), report.si(r["hbm_bandwidth_bytes_per_s"], "B/s"),
                  report.si(r["nvlink_bandwidth_bytes_per_s"], "B/s"), str(r["nvlink_domain_size"]),
-                 f"{r['gpu_power_w']:.0f} W", f"${r['price_usd_per_gpu_hour']:.2f}"] for r in rs]
+                 report.si(r["gpu_power_w"], "W"), f"${r['price_usd_per_gpu_hour']:.2f}"] for r in rs]
         cols = [("hardware", "left"), ("FP4", "right"), ("FP8", "right"), ("BF16", "right"), ("HBM", "right"),
                 ("HBM BW", "right"), ("NVLink/dir", "right"), ("domain", "right"), ("power", "right"), ("$/GPU-h", "right")]
         report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
 
-    _emit(recs, as_json, render)
+    _emit(recs, as_json, render, quiet=quiet)
 
 
 @list_app.command("models")
-def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
-    """Bundled model specs with total and active parameters implied by their shapes."""
+def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+    """Bundled model specs with total and active parameters implied by their shapes.
+
+    Example: rubinperf list models
+    """
     from rubinperf import report
     from rubinperf.architecture import parameter_counts
     from rubinperf.specs.loader import bundled_names
@@ -359,19 +398,22 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
                 ("active/token", "right"), ("draft/MTP", "right"), ("Engram tables", "right")]
         report.print_out(report.table("Models (parameters from the spec's shapes)", cols, rows))
 
-    _emit(recs, as_json, render)
+    _emit(recs, as_json, render, quiet=quiet)
 
 
 @list_app.command("layouts")
-def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON records.")):
-    """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel)."""
+def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+    """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel).
+
+    Example: rubinperf list layouts
+    """
     from rubinperf import report
     from rubinperf.layout import LAYOUT_EXAMPLES
 
     recs = [{"name": n, "description": d} for n, d in LAYOUT_EXAMPLES]
     _emit(recs, as_json, lambda rs: report.print_out(
         report.table("Layouts (any N that divides the model: dep<N>, tp<N>)", [("layout", "left"), ("meaning", "left")],
-                     [[r["name"], r["description"]] for r in rs])))
+                     [[r["name"], r["description"]] for r in rs])), quiet=quiet)
 
 
 # ---------------------------------------------------------------- calibrate (rubinperf/cli_calibrate.py)

@@ -28,6 +28,7 @@ def calibrate(
                                      help="Measure all-reduce and all-to-all over every local GPU (needs 2 or more) "
                                           "and fit nvlink_latency_s, nvlink_efficiency and collective_floor_s."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no result table (files are still written; errors still print)."),
 ):
     """Measure kernels on the local GPU and fit the hardware spec's efficiencies and floors.
 
@@ -111,7 +112,7 @@ def calibrate(
         from rubinperf import report
 
         report.emit_text(report.to_json(rec))
-    else:
+    elif not quiet:
         _render(rec)
 
 

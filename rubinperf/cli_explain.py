@@ -31,6 +31,7 @@ ACCEPT_OPT = typer.Option(None, help="Decode: mean tokens emitted per verify ste
 BAL_OPT = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")
 EPLB_OPT = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off.")
 SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
 def _step_setup(model, hardware, layout, sets, **point):
@@ -84,6 +85,7 @@ def explain(
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON record (formulas as text and LaTeX, values)."),
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Formulas of a kernel: FLOPs and bytes in symbols named after spec fields and shapes,
     the same with numbers substituted, speed of light, expected time and the binding term.
@@ -115,7 +117,8 @@ def explain(
         hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
         shape = _generic_shape(kind, {**shape_opts, "batch": batch}, dtype, ranks)
         ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8)
-        _emit_explanation(ex, latex, as_json)
+        if as_json or not quiet:
+            _emit_explanation(ex, latex, as_json)
         return
     given = [o for o, v in shape_opts.items() if v is not None] + (["dtype"] if dtype else []) + (["ranks"] if ranks else [])
     if given:
@@ -129,13 +132,17 @@ def explain(
         st = S.explain_step(ss)
         if as_json:
             report.emit_text(report.to_json(_step_record(st)))
+        elif quiet:
+            pass
         elif latex:
             _print_step_latex(st)
         else:
             _print_step(st)
         return
     op = resolve_op(name, S.op_names(ss.result))
-    _emit_explanation(S.explain_op(ss, op), latex, as_json)
+    ex = S.explain_op(ss, op)
+    if as_json or not quiet:
+        _emit_explanation(ex, latex, as_json)
 
 
 def _dtype(value):
@@ -389,6 +396,7 @@ def sensitivity(
     plot: Optional[str] = typer.Option(None, "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records, one per parameter."),
     sets: Optional[List[str]] = SET_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.
@@ -422,6 +430,8 @@ def sensitivity(
         tornado_plot(records, plot, swing, top=top)
     if as_json:
         report.emit_text(report.to_json(shown))
+        return
+    if quiet:
         return
     r0 = records[0]
     value = _time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{report.fmt_num(r0['metric_value'])} {r0['metric_unit']}"

@@ -25,6 +25,7 @@ SET_OPT = typer.Option(None, "--set", "-s", help=(
     "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))
 JSON_OPT = typer.Option(False, "--json", help="Print JSON records instead of tables.")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
 def _setups(model: str, hardware, workload: str, sets) -> list:
@@ -59,7 +60,7 @@ def _setups(model: str, hardware, workload: str, sets) -> list:
     return out
 
 
-def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb):
+def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False):
     """The sweep, with a transient progress bar on stderr when it is a terminal."""
     import sys
 
@@ -69,7 +70,7 @@ def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens,
         raise SpecError(f"--acceptance: expected at least 1 token per verify step, got {acceptance}")
     kwargs = dict(decode_layouts=decode_layouts or None, prefill_layouts=prefill_layouts or None,
                   batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb)
-    if not sys.stderr.isatty():
+    if quiet or not sys.stderr.isatty():
         return sweep(setups, **kwargs)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -115,6 +116,7 @@ def pareto(
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: pip install 'rubinperf[plot]')."),
     rows: int = typer.Option(14, "--rows", help="Frontier rows shown per rack in the table (0: all)."),
     chart: bool = typer.Option(True, "--chart/--no-chart", help="Draw the frontier in the terminal after the tables."),
+    quiet: bool = QUIET_OPT,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -142,7 +144,7 @@ def pareto(
     if plot:
         check_plot_path(plot)
     setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
     _check_any(None, sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
@@ -151,6 +153,8 @@ def pareto(
         plot_file(records, plot, title=f"{m.name}, workload {w.name}")
     if as_json:
         report.emit_text(report.to_json(records))
+        return
+    if quiet:
         return
     pareto_tables(records, _notes(summaries, sw), rows=rows)
     if chart:
@@ -173,6 +177,7 @@ def compare(
     sets: Optional[List[str]] = SET_OPT,
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
+    quiet: bool = QUIET_OPT,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
@@ -198,12 +203,14 @@ def compare(
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
     setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
     _check_any(None, sw)
     summaries = summarize(sw)
     records = compare_records(summaries, levels)
     if as_json:
         report.emit_text(report.to_json(records))
+        return
+    if quiet:
         return
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)")
     notes = _notes(summaries, sw)

@@ -394,7 +394,7 @@ def _kernel_table(recs: list[dict], n: int):
         for k in r["kernels"][:n]:
             if k["kernel"] not in names:
                 names.append(k["kernel"])
-    cols = [("decode kernel", "left")] + [(f"{r['hardware']} µs/token", "right") for r in recs] + \
+    cols = [("decode kernel", "left")] + [(f"{r['hardware']} per token", "right") for r in recs] + \
         [(f"{r['hardware']} / {base['hardware']}", "right") for r in recs[1:]]
     rows = []
     lookup = [{k["kernel"]: k for k in r["kernels"]} for r in recs]
@@ -403,14 +403,14 @@ def _kernel_table(recs: list[dict], n: int):
         for look in lookup:
             k = look.get(name)
             vals.append(k["us_per_token"] if k else 0.0)
-            cells.append(f"{k['us_per_token']:.3g} ({k['bound']})" if k else "—")
+            cells.append(f"{report.fmt_time(k['us_per_token'] * 1e-6)} ({k['bound']})" if k else "—")
         rows.append([name] + cells + [(f"{v / vals[0]:.2f}×" if vals[0] else "—") for v in vals[1:]])
     rest = [sum(k["us_per_token"] for k in r["kernels"] if k["kernel"] not in names) for r in recs]
     tot = [sum(k["us_per_token"] for k in r["kernels"]) for r in recs]
-    rows.append(["other kernels"] + [f"{v:.3g}" for v in rest] + [(f"{v / rest[0]:.2f}×" if rest[0] else "—") for v in rest[1:]])
-    rows.append(["GPU time per output token"] + [f"{v:.3g}" for v in tot] + [f"{v / tot[0]:.2f}×" for v in tot[1:]])
+    rows.append(["other kernels"] + [report.fmt_time(v * 1e-6) for v in rest] + [(f"{v / rest[0]:.2f}×" if rest[0] else "—") for v in rest[1:]])
+    rows.append(["GPU time per output token"] + [report.fmt_time(v * 1e-6) for v in tot] + [f"{v / tot[0]:.2f}×" for v in tot[1:]])
     title = (f"{_metric_label(base)}: decode GPU time per output token per GPU "
              + ", ".join(f"{r['hardware']} {_config(r)}" for r in recs))
     return report.table(title, cols, rows,
-                        caption="µs of one decode GPU per emitted token (kernel time × GPUs / tokens per step); "
+                        caption="time of one decode GPU per emitted token (kernel time × GPUs / tokens per step); "
                                 "ratios below 1× mean the other rack spends less time on that kernel")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubinperf.errors import SpecError
+from rubinperf.report import fmt_time
 from rubinperf.specs.loader import REPO_ROOT, read_toml
 
 POINTS_FILE = REPO_ROOT / "validation" / "published.toml"
@@ -83,18 +84,18 @@ def _step(p: RefPoint, **changes):
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
     r = _step(p)
-    return float(r.tokens_per_s_per_user), f"step {float(r.expected_s) * 1e3:.2f} ms, bound {r.bound}"
+    return float(r.tokens_per_s_per_user), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
 
 
 def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
     r = _step(p)
-    return float(r.tokens_per_s_per_gpu), f"step {float(r.expected_s) * 1e3:.2f} ms, bound {r.bound}"
+    return float(r.tokens_per_s_per_gpu), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
 
 
 def _context_growth(p: RefPoint) -> tuple[float, str]:
     short, long = _step(p, context=131072), _step(p, context=855_000)
     return float(long.expected_s / short.expected_s), (
-        f"{float(short.expected_s) * 1e3:.2f} -> {float(long.expected_s) * 1e3:.2f} ms")
+        f"{fmt_time(float(short.expected_s))} -> {fmt_time(float(long.expected_s))}")
 
 
 def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
