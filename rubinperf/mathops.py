@@ -1,15 +1,15 @@
 """max/min/where that work on numbers, numpy arrays and sympy expressions alike.
 
 Formulas are written once with these, so the numeric path, the vectorised sweep and the
-symbolic `explain` path evaluate the very same expression.
+symbolic `explain` path evaluate the very same expression. numpy is imported only when
+an array is seen, so a scalar `estimate` never pays for it.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
-
-import numpy as np
+import math
 
 
 def _is_symbolic(values) -> bool:
@@ -17,7 +17,7 @@ def _is_symbolic(values) -> bool:
 
 
 def _is_array(values) -> bool:
-    return any(isinstance(v, np.ndarray) for v in values)
+    return any(type(v).__module__ == "numpy" for v in values)
 
 
 def _symbolic_extreme(func, values):
@@ -42,6 +42,8 @@ def smax(*values):
 
         return _symbolic_extreme(sympy.Max, values)
     if _is_array(values):
+        import numpy as np
+
         return functools.reduce(np.maximum, values)
     return builtins.max(values)
 
@@ -52,6 +54,8 @@ def smin(*values):
 
         return _symbolic_extreme(sympy.Min, values)
     if _is_array(values):
+        import numpy as np
+
         return functools.reduce(np.minimum, values)
     return builtins.min(values)
 
@@ -62,7 +66,11 @@ def sceil(x):
         import sympy
 
         return sympy.ceiling(x)
-    return np.ceil(x) if isinstance(x, np.ndarray) else float(np.ceil(x))
+    if _is_array((x,)):
+        import numpy as np
+
+        return np.ceil(x)
+    return float(math.ceil(x))
 
 
 def ssum(values):
@@ -74,6 +82,8 @@ def ssum(values):
     values = list(values)
     if not _is_array(values):
         return sum(values, 0.0)
+    import numpy as np
+
     groups: dict[tuple, object] = {}
     for v in values:
         shape = np.shape(v)
