@@ -35,12 +35,12 @@ def run_estimates(model: str, hardware=None, layouts=None, sets=None, **options)
         for lay, phase in shapes:
             point = make_point(m, hw, lay, **{**options, "phase": phase})
             r = step(m, hw, lay, point)
-            _check_finite(r)
+            check_finite(r)
             records.append(step_record(r))
     return records
 
 
-def _check_finite(r) -> None:
+def check_finite(r) -> None:
     """Values in range one by one can still overflow together (--batch 1e300): fail, don't print nan."""
     t = float(r.expected_s)
     if not (math.isfinite(t) and t > 0 and math.isfinite(float(r.sol_s))):

@@ -71,7 +71,20 @@ def fmt_num(value, digits: int = 3) -> str:
 
 
 def to_json(records) -> str:
-    return json.dumps(records, indent=2, default=_jsonable)
+    """Strict JSON: a non-finite number (a ratio over zero, an unreachable point) becomes null."""
+    return json.dumps(_finite(records), indent=2, default=_jsonable, allow_nan=False)
+
+
+def _finite(x):
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
+        return _finite(x.tolist())
+    return x
 
 
 def _jsonable(x):

@@ -7,6 +7,7 @@ Predictions go through the same path the CLI uses (specs -> scenario -> step/ser
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,24 @@ class RefPoint:
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted")
+# What each key holds: a string, a positive (or non-negative) finite number, or true/false.
+_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "note")
+_POSITIVE = ("published", "batch", "acceptance", "interactivity")
+_NON_NEGATIVE = ("context",)
+
+
+def _check_types(where: str, raw: dict) -> None:
+    for key, v in raw.items():
+        if key in _STRINGS and not (isinstance(v, str) and (v.strip() or key == "note")):
+            raise SpecError(f"{where}: {key}: expected a non-empty string, got {v!r}")
+        if key in _POSITIVE + _NON_NEGATIVE:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise SpecError(f"{where}: {key}: expected a finite number, got {v!r}")
+            if v < 0 or (v == 0 and key in _POSITIVE):
+                raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
+                                f"number, got {v!r}")
+        if key == "fitted" and not isinstance(v, bool):
+            raise SpecError(f"{where}: fitted: expected true or false, got {v!r}")
 
 
 def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
@@ -50,6 +69,8 @@ def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
         raise SpecError(f"{path}: expected only [[point]] tables")
     points = []
     for i, raw in enumerate(data["point"]):
+        if not isinstance(raw, dict):
+            raise SpecError(f"{path}: point {i + 1}: expected a [[point]] table, got {raw!r}")
         where = f"{path}: point {raw.get('id', i + 1)}"
         unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
         if unknown:
@@ -57,8 +78,11 @@ def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
         missing = [k for k in _REQUIRED if k not in raw]
         if missing:
             raise SpecError(f"{where}: missing key '{missing[0]}'")
+        _check_types(where, raw)
         band = raw["band"]
-        if not (isinstance(band, list) and len(band) == 2 and 0 < band[0] <= 1 <= band[1]):
+        numbers = isinstance(band, list) and len(band) == 2 and all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in band)
+        if not (numbers and 0 < band[0] <= 1 <= band[1]):
             raise SpecError(f"{where}: band: expected [low, high] around 1, got {band!r}")
         if raw["metric"] not in METRICS:
             raise SpecError(f"{where}: metric: expected one of {', '.join(METRICS)}, got {raw['metric']!r}")
@@ -79,7 +103,11 @@ def _step(p: RefPoint, **changes):
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
     args.update(changes)
-    return step(m, hw, lay, make_point(m, hw, lay, **args))
+    from rubinperf.engine import check_finite
+
+    r = step(m, hw, lay, make_point(m, hw, lay, **args))
+    check_finite(r)
+    return r
 
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
@@ -162,7 +190,11 @@ def validate(points: list[RefPoint]) -> list[dict]:
     """One record per point: predicted vs published, their ratio, and whether it lies in the band."""
     records = []
     for p in points:
-        predicted, why = METRICS[p.metric](p)
+        try:
+            predicted, why = METRICS[p.metric](p)
+        except SpecError as exc:  # a name or an operating point of this point is wrong: say which point
+            msg = str(exc)
+            raise SpecError(msg if msg.startswith(f"point {p.id}:") else f"point {p.id}: {msg}") from None
         ratio = predicted / p.published
         records.append({
             "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,

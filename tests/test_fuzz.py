@@ -9,6 +9,7 @@ set RUBINPERF_FUZZ_EXAMPLES to fuzz harder locally.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -89,6 +90,15 @@ def check_clean(r: Outcome, culprits: list[str]) -> None:
         low = lines[0].lower()
         named = [c for c in culprits if c and c.lower() in low]
         assert named, f"error line names none of {culprits}: {r}"
+
+
+def check_strict_json(r: Outcome) -> None:
+    """A successful --json run prints strict JSON: no NaN or Infinity, which JSON readers refuse."""
+    if r.code == 0 and "--json" in r.argv:
+        def refuse(constant):
+            raise AssertionError(f"non-finite number {constant} in JSON: {r}")
+
+        json.loads(r.out, parse_constant=refuse)
 
 
 def assert_nothing_written(target: Path, before: set[str] | None = None) -> None:
@@ -335,8 +345,68 @@ def test_mutated_spec_files(capsys, tmp_path_factory, case, pick):
     argv, target = cmds[pick % len(cmds)]
     r = run_cli(capsys, argv)
     check_clean(r, [str(path), path.name, *culprits, *(["--plot", "matplotlib"] if "--plot" in argv else [])])
+    check_strict_json(r)
     if r.code != 0 and target is not None:
         assert_nothing_written(target)
+
+
+POINTS_FILE = REPO / "validation" / "published.toml"
+HAS_VALIDATE = "validate" in COMMANDS and "--points" in COMMANDS["validate"] and POINTS_FILE.is_file()
+
+
+@st.composite
+def mutated_points(draw):
+    """validation/published.toml with one [[point]] value (or the file) broken."""
+    text = POINTS_FILE.read_text()
+    doc = tomllib.loads(text)
+    op = draw(st.sampled_from(VALUE_OPS + ("text",)))
+    if op == "text":
+        cut = draw(st.integers(0, len(text)))
+        extra = draw(st.sampled_from(["", "[[point]]\n", "[point]\n", "x = 1\n", "[[point]]\nid = 3\n"]))
+        return (text[:cut] + "\n" + extra).encode(), ["point", "published.toml"], f"text cut at {cut} + {extra!r}"
+    points = doc["point"]
+    i = draw(st.integers(0, len(points) - 1))
+    table = points[i]
+    key = draw(st.sampled_from(sorted(table)))
+    v = table[key]
+    culprits = [key, str(table.get("id")), "point"]
+    if op == "drop":
+        del table[key]
+    elif op in ("add_key", "add_table"):
+        table["bogus"] = 1
+        culprits = ["bogus"]
+    elif op == "retype":
+        table[key] = _retype(draw, v)
+    elif op in ("negate", "zero", "wrong_units", "bump"):
+        f = {"negate": lambda x: -x, "zero": lambda x: 0 * x, "wrong_units": lambda x: x * 1e9, "bump": lambda x: x + 1}[op]
+        table[key] = _numeric(v, f) if not isinstance(v, str) else v + "x"
+    elif op in ("nan", "inf", "ninf", "huge", "huge_int", "tiny"):
+        table[key] = {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "huge": 1e308,
+                      "huge_int": 2 ** 63 - 1, "tiny": 5e-324}[op]
+    elif op == "unit_string":
+        table[key] = "8TB/s"
+    elif op == "list_edit":
+        table[key] = draw(st.sampled_from([[], [1], [1, 2, 3], [2, 1], [0, 1], ["a", "b"]]))
+    elif op == "string_typo":
+        table[key] = draw(st.sampled_from(["", "nope", "dep5", "tp3", "h100", "serving", "sweep", "agentx", "prefill"]))
+    lines = [f"[[point]]\n" + "".join(f"{k} = {toml_value(x)}\n" for k, x in pt.items()) for pt in points]
+    return "\n".join(lines).encode(), culprits, f"{op} point {i} {key}"
+
+
+@pytest.mark.skipif(not HAS_VALIDATE, reason="no validate --points")
+@FUZZ
+@given(case=mutated_points())
+def test_mutated_validation_points(capsys, tmp_path_factory, case):
+    content, culprits, what = case
+    path = tmp_path_factory.mktemp("points") / "points.toml"
+    path.write_bytes(content)
+    argv = ["validate", "--points", str(path), "--json"]
+    r = run_cli(capsys, argv)
+    if r.code == 1:  # a point out of its band: a result, not an error
+        assert r.err == "" and r.out.strip(), r
+        r.code = 0
+    check_clean(r, [str(path), path.name, *culprits])
+    check_strict_json(r)
 
 
 NUMBERS = ["0", "-1", "-0.5", "nan", "-nan", "inf", "-inf", "1e308", "1e400", "1" + "0" * 40, "1" + "0" * 400, "abc", "", " 3",
@@ -407,6 +477,83 @@ def test_estimate_arguments(capsys, data):
     argv += [data.draw(st.sampled_from(["--json", "--csv", "--breakdown", "--quiet", "--no-eplb"]))]
     r = run_cli(capsys, argv)
     check_clean(r, _culprits_for(argv))
+    check_strict_json(r)
+
+
+STEP_COMMANDS = [argv for argv in (["explain", "megamoe"], ["explain", "lm head", "--json"], ["explain", "mqa logits"],
+                                   ["sensitivity", "--top", "3"], ["sensitivity", "--metric", "tokens-per-user", "--json"])
+                 if argv[0] in COMMANDS]
+
+
+@pytest.mark.skipif(not STEP_COMMANDS, reason="no explain/sensitivity commands")
+@FUZZ
+@given(data=st.data())
+def test_step_command_arguments(capsys, data):
+    """explain and sensitivity take estimate's operating-point options."""
+    argv = list(data.draw(st.sampled_from(STEP_COMMANDS)))
+    for opt in data.draw(st.lists(st.sampled_from(sorted(set(OPTION_VALUES) - {"--engram-placement"})), max_size=3,
+                                  unique=True)):
+        argv += [opt, data.draw(st.sampled_from(OPTION_VALUES[opt]))]
+    argv += ["-l", data.draw(st.sampled_from(LAYOUTS + ["dep8", "dep32", "tp8", "dep2"]))]
+    if data.draw(st.booleans()):
+        argv += ["-H", data.draw(st.sampled_from(NAMES_HW))]
+    if data.draw(st.booleans()):
+        argv += ["-m", data.draw(st.sampled_from(NAMES_MODEL))]
+    for s_ in data.draw(st.lists(st.sampled_from(SETS), max_size=2)):
+        argv += ["--set", s_]
+    r = run_cli(capsys, argv)
+    check_clean(r, _culprits_for(argv) + [argv[1]])
+    check_strict_json(r)
+
+
+SERVING_COMMANDS = [c for c in ("pareto", "compare") if c in COMMANDS]
+SERVING_VALUES = {
+    "--max-batch": ["0", "-1", "1", "2", "16", "1000000000", "1e3", "abc", "99999999999999999999"],
+    "--draft-tokens": ["0", "-1", "1", "5", "9", "100", "nan"],
+    "--acceptance": ["0", "0.5", "1", "3.51", "6", "7", "nan", "inf", "-1"],
+    "--prefill-layout": LAYOUTS + ["dep2", "dep8"],
+    "-w": ["agentx", "chat-8k1k", "nope", "", "models/deepseek-v3.toml", "hardware/h200.toml", "examples"],
+    "--at-interactivity": ["196,387", "", "0", "-5", "nan", "1e9", "a,b", ",,", "100,inf", "5e-324"],
+    "--rows": ["0", "-1", "3", "x"],
+    "--kernels": ["0", "-1", "2", "x"],
+}
+SERVING_SETS = SETS + ["workload.prefix_hit_rate=1", "workload.prefix_hit_rate=1.5", "workload.prefix_hit_rate=-0.1",
+                       "workload.input_tokens_per_turn=0", "workload.input_tokens_per_turn=2000000",
+                       "workload.output_tokens_per_turn=0.5", "workload.prefill_layout=tp3",
+                       "workload.prefill_tokens_per_rank=1", "workload.runtime_reserve_bytes=1TB",
+                       "workload.kv_transfer_link=carrier-pigeon", "workload.engram_peer_gpus=0",
+                       "gb300-nvl72:hbm_bandwidth=1TB/s", "nope:hbm_bandwidth=1TB/s", "vr-nvl72:=3",
+                       "workload.prefix_pool=disk", "workload.prefill_engram_placement=peer-hbm"]
+
+
+@pytest.mark.skipif(not SERVING_COMMANDS, reason="no pareto/compare commands")
+@FUZZ
+@given(data=st.data())
+def test_serving_command_arguments(capsys, tmp_path_factory, data):
+    command = data.draw(st.sampled_from(SERVING_COMMANDS))
+    argv = [command, "--max-batch", "16"]
+    for opt in data.draw(st.lists(st.sampled_from(sorted(SERVING_VALUES)), max_size=3, unique=True)):
+        if opt in COMMANDS[command]:
+            argv += [opt, data.draw(st.sampled_from(SERVING_VALUES[opt]))]
+    argv += ["-l", data.draw(st.sampled_from(LAYOUTS + ["dep8", "dep32", "tp8"]))]
+    for hw in data.draw(st.lists(st.sampled_from(NAMES_HW), min_size=0, max_size=2)):
+        argv += ["-H", hw]
+    if data.draw(st.booleans()):
+        argv += ["-m", data.draw(st.sampled_from(NAMES_MODEL))]
+    for s_ in data.draw(st.lists(st.sampled_from(SERVING_SETS), max_size=2)):
+        argv += ["--set", s_]
+    target = None
+    if "--plot" in COMMANDS[command] and data.draw(st.booleans()):
+        d = tmp_path_factory.mktemp("plot")
+        target = d / data.draw(st.sampled_from(["f.svg", "f.txt", "f", "sub/f.svg", "f.png"]))
+        argv += ["--plot", str(target)]
+    argv.append(data.draw(st.sampled_from(["--json", "--no-chart", "--quiet", "--eplb"])) if command == "pareto"
+                else data.draw(st.sampled_from(["--json", "--quiet", "--no-eplb"])))
+    r = run_cli(capsys, argv)
+    check_clean(r, _culprits_for(argv) + ["workload", "matplotlib", "plot"])
+    check_strict_json(r)
+    if r.code != 0 and target is not None:
+        assert_nothing_written(target)
 
 
 KERNEL_SHAPES = {
@@ -437,6 +584,7 @@ def test_kernel_arguments(capsys, data):
         argv.append(data.draw(st.sampled_from(["--json", "--quiet", "--causal", "--bogus"])))
     r = run_cli(capsys, argv)
     check_clean(r, _culprits_for(argv) + ["rubinperf kernel"])
+    check_strict_json(r)
 
 
 @FUZZ

@@ -95,7 +95,8 @@ def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
     where = f"{path}: {meta['section']}.{key}"
     if typ is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(f"{where}: expected a number{_unit(meta)}, got {type(value).__name__} {value!r}")
+            raise SpecError(f"{where}: expected a number{_unit(meta)}, got {type(value).__name__} {value!r}"
+                            + _suggest(value, key))
         value = float(value)
         if not math.isfinite(value):
             raise SpecError(f"{where}: expected a finite number{_unit(meta)}, got {value!r}")
@@ -132,6 +133,19 @@ def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
     if meta["unit"] == "tokens" and meta["positive"] and value < 1:
         raise SpecError(f"{where}: expected at least 1 token, got {value!r}")
     return value
+
+
+def _suggest(value: Any, key: str) -> str:
+    """'8TB/s' in a spec file: say which plain SI number was meant."""
+    if not isinstance(value, str):
+        return ""
+    from rubinperf.specs.overrides import parse_value
+
+    try:
+        number = parse_value(value, key)
+    except SpecError:
+        return ""
+    return f" (spec files take plain SI numbers: write {number:g})" if math.isfinite(number) else ""
 
 
 def _unit(meta: dict) -> str:
