@@ -83,12 +83,15 @@ def calibrate(
         if kind == "collectives":
             write_atomic(csv_path.with_name(csv_path.stem + ".env.json"), json.dumps(env, indent=2) + "\n")
 
-    if kind == "kernels":
-        result = fit.fit_kernels(rows, hw)
-    else:
-        result = fit.fit_collectives(rows, hw)
+    try:
+        result = fit.fit_kernels(rows, hw) if kind == "kernels" else fit.fit_collectives(rows, hw)
+    except SpecError as exc:  # nothing fittable in these measurements: name the file
+        raise SpecError(f"{csv_path}: {exc}") from None
     source = fit.efficiency_source(env, command, result, hw.sources.get("efficiency", ""), fit_command)
-    text = fit.calibrated_toml(hw.path, {f: result.after[f] for f in result.fitted}, source)
+    try:
+        text = fit.calibrated_toml(hw.path, {f: result.after[f] for f in result.fitted}, source)
+    except SpecError as exc:
+        raise SpecError(f"{hw.path}: {exc}") from None
     _make_dir(out)
     toml_path = out / f"{hw.name}.toml"
     write_atomic(toml_path, text)

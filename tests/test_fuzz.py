@@ -409,6 +409,44 @@ def test_mutated_validation_points(capsys, tmp_path_factory, case):
     check_strict_json(r)
 
 
+CSV_VALUES = ["nan", "inf", "-1", "0", "", "abc", "1e308", "1e-320", "1e400", "9" * 25, "1.5", "fp9", "gemm", "launch"]
+
+
+@pytest.mark.skipif("calibrate" not in COMMANDS, reason="no calibrate command")
+@FUZZ
+@given(data=st.data())
+def test_mutated_calibration_csv(capsys, tmp_path_factory, data):
+    """calibrate --from-csv on a measurements CSV with broken cells, columns or lines."""
+    d = tmp_path_factory.mktemp("csv")
+    lines = calibration_csv(d / "base.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    op = data.draw(st.sampled_from(["cell", "column", "truncate", "extra_field", "header_only"]))
+    if op == "cell":
+        for _ in range(data.draw(st.integers(1, 3))):
+            i = data.draw(st.integers(1, len(lines) - 1))
+            cells = lines[i].split(",")
+            cells[data.draw(st.integers(0, len(header) - 1))] = data.draw(st.sampled_from(CSV_VALUES))
+            lines[i] = ",".join(cells)
+    elif op == "column":
+        j = data.draw(st.integers(0, len(header) - 1))
+        lines = [",".join(c for k, c in enumerate(ln.split(",")) if k != j) for ln in lines]
+    elif op == "truncate":
+        lines = lines[: data.draw(st.integers(0, len(lines)))]
+    elif op == "extra_field":
+        i = data.draw(st.integers(1, len(lines) - 1))
+        lines[i] += ",1"
+    else:
+        lines = lines[:1]
+    path = d / "m.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = d / "out"
+    r = run_cli(capsys, ["calibrate", "-H", "h200", "--from-csv", str(path), "--out-dir", str(out), "--json"])
+    check_clean(r, [str(path), path.name])
+    check_strict_json(r)
+    if r.code != 0:
+        assert_nothing_written(out)
+
+
 NUMBERS = ["0", "-1", "-0.5", "nan", "-nan", "inf", "-inf", "1e308", "1e400", "1" + "0" * 40, "1" + "0" * 400, "abc", "", " 3",
            "0x10", "1_000"]
 OPTION_VALUES = {

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rubinperf.cost import Cost
 from rubinperf.errors import SpecError
+from rubinperf.precision import PRECISIONS
 
 FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch")
 
@@ -169,23 +170,47 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
     return kind, rows
 
 
+# The shape columns each family's Cost needs (row_cost), which must be positive.
+SHAPE_COLUMNS = {"launch": (), "copy": ("nbytes",), "gemm": ("m", "n", "k"), "grouped_gemm": ("rows", "groups", "n", "k"),
+                 "attention_decode": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
+                 "attention_prefill": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
+                 "collective": ("ranks", "nbytes")}
+MAX_COUNT = 1e15  # shapes, byte counts and calls: far beyond any benchmark, keeps products finite
+
+
 def _typed(raw: dict, kind: str) -> dict:
     row: dict = {}
     for key, val in raw.items():
+        if key is None or not isinstance(val, (str, type(None))):
+            raise ValueError("more fields than the header has columns")
         val = (val or "").strip()
         if key in INT_COLUMNS or key in ("ranks", "hops", "samples", "calls"):
-            row[key] = int(float(val)) if val else None
+            number = float(val) if val else None
+            if number is not None and not (math.isfinite(number) and 0 <= number <= MAX_COUNT):
+                raise ValueError(f"{key}: expected a count between 0 and {MAX_COUNT:g}, got {val!r}")
+            row[key] = int(number) if number is not None else None
         elif key == "causal":
             row[key] = val.lower() in ("true", "1", "yes")
         elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes"):
             row[key] = float(val) if val else None
+            if row[key] is not None and not math.isfinite(row[key]):
+                raise ValueError(f"{key}: expected a finite number, got {val!r}")
         else:
             row[key] = val
     t = row.get("measured_s")
-    if t is None or not math.isfinite(t) or t <= 0:
-        raise ValueError(f"measured_s: expected a positive number of seconds, got {raw.get('measured_s')!r}")
+    if t is None or not math.isfinite(t) or not 1e-12 <= t <= 1e6:
+        raise ValueError(f"measured_s: expected a positive number of seconds (1e-12 to 1e6), got {raw.get('measured_s')!r}")
     if kind == "kernels" and row["family"] not in FAMILIES:
         raise ValueError(f"family: unknown '{row['family']}' (known: {', '.join(FAMILIES)})")
+    for key in SHAPE_COLUMNS[row["family"] if kind == "kernels" else "collective"]:
+        if not row.get(key):
+            raise ValueError(f"{key}: a {row.get('family') or row.get('collective')} row needs a positive {key}, "
+                             f"got {raw.get(key)!r}")
+    if kind == "kernels" and row["family"].startswith("attention") and row["q_len"] > row["kv_len"]:
+        raise ValueError(f"q_len: expected at most kv_len ({row['kv_len']}), got {row['q_len']}")
+    if row.get("dtype") and row["dtype"] not in PRECISIONS or kind == "kernels" and row["family"] != "launch" \
+            and not row.get("dtype"):
+        raise ValueError(f"dtype: expected one of {', '.join(PRECISIONS)}, got {row.get('dtype')!r}")
     if kind == "collectives" and row["collective"] not in COLLECTIVES:
         raise ValueError(f"collective: unknown '{row['collective']}' (known: {', '.join(COLLECTIVES)})")
     return row
