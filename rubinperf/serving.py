@@ -245,7 +245,8 @@ def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: 
         seqs, chunks = float(math.floor(budget / uncached)), 1
         new, context = seqs * uncached, cached
     else:
-        seqs, chunks = 1.0, math.ceil(uncached / budget)
+        # No more chunks than whole tokens: a budget of 1 over 945.0000001 tokens is 945 chunks, not 946 of 0.999.
+        seqs, chunks = 1.0, min(math.ceil(uncached / budget), max(1, math.floor(uncached)))
         new = uncached / chunks
         context = cached + (uncached - new) / 2   # mean of the chunks' preceding tokens
     point = make_point(m, hw, layout, phase="prefill", batch=seqs, context=context, new_tokens=new, eplb=eplb,
