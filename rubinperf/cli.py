@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from typing import List, Optional
 
 import typer
@@ -434,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         argv = ["--help"]
+    # numpy's floating-point warnings are not for users: results are checked for finiteness instead.
+    warnings.filterwarnings("ignore", message=r"(overflow|divide by zero|invalid value|underflow) encountered",
+                            category=RuntimeWarning)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)

@@ -3,8 +3,8 @@
 Every case must end in exit status 0 (the input was odd but valid) or 2 with exactly one
 line on stderr that names the culprit (the file, the key or the option), never a
 traceback or an 'internal error', and with nothing written to an output path that was
-asked for. Example counts are bounded so the file runs in CI in well under a minute;
-set RUBINPERF_FUZZ_EXAMPLES to fuzz harder locally.
+asked for. Example counts are bounded (60 per test by default) so the file runs in CI in
+about half a minute; set RUBINPERF_FUZZ_EXAMPLES=2000 to fuzz harder locally.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ else:  # pragma: no cover
 EXAMPLES = int(os.environ.get("RUBINPERF_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ_MORE = settings(FUZZ, max_examples=EXAMPLES * 5 // 3)      # cheap cases: most bad specs fail at load
+FUZZ_FEWER = settings(FUZZ, max_examples=max(EXAMPLES // 2, 1))  # costly ones (a fit, symbolic sensitivity)
 
 
 def _commands() -> dict[str, set[str]]:
@@ -71,17 +74,21 @@ def run_cli(capsys, argv: list[str]) -> Outcome:
     from rubinperf.cli import main
 
     capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    with warnings.catch_warnings(record=True) as caught:  # a warning would be a stray stderr line for a user
+        warnings.simplefilter("always")
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     cap = capsys.readouterr()
-    return Outcome(argv, code, cap.out, cap.err)
+    err = cap.err + "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+    return Outcome(argv, code, cap.out, err)
 
 
 def check_clean(r: Outcome, culprits: list[str]) -> None:
     """Exit 0, or exit 2 with one stderr line naming one of `culprits`; never a traceback."""
     assert r.code in (0, 2), r
+    assert r.code != 0 or r.err == "", f"a successful run wrote to stderr: {r}"
     assert "Traceback" not in r.err and "Traceback" not in r.out, r
     assert "internal error" not in r.err, r
     if r.code == 2:
@@ -334,7 +341,7 @@ def calibration_csv(path: Path) -> Path:
 # ------------------------------------------------------------------ the fuzz tests
 
 
-@FUZZ
+@FUZZ_MORE
 @given(case=mutated_specs(), pick=st.integers(0, 10 ** 6))
 def test_mutated_spec_files(capsys, tmp_path_factory, case, pick):
     kind, original, content, culprits, what = case
@@ -413,7 +420,7 @@ CSV_VALUES = ["nan", "inf", "-1", "0", "", "abc", "1e308", "1e-320", "1e400", "9
 
 
 @pytest.mark.skipif("calibrate" not in COMMANDS, reason="no calibrate command")
-@FUZZ
+@FUZZ_FEWER
 @given(data=st.data())
 def test_mutated_calibration_csv(capsys, tmp_path_factory, data):
     """calibrate --from-csv on a measurements CSV with broken cells, columns or lines."""
@@ -524,7 +531,7 @@ STEP_COMMANDS = [argv for argv in (["explain", "megamoe"], ["explain", "lm head"
 
 
 @pytest.mark.skipif(not STEP_COMMANDS, reason="no explain/sensitivity commands")
-@FUZZ
+@FUZZ_FEWER
 @given(data=st.data())
 def test_step_command_arguments(capsys, data):
     """explain and sensitivity take estimate's operating-point options."""
