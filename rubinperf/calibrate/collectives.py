@@ -111,7 +111,9 @@ def _worker(rank: int, world: int, port: int, sizes, counts, samples: int, resul
                     del x, y
         dist.barrier()
     if rank == 0:
-        Path(result_path).write_text(json.dumps(rows))
+        from rubinperf.report import write_atomic
+
+        write_atomic(result_path, json.dumps(rows))  # whole or absent when the parent reads it
     dist.barrier()
     dist.destroy_process_group()
 
