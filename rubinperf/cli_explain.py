@@ -12,6 +12,7 @@ from typing import List, Optional
 
 import typer
 
+from rubinperf import report
 from rubinperf.errors import SpecError
 
 GENERIC = ("gemm", "grouped-gemm", "attention", "copy", "all-reduce", "all-to-all")
@@ -100,7 +101,7 @@ def explain(
 
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
-    from rubinperf import report, symbolic as S
+    from rubinperf import symbolic as S
 
     name = kernel.strip()
     shape_opts = {"m": m, "n": n, "k": k, "tokens": tokens, "groups": groups, "heads": heads, "kv_heads": kv_heads,
@@ -225,19 +226,8 @@ def resolve_op(name: str, names: list[str]) -> str:
 
 # ---------------------------------------------------------------- rendering explain
 
-UNIT_FMT = {"FLOP": lambda v: _si(v, "FLOP"), "B": lambda v: _si(v, "B"), "s": lambda v: _time(v)}
-
-
-def _si(v, unit):
-    from rubinperf import report
-
-    return report.si(v, unit)
-
-
-def _time(v):
-    from rubinperf import report
-
-    return report.fmt_time(v)
+_time = report.fmt_time
+UNIT_FMT = {"FLOP": lambda v: report.si(v, "FLOP"), "B": lambda v: report.si(v, "B"), "s": _time}
 
 
 def _header(ex) -> list[str]:
@@ -257,7 +247,7 @@ def _header(ex) -> list[str]:
 
 
 def _emit_explanation(ex, latex: bool, as_json: bool):
-    from rubinperf import report, symbolic as S
+    from rubinperf import symbolic as S
 
     if as_json:
         report.emit_text(report.to_json(ex.to_record()))
@@ -322,13 +312,12 @@ def _step_record(st) -> dict:
 
 
 def _fmt_top(k, v):
-    from rubinperf import report
 
     return _time(v) if TOP_LABELS[k][1] == "s" else report.fmt_num(v)
 
 
 def _print_step(st):
-    from rubinperf import report, symbolic as S
+    from rubinperf import symbolic as S
 
     nums, _ = _step_numbers(st)
     c = st["context"]
@@ -360,7 +349,7 @@ def _print_step(st):
 
 
 def _print_step_latex(st):
-    from rubinperf import report, symbolic as S
+    from rubinperf import symbolic as S
 
     nums, _ = _step_numbers(st)
     out = [f"% step: {st['context']}"]
@@ -409,7 +398,6 @@ def sensitivity(
 
       rubinperf sensitivity --set hbm_bandwidth=30TB/s --plot tornado.png
     """
-    from rubinperf import report
     from rubinperf.sensitivity import sensitivity as run, tornado_plot
 
     if top is not None and top < 1:

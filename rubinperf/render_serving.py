@@ -222,7 +222,7 @@ def svg_chart(records: list[dict], title: str = "") -> str:
 
     W, H, L, R, T, B = 800, 550, 90, 20, 40, 60
     pts = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
-    out = [f'<?xml version="1.0" encoding="UTF-8"?>',
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
            'font-family="sans-serif" font-size="12">', f'<rect width="{W}" height="{H}" fill="white"/>']
     if title:

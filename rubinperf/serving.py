@@ -364,7 +364,7 @@ class Serving:
     @cached_property
     def columns(self) -> dict:
         """Every per-point quantity as an array over the batch (scalars broadcast)."""
-        d, p = self.decode, self.prefill
+        d = self.decode
         n = np.shape(d.batch)
         full = lambda x: np.broadcast_to(np.asarray(x), n)   # noqa: E731
         return {

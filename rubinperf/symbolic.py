@@ -31,7 +31,7 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 from sympy.printing.str import StrPrinter
 
-from rubinperf.cost import BYTE_KINDS, Cost, KernelTime
+from rubinperf.cost import BYTE_KINDS, Cost
 from rubinperf.errors import SpecError
 from rubinperf.graph import Point
 from rubinperf.roofline import kernel_time

@@ -6,7 +6,6 @@ re-calls the formula it is checking.
 
 from __future__ import annotations
 
-import math
 
 import pytest
 

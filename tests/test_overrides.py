@@ -14,7 +14,7 @@ import pytest
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
 from rubinperf.specs.loader import numeric_fields, spec_fields
-from rubinperf.specs.model import Model, load_model
+from rubinperf.specs.model import load_model
 from rubinperf.specs.overrides import apply_overrides
 
 GB300 = load_hardware("gb300-nvl72")

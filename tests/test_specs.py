@@ -3,7 +3,6 @@ to_toml round-trips through build_spec."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from pathlib import Path

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, get_origin, get_type_hints
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -226,7 +226,6 @@ def _close(key: str, candidates) -> str:
 
 def to_toml(record) -> str:
     """Write a spec record back as TOML (round-trips through `build_spec`)."""
-    hints = get_type_hints(type(record))
     lines = [f'name = {_toml_value(record.name)}', f'description = {_toml_value(record.description)}']
     by_section: dict[str, list[dataclasses.Field]] = {}
     for f in spec_fields(type(record)):
@@ -235,7 +234,6 @@ def to_toml(record) -> str:
         lines += ["", f"[{section}]", f"source = {_toml_value(record.sources[section])}"]
         for f in members:
             lines.append(f"{f.name} = {_toml_value(getattr(record, f.name))}")
-    del hints
     return "\n".join(lines) + "\n"
 
 
