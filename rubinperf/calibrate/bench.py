@@ -133,18 +133,23 @@ class Timer:
         for _ in range(2):
             run()
         torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(self.samples)]
-        for s, e in events:
-            s.record()
-            run()
-            e.record()
-        torch.cuda.synchronize()
-        times = sorted(s.elapsed_time(e) / 1e3 / total for s, e in events)
+        times = event_times(torch, run, self.samples, total)
         if graph is not None:
             graph.reset()
         med = _quantile(times, 0.5)
         spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
         return med, spread, len(times), total, mode
+
+
+def event_times(torch, run, samples: int, calls: int) -> list[float]:
+    """Seconds per call of `samples` replays of `run` (each making `calls` calls), timed with CUDA events, sorted."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
+    for s, e in events:
+        s.record()
+        run()
+        e.record()
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) / 1e3 / calls for s, e in events)
 
 
 def _quantile(sorted_values, q):

@@ -119,6 +119,8 @@ def _worker(rank: int, world: int, port: int, sizes, counts, samples: int, resul
 
 
 def _time(torch, dist, group, op, calls: int, samples: int):
+    from rubinperf.calibrate.bench import event_times
+
     for _ in range(5):  # warm-up: communicator set-up, buffers, clocks
         op()
     torch.cuda.synchronize()
@@ -159,13 +161,7 @@ def _time(torch, dist, group, op, calls: int, samples: int):
     run()
     torch.cuda.synchronize()
     dist.barrier(group=group)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
-    for s, e in events:
-        s.record()
-        run()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) / 1e3 / calls for s, e in events)
+    times = event_times(torch, run, samples, calls)
     if graph is not None:
         graph.reset()
     med = statistics.median(times)
