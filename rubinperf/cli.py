@@ -87,24 +87,32 @@ QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors 
 SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
             "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
 SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
+LAUNCH_OPT = typer.Option("eager", "--launch",
+                          help="eager: the kernel launched alone from the host (pays the host launch); graph: one "
+                               "kernel among many in a CUDA graph, as the step's ops are timed (pays the graph "
+                               "boundary, with the hardware's programmatic-dependent-launch overlap).",
+                          autocompletion=complete_words("eager", "graph"))
 
 
-def _run_kernel(kind: str, cost_fn, hardware: str, as_json: bool, shape: dict, sets=None, quiet: bool = False):
-    from rubinperf.roofline import kernel_time
+def _run_kernel(kind: str, kernel_fn, hardware: str, as_json: bool, shape: dict, sets=None, quiet: bool = False,
+                launch: str = "eager"):
+    from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.records import kernel_record
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.overrides import apply_overrides
 
+    if launch not in LAUNCH_MODES:
+        raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
     hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
-    cost = cost_fn()
-    rec = kernel_record(kind, cost, kernel_time(cost, hw), hardware=hw.name, **shape)
+    kern = kernel_fn()
+    rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
     _emit(rec, as_json, _kernel_table, quiet=quiet)
 
 
 def _kernel_table(rec: dict):
     from rubinperf import report
 
-    shape = ", ".join(f"{k}={v}" for k, v in rec.items() if k not in {"kernel", "hardware"} and not k.endswith(("_ms", "_bytes")) and k not in {"bound", "flops", "bytes", "fraction_of_roofline"})
+    shape = ", ".join(f"{k}={v}" for k, v in rec.items() if k not in {"kernel", "hardware", "launch"} and not k.endswith(("_ms", "_bytes")) and k not in {"bound", "flops", "bytes", "fraction_of_roofline"})
     rows = [
         ["expected time", report.fmt_time(rec["time_ms"] / 1e3)],
         ["speed of light", report.fmt_time(rec["sol_time_ms"] / 1e3)],
@@ -112,12 +120,13 @@ def _kernel_table(rec: dict):
         ["bound", rec["bound"]],
         ["compute term", report.fmt_time(rec["compute_ms"] / 1e3)],
         ["memory term", report.fmt_time(rec["memory_ms"] / 1e3)],
+        ["parallelism term", report.fmt_time(rec["parallelism_ms"] / 1e3)],
         ["link term", report.fmt_time(rec["comm_ms"] / 1e3)],
-        ["floor", report.fmt_time(rec["floor_ms"] / 1e3)],
+        ["latency term", report.fmt_time(rec["latency_ms"] / 1e3)],
         ["FLOPs", report.si(rec["flops"], "FLOP")],
         ["bytes", report.si(rec["bytes"], "B")],
     ]
-    report.print_out(report.table(f"{rec['kernel']} on {rec['hardware']}  ({shape})", [("", "left"), ("", "right")], rows))
+    report.print_out(report.table(f"{rec['kernel']} on {rec['hardware']}, {rec['launch']} launch  ({shape})", [("", "left"), ("", "right")], rows))
 
 
 MAX_KERNEL_SIZE = 1e15  # far beyond any kernel; keeps products of sizes finite
@@ -149,6 +158,7 @@ def kernel_gemm(
     k: int = typer.Option(..., help="Reduction width."),
     dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
     quiet: bool = QUIET_OPT,
@@ -163,7 +173,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     out = "fp32" if d == "fp32" else "bf16"
-    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet)
+    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet, launch=launch)
 
 
 @kernel_app.command("grouped-gemm")
@@ -175,6 +185,7 @@ def kernel_grouped_gemm(
     dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4).",
                               autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
     quiet: bool = QUIET_OPT,
@@ -191,7 +202,7 @@ def kernel_grouped_gemm(
     act = "fp8" if d == "fp4" else d
     out = "fp32" if d == "fp32" else "bf16"
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
-    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet)
+    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
 
 
 @kernel_app.command("attention")
@@ -205,6 +216,7 @@ def kernel_attention(
     dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
     hardware: str = HW_OPT,
+    launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
     quiet: bool = QUIET_OPT,
@@ -223,13 +235,14 @@ def kernel_attention(
         raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
     d = _dtype(dtype)
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
-    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet)
+    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
 
 
 @kernel_app.command("copy")
 def kernel_copy(
     nbytes: float = typer.Option(..., "--bytes", help="Bytes copied (each read once and written once)."),
     hardware: str = HW_OPT,
+    launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
     quiet: bool = QUIET_OPT,
@@ -241,7 +254,7 @@ def kernel_copy(
     from rubinperf.kernels import copy
 
     _positive("bytes", nbytes)
-    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet)
+    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet, launch=launch)
 
 
 # ---------------------------------------------------------------- estimate

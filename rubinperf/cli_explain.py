@@ -83,6 +83,8 @@ def explain(
     dtype: Optional[str] = typer.Option(None, help="gemm (bf16), grouped-gemm (fp4), attention (bf16): fp4, fp8, bf16 or fp32."),
     nbytes: Optional[float] = typer.Option(None, "--bytes", help="copy: bytes copied; all-reduce / all-to-all: bytes per rank."),
     ranks: Optional[int] = typer.Option(None, help="all-reduce, all-to-all: ranks in the group (default 8)."),
+    launch: str = typer.Option("eager", "--launch", help="A generic kernel launched alone (eager) or inside a CUDA "
+                                                         "graph (graph); step ops are always timed as in a graph."),
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON record (formulas as text and LaTeX, values)."),
     sets: Optional[List[str]] = SET_OPT,
@@ -117,7 +119,9 @@ def explain(
 
         hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
         shape = _generic_shape(kind, {**shape_opts, "batch": batch}, dtype, ranks)
-        ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8)
+        if launch not in ("eager", "graph"):
+            raise SpecError(f"--launch: expected eager or graph, got {launch!r}")
+        ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8, launch=launch)
         if as_json or not quiet:
             _emit_explanation(ex, latex, as_json)
         return
@@ -273,8 +277,8 @@ def _emit_explanation(ex, latex: bool, as_json: bool):
     else:
         out += ["", f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
                 f"({100 * n['sol_s'] / n['expected_s']:.0f}% of roofline); bound: {ex.bound} "
-                f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, link {_time(n['comm_s'])}, "
-                f"floor {_time(n['floor_s'])})"]
+                f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
+                f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"]
     report.emit_text("\n".join(out))
 
 
@@ -332,8 +336,8 @@ def _print_step(st):
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
         lines.append(f"  {TOP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
-    lines.append("  each op: expected = max(compute, memory, link) + floor; SOL = max(FLOPs/peak, bytes/bandwidth, "
-                 "link bytes/bandwidth)")
+    lines.append("  each kernel: expected = latency + max(compute, memory + parallelism, link) (fused: a share of the "
+                 "smaller terms hides); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
     report.emit_text("\n".join(lines))
     cols = [("kernel", "left"), ("×", "right"), ("FLOPs per step", "left"), ("bytes per step", "left"),
             ("time", "right"), ("SOL", "right"), ("share", "right"), ("bound", "left")]

@@ -68,17 +68,76 @@ class Cost:
         return Cost(**{f"{peak}_flops": flops})
 
 
-BOUNDS = ("compute", "memory", "comm", "floor")
+# Kernel families: each selects the efficiency and the overlap rule the roofline applies.
+FAMILIES = {
+    "gemm": "dense GEMM: tiles of mma_tile_rows x mma_tile_cols, split-K, weights streamed by TMA pipelines",
+    "grouped_gemm": "one GEMM per touched expert in one launch; rows padded per group",
+    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel; terms overlap as rows grow",
+    "attention": "attention and the indexer's logits: a chain of index loads and KV gathers, then MMA per block",
+    "stream": "norms, mixing, selection, copies: bytes in, bytes out, a few CUDA-core FLOPs",
+    "lookup": "table gathers (Engram) from HBM, host memory or peers",
+    "collective": "a collective over the NVLink domain: set-up, per-message round trips, link bytes",
+    "host": "the host's work for a step (scheduling, DP synchronisation): overlaps the GPU",
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel launch (or one fused kernel) of a family: its Cost and how its work spreads over SMs.
+
+    An MMA kernel gives its problem, `groups` independent [rows x k] @ [k x n] GEMMs (rows
+    per group), from which the roofline derives tiles, padding, split-K, CTAs and waves.
+    Other kernels give the CTAs they launch (`ctas`; None: enough to fill every SM).
+    `dependent_loads` counts the HBM round trips in a chain before the kernel's work
+    streams (1 for a GEMM's first stage; 2 for an index load then a gather). A fused
+    kernel gives the `rows` flowing through its phases (its overlap grows with them). A
+    kernel that states its own bytes in flight per CTA (a probe) keeps every CTA's in flight.
+    """
+
+    family: str
+    cost: Cost
+    groups: Any = None
+    rows: Any = None
+    n: Any = None
+    k: Any = None
+    ctas: Any = None
+    dependent_loads: Any = 1
+    fused_rows: Any = None
+    in_flight_bytes_per_cta: Any = None   # None: the hardware's per-SM figure for the family
+
+    @property
+    def is_mma(self) -> bool:
+        return self.rows is not None
+
+    def plus(self, extra: Cost) -> "Kernel":
+        """The same kernel doing `extra` work in its epilogue (a fused KV insert, a top-k of its scores)."""
+        return dataclasses.replace(self, cost=self.cost + extra)
+
+
+# The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
+BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
 
 
 @dataclass(frozen=True)
 class KernelTime:
-    """Seconds. Expected = max(compute, memory, comm) + floor; SOL = max of the terms at datasheet peaks."""
+    """Seconds. Every term is named so a reader can see which one sets the time.
+
+    - compute_s: MMA / vector work on whole tiles and waves, at the family's efficiency;
+    - memory_s: bytes at the rate a kernel with enough bytes in flight streams them;
+    - parallelism_s: the extra memory time when too few CTAs keep too few bytes in flight
+      (Little's law: active SMs x bytes in flight per SM / HBM latency);
+    - comm_s: link bytes and per-message round trips;
+    - latency_s: fixed per-kernel time (launch, pipeline fill and drain, collective set-up,
+      host work of a step): it never overlaps the others;
+    - expected_s: latency_s + the overlap of (compute, memory + parallelism, comm);
+    - sol_*: the speed of light at datasheet peaks: a true lower bound.
+    """
 
     compute_s: Any
     memory_s: Any
+    parallelism_s: Any
     comm_s: Any
-    floor_s: Any
+    latency_s: Any
     expected_s: Any
     sol_compute_s: Any
     sol_memory_s: Any
@@ -86,10 +145,19 @@ class KernelTime:
     sol_s: Any
 
     @property
+    def floor_s(self):
+        """The contract's name for the fixed part (`floor_ms` in a kernel record)."""
+        return self.latency_s
+
+    @property
+    def terms(self) -> dict:
+        return {b: getattr(self, f"{b}_s") for b in BOUNDS}
+
+    @property
     def bound(self) -> str:
-        """Which term sets the expected time: compute, memory, comm or floor."""
-        terms = [self.compute_s, self.memory_s, self.comm_s, self.floor_s]
-        return BOUNDS[max(range(4), key=lambda i: float(terms[i]))]
+        """Which term is largest: compute, memory, parallelism, comm or latency."""
+        terms = self.terms
+        return max(BOUNDS, key=lambda b: float(terms[b]))
 
     @property
     def fraction_of_roofline(self):
@@ -100,6 +168,11 @@ class KernelTime:
 
     def __add__(self, other: "KernelTime") -> "KernelTime":
         return KernelTime(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
 
     def __mul__(self, k) -> "KernelTime":
         return KernelTime(*(getattr(self, f.name) * k for f in dataclasses.fields(self)))

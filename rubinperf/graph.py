@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from rubinperf import kernels as K
 from rubinperf.architecture import Weight, attention_weights, draft_layer_weights, embedding_weights, ffn_weights
-from rubinperf.cost import Cost
+from rubinperf.cost import Cost, Kernel
 from rubinperf.layout import Layout
 from rubinperf.mathops import smin
 from rubinperf.precision import PRECISIONS
@@ -56,11 +56,20 @@ class Point:
 @dataclass(frozen=True)
 class Op:
     name: str                 # what the engine calls it (breakdown row)
-    cost: Cost                # per rank, one occurrence
+    kernels: tuple            # the Kernels it launches, one after another, per rank, one occurrence
     repeat: object = 1        # occurrences per step (layers)
     part: str = "target"      # target | draft (GPU work) | cpu (host work, overlapped with the GPU)
     die_local_weights: bool = False
     stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
+
+    def __post_init__(self):
+        if isinstance(self.kernels, Kernel):
+            object.__setattr__(self, "kernels", (self.kernels,))
+
+    @property
+    def cost(self) -> Cost:
+        """The op's total work (all its kernels), per rank, one occurrence."""
+        return sum((k.cost for k in self.kernels), Cost())
 
 
 def bpe(dtype: str) -> float:
@@ -70,7 +79,7 @@ def bpe(dtype: str) -> float:
 # ---------------------------------------------------------------- pieces
 
 
-def _linear(w: Weight, tokens, layout: Layout, split: str = "n", act: str | None = None) -> Cost:
+def _linear(w: Weight, tokens, layout: Layout, split: str = "n", act: str | None = None) -> Kernel:
     """A dense linear on `tokens` rows; TP splits its output (`n`) or input (`k`) columns, or replicates it."""
     tp = layout.tp if split in ("n", "k") else 1
     n = w.n * w.count // tp if split == "n" else w.n * w.count
@@ -78,15 +87,12 @@ def _linear(w: Weight, tokens, layout: Layout, split: str = "n", act: str | None
     return K.gemm(tokens, n, k, weight=w.dtype, act=act or ("fp8" if w.dtype in ("fp8", "fp4") else w.dtype))
 
 
-def _mhc(m: Model, tokens) -> Cost:
-    """Mega-mHC for one sublayer: read and write every residual route, mix, RMSNorm."""
-    per_token = m.hc_routes * m.hidden_size * (RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
-    mix = m.hc_mix_rows * m.hc_routes * m.hidden_size
-    return K.elementwise(read_bytes=tokens * per_token, write_bytes=tokens * per_token,
-                         flops=2 * tokens * mix + 4 * tokens * m.hidden_size, weight_bytes=mix * 4)
+def _mhc(m: Model, tokens) -> Kernel:
+    """Mega-mHC for one sublayer (the residual routes are FP32; one route is a plain BF16 residual)."""
+    return K.mhc(tokens, m.hc_routes, m.hidden_size, m.hc_mix_rows, RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
 
 
-def _all_reduce(m: Model, tokens, layout: Layout, hw_tray) -> Cost:
+def _all_reduce(m: Model, tokens, layout: Layout, hw_tray) -> Kernel:
     return K.all_reduce(tokens * m.hidden_size * ACT_BYTES, layout.tp, gpus_per_tray=hw_tray)
 
 
@@ -103,67 +109,60 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
     ratio = m.compress_ratio(layer)
     prefill = p.phase == "prefill"
     source = m.is_kv_source(layer) or part == "draft"
+    indexed = layer in m.indexer_layers and part == "target"
     ops: list[Op] = []
 
-    q_cost = _linear(w["q_down"], tokens, layout, split="none") + _linear(w["q_up"], tokens, layout)
-    ops.append(Op("q projection", q_cost, part=part))
+    ops.append(Op("q projection", (_linear(w["q_down"], tokens, layout, split="none"), _linear(w["q_up"], tokens, layout)),
+                  part=part))
     if source:
-        kv = _linear(w["kv_down" if m.attention_kind == "mla" else "kv_proj"], kv_tokens, layout, split="none")
+        kv = [_linear(w["kv_down" if m.attention_kind == "mla" else "kv_proj"], kv_tokens, layout, split="none")]
         if "kv_compress" in w:
-            kv = kv + _linear(w["kv_compress"], kv_tokens, layout, split="none")
-        entry_writes = kv_tokens * (m.kv_entry_bytes + m.index_key_bytes * (layer in m.indexer_layers)) / (ratio or 1)
-        ops.append(Op("KV projection + compression", kv + Cost(kv_bytes=entry_writes), part=part))
+            kv.append(_linear(w["kv_compress"], kv_tokens, layout, split="none"))
+        # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
+        entry = (m.kv_entry_bytes + m.index_key_bytes * (layer in m.indexer_layers)) / (ratio or 1)
+        kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, entry))
+        ops.append(Op("KV projection + compression", tuple(kv), part=part))
     if m.attention_kind == "mla":
         # Absorbed MLA: queries move into the latent space, outputs back out (per-head batched GEMMs).
-        absorb = K.gemm(tokens * heads, m.kv_latent_dim, m.qk_nope_head_dim, weight=m.dense_dtype, act="bf16") + K.gemm(
-            tokens * heads, m.mla_v_head_dim, m.kv_latent_dim, weight=m.dense_dtype, act="bf16", launches=0)
-        ops.append(Op("MLA absorb", absorb, part=part))
+        ops.append(Op("MLA absorb", (
+            K.gemm(tokens, m.kv_latent_dim, m.qk_nope_head_dim, weight=m.dense_dtype, act="bf16", groups=heads),
+            K.gemm(tokens, m.mla_v_head_dim, m.kv_latent_dim, weight=m.dense_dtype, act="bf16", groups=heads)),
+            part=part))
 
-    # Mean KV positions one query sees: cached context plus, in prefill, the causal half of the new ones.
-    seen = p.context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)
-    window = smin(m.sliding_window_tokens, seen) if m.sliding_window_tokens else 0
-    entries = seen / ratio if ratio else 0  # compressed entries visible to one query
-
-    if layer in m.indexer_layers and part == "target":
+    if indexed:
         iw = {x.name: x for x in attention_weights(m, layer) if x.name.startswith("indexer")}
-        iheads = m.indexer_heads // layout.tp
-        proj = _linear(iw["indexer_q"], tokens, layout) + _linear(iw["indexer_k"], kv_tokens, layout, split="none") + \
-            _linear(iw["indexer_weights"], tokens, layout, split="none")
-        keys_per_seq = (p.context + q_per_seq) / ratio
-        logits = Cost.of_flops(PRECISIONS[m.indexer_dtype].peak, 2 * tokens * iheads * m.indexer_head_dim * entries) + Cost(
-            kv_bytes=seqs * keys_per_seq * m.index_key_bytes,
-            activation_bytes=tokens * entries * 4, launches=1)
+        proj = (_linear(iw["indexer_q"], tokens, layout), _linear(iw["indexer_k"], kv_tokens, layout, split="none"),
+                _linear(iw["indexer_weights"], tokens, layout, split="none"))
+        logits = K.indexer_logits(tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp, m.indexer_head_dim,
+                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill)
         ops.append(Op("indexer projections", proj, part=part))
         ops.append(Op("MQA logits (indexer)", logits, part=part))
-        ops.append(Op("DeepSelect (indexer top-k)", K.elementwise(read_bytes=tokens * entries * 4,
-                                                                  write_bytes=tokens * m.indexer_topk * 4), part=part))
+        ops.append(Op("DeepSelect (indexer top-k)", K.indexer_select(tokens, q_per_seq, p.context, ratio, m.indexer_topk,
+                                                                     prefill), part=part))
 
-    if ratio and layer in m.topk_layers:
-        selected = smin(m.indexer_topk, entries)
-        # Each query gathers its own selection; a request's window is read once for all its queries.
-        kv_read = tokens * selected * m.kv_entry_bytes + seqs * window * m.kv_entry_bytes
-        if prefill:
-            kv_read = smin(kv_read, seqs * (p.context + q_per_seq) * m.kv_entry_bytes * (1 / ratio + 1))
-    else:
-        selected = entries
-        kv_read = seqs * (entries + window) * m.kv_entry_bytes
-    attended = selected + window
-    att = Cost.of_flops("bf16", 2 * tokens * heads * attended * (m.qk_head_dim + m.v_head_dim)) + Cost(
-        kv_bytes=kv_read, activation_bytes=tokens * heads * (m.qk_head_dim + m.v_head_dim) * ACT_BYTES, launches=1)
+    topk = m.indexer_topk if ratio and layer in m.topk_layers else None
+    att = K.sparse_attention(tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
+                             m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
     ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
-    if m.attention_kind == "mla":
-        out = _linear(w["o_proj"], tokens, layout, split="k")
-    elif m.o_groups:
-        groups = w["o_down"]
-        out = K.gemm(tokens, groups.n * groups.count // layout.tp, groups.k, weight=groups.dtype, act="fp8") + \
-            _linear(w["o_up"], tokens, layout, split="k")
+    if m.attention_kind == "mla" or not m.o_groups:
+        out = (_linear(w["o_proj"], tokens, layout, split="k"),)
     else:
-        out = _linear(w["o_proj"], tokens, layout, split="k")
+        groups = w["o_down"]
+        out = (K.gemm(tokens, groups.n, groups.k, weight=groups.dtype, act="fp8", groups=groups.count // layout.tp),
+               _linear(w["o_up"], tokens, layout, split="k"))
     ops.append(Op("output projection", out, part=part))
     if layout.tp > 1:
         ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray), part=part))
     return ops
+
+
+def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
+    """A gated MLP stored as one [k, 3 x inter] weight: the gate+up GEMM, then the down GEMM (TP splits inter)."""
+    inter = w.n // 3
+    act = "fp8" if w.dtype in ("fp8", "fp4") else w.dtype
+    return (K.gemm(tokens, 2 * inter * w.count // layout.tp, w.k, weight=w.dtype, act=act),
+            K.gemm(tokens, w.k, inter * w.count // layout.tp, weight=w.dtype, act=act))
 
 
 def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
@@ -171,8 +170,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     draft = part == "draft"
     ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
     if "dense_ffn" in ws:
-        w = ws["dense_ffn"]
-        ops = [Op("dense FFN", _linear(w, tokens, layout), part=part)]
+        ops = [Op("dense FFN", _ffn(ws["dense_ffn"], tokens, layout), part=part)]
         if layout.tp > 1:
             ops.append(Op("all-reduce (FFN)", _all_reduce(m, tokens, layout, hw_tray), part=part))
         return ops
@@ -183,30 +181,21 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     act = m.activation_dtype
     ops = []
     if "router" in ws:
-        ops.append(Op("MegaGate (router)", _linear(ws["router"], tokens, layout, split="none", act="bf16")
-                      + K.elementwise(read_bytes=tokens * E * 4, write_bytes=tokens * k * 8), part=part))
+        gate = _linear(ws["router"], tokens, layout, split="none", act="bf16")
+        ops.append(Op("MegaGate (router)", (gate, K.topk_select(tokens, E, k)), part=part))
     bal = p.draft_balancedness if draft else p.balancedness
     if layout.kind == "dep":
         n = layout.ranks
-        local = E // n
-        touched = K.experts_touched_topk(tokens * n, k, E, local_experts=local)
-        gemms = K.grouped_gemm(tokens * k, local, inter3, m.hidden_size, weight=experts.dtype, act=act,
-                               touched=touched, launches=0)
-        ranks_hit = K.experts_touched(k, n)  # distinct ranks one token's top-k lands on
-        remote = ranks_hit * (n - 1) / n
-        dispatch = tokens * remote * m.hidden_size * bpe(act)
-        combine = tokens * remote * m.hidden_size * ACT_BYTES
-        comm = Cost(nvlink_bytes=dispatch + combine, nvlink_hops=2,
-                    cross_tray_hops=2 if n > (hw_tray or n) else 0, collectives=2)
-        ops.append(Op("MegaMoE (dispatch + experts + combine)", gemms + comm + Cost(launches=1), part=part,
-                      die_local_weights=True, stretch=1 / bal))
+        moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
+                         gpus_per_tray=hw_tray)
+        ops.append(Op("MegaMoE (dispatch + experts + combine)", moe, part=part, die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
         gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
-                               touched=touched, launches=1)
+                               touched=touched)
         ops.append(Op("MegaMoE (experts)", gemms, part=part, die_local_weights=True))
     if "shared_expert" in ws:
-        ops.append(Op("shared expert", _linear(ws["shared_expert"], tokens, layout), part=part))
+        ops.append(Op("shared expert", _ffn(ws["shared_expert"], tokens, layout), part=part))
     if layout.tp > 1:
         ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray), part=part))
     return ops
@@ -216,15 +205,11 @@ def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None) -
     """Hashed n-gram look-ups of one Engram layer and their projection into the hidden state."""
     lookups = tokens * m.engram_lookups_per_token
     placement = placement or m.engram_placement
-    if placement == "hbm":
-        # Tables split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink.
-        n = layout.ranks
-        cost = K.table_lookup(lookups / n, m.engram_row_bytes) + K.table_lookup(
-            lookups * (n - 1) / n, m.engram_row_bytes, where="peer-hbm", launches=0)
-    else:
-        cost = K.table_lookup(lookups, m.engram_row_bytes, where=placement)
+    # In HBM the tables are split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink.
+    local = 1 / layout.ranks if placement == "hbm" else 1
+    gather = K.table_lookup(lookups, m.engram_row_bytes, where=placement, local_fraction=local)
     proj = K.gemm(tokens, m.hidden_size, m.engram_heads * m.engram_head_dim, weight=m.dense_dtype, act="bf16")
-    return [Op("Engram look-up", cost + proj)]
+    return [Op("Engram look-up", (gather, proj))]
 
 
 def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "target") -> list[Op]:
@@ -235,8 +220,7 @@ def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "targe
         Op("embedding", K.elementwise(read_bytes=tokens * m.hidden_size * bpe(emb.dtype),
                                       write_bytes=tokens * m.hidden_size * ACT_BYTES), part=part),
         Op("LM head", K.gemm(logits_tokens, vocab, m.hidden_size, weight=head.dtype, act="bf16", out="fp32"), part=part),
-        Op("DeepSelect (sampler)", K.elementwise(read_bytes=logits_tokens * vocab * 4, write_bytes=logits_tokens * 8),
-           part=part),
+        Op("DeepSelect (sampler)", K.topk_select(logits_tokens, vocab, 2), part=part),
     ]
     if layout.tp > 1:
         ops.append(Op("all-gather (logits)", K.all_gather(logits_tokens * 8 * layout.tp, layout.tp), part=part))
@@ -296,7 +280,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
             pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
             layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
         else:
-            layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2)]
+            layer_ops = [Op("Mega-mHC (norm + mixing)", (_mhc(m, t), _mhc(m, t)))]
             if layer in m.engram_layers:
                 layer_ops += engram_ops(m, layout, t, p.engram_placement)
             layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
@@ -305,7 +289,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
     logits_tokens = tokens if decode else seqs
     ops += head_ops(m, layout, tokens, logits_tokens)
     ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
-    ops.append(Op("CPU overhead + DP sync", Cost(steps=1, dp_sync_ranks=layout.dp if layout.dp > 1 else 0), part="cpu"))
+    ops.append(Op("CPU overhead + DP sync", K.host_step(layout.dp if layout.dp > 1 else 0), part="cpu"))
     return ops
 
 
@@ -333,7 +317,7 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
     for same in by_ratio.values():
         i = same[0]
         layer = m.num_layers + i
-        layer_ops = [Op("Mega-mHC (norm + mixing)", _mhc(m, t) * 2, part="draft")]
+        layer_ops = [Op("Mega-mHC (norm + mixing)", (_mhc(m, t), _mhc(m, t)), part="draft")]
         fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
         layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
         layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")

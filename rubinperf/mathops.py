@@ -73,6 +73,19 @@ def sceil(x):
     return float(math.ceil(x))
 
 
+def sfloor(x):
+    """Floor for numbers and arrays; sympy's floor for symbols."""
+    if _is_symbolic((x,)):
+        import sympy
+
+        return sympy.floor(x)
+    if _is_array((x,)):
+        import numpy as np
+
+        return np.floor(x)
+    return float(math.floor(x))
+
+
 def ssum(values):
     """Sum that adds small broadcastable arrays among themselves before touching the large ones.
 

@@ -14,7 +14,9 @@ def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
         "sol_time_ms": float(t.sol_s) * 1e3,
         "compute_ms": float(t.compute_s) * 1e3,
         "memory_ms": float(t.memory_s) * 1e3,
+        "parallelism_ms": float(t.parallelism_s) * 1e3,
         "comm_ms": float(t.comm_s) * 1e3,
+        "latency_ms": float(t.latency_s) * 1e3,
         "floor_ms": float(t.floor_s) * 1e3,
         "fraction_of_roofline": float(t.fraction_of_roofline),
         "bound": t.bound,
@@ -38,13 +40,14 @@ def step_record(r) -> dict:
     breakdown = []
     for x in rows:
         terms = {k: float(v) for k, v in x["terms"].items()}
-        bound = max(terms, key=terms.get).removesuffix("_s")
+        bound = max(terms, key=terms.get)
         breakdown.append({
             "kernel": x["kernel"], "part": x["part"],
             "time_ms": float(x["expected_s"]) * 1e3, "sol_time_ms": float(x["sol_s"]) * 1e3,
             "fraction_of_roofline": float(x["sol_s"]) / float(x["expected_s"]) if float(x["expected_s"]) else 1.0,
             "share_of_step": float(x["expected_s"]) / total,
             "flops": float(x["flops"]), "bytes": float(x["bytes"]), "bound": bound,
+            "terms_ms": {k: v * 1e3 for k, v in terms.items()},
         })
     p, m = r.point, r.model
     decode = p.phase == "decode"

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from rubinperf.capacity import Capacity, capacity, kv_bytes_per_request
+from rubinperf.cost import BOUNDS
 from rubinperf.errors import SpecError
 from rubinperf.layout import Layout, check_layout, parse_layout
 from rubinperf.scenario import make_point
@@ -51,7 +52,6 @@ from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
 from rubinperf.step import StepResult, step
 
-BOUNDS = ("compute", "memory", "comm", "floor")
 DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
 DEFAULT_MAX_BATCH = 1024
 SECONDS_PER_HOUR = 3600.0
@@ -159,7 +159,7 @@ def _full(x, like):
 
 
 def bound_array(r: StepResult):
-    """StepResult.bound for array points: per element, the term (compute, memory, comm, floor) binding the
+    """StepResult.bound for array points: per element, the term (compute, memory, parallelism, comm, latency) binding the
     largest share of GPU time, or cpu when host time exceeds it."""
     shape = np.shape(r.expected_s)
     shares = np.zeros((len(BOUNDS),) + shape)

@@ -67,7 +67,7 @@ class StepResult:
     @property
     def bound(self) -> str:
         """What limits the step: cpu when host overhead exceeds GPU time, else the term
-        (compute, memory, comm, floor) that binds the largest share of GPU time."""
+        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time."""
         if float(self.cpu_s) > float(self.gpu_s):
             return "cpu"
         shares: dict[str, float] = {}
@@ -111,13 +111,18 @@ class StepResult:
             r["sol_s"] = r["sol_s"] + o.sol_s
             r["flops"] = r["flops"] + o.op.cost.flops * o.op.repeat
             r["bytes"] = r["bytes"] + o.op.cost.bytes * o.op.repeat
-            for term in ("compute_s", "memory_s", "comm_s", "floor_s"):
-                r["terms"][term] = r["terms"].get(term, 0.0) + getattr(o.time, term) * o.op.repeat * o.op.stretch
+            for term, v in o.time.terms.items():
+                r["terms"][term] = r["terms"].get(term, 0.0) + v * o.op.repeat * o.op.stretch
         return rows
+
+
+def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:
+    """An op's kernels run one after another: their times add (each term separately)."""
+    return sum(kernel_time(k, hw, die_local_weights=op.die_local_weights, launch=launch) for k in op.kernels)
 
 
 def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
     """Build the step's op graph and time every op on `hw`."""
     ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
-    timed = [OpTime(o, kernel_time(o.cost, hw, die_local_weights=o.die_local_weights)) for o in ops]
+    timed = [OpTime(o, op_time(o, hw)) for o in ops]
     return StepResult(model, hw, layout, point, timed)

@@ -31,7 +31,7 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 from sympy.printing.str import StrPrinter
 
-from rubinperf.cost import BYTE_KINDS, Cost
+from rubinperf.cost import BOUNDS, BYTE_KINDS, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.graph import Point
 from rubinperf.roofline import kernel_time
@@ -125,10 +125,9 @@ KERNEL_SHAPES = {
 }
 
 
-def kernel_cost(kind: str, shape: dict, dtype: str | None = None, causal: bool = False, ranks: int = 8,
-                gpus_per_tray=None) -> Cost:
-    """The Cost of a generic kernel, exactly as the `kernel` command builds it; `shape` values
-    may be numbers or symbols."""
+def generic_kernel(kind: str, shape: dict, dtype: str | None = None, causal: bool = False, ranks: int = 8,
+                   gpus_per_tray=None) -> Kernel:
+    """A generic kernel, exactly as the `kernel` command builds it; `shape` values may be numbers or symbols."""
     from rubinperf import kernels as K
 
     s = shape
@@ -211,10 +210,12 @@ COST_TERMS = [("flops", "FLOPs", "FLOP"), ("bytes", "bytes through memory (HBM +
     (k, k.replace("_", " "), "B") for k in BYTE_KINDS] + [
     ("host_bytes", "host bytes (over C2C)", "B"), ("nvlink_bytes", "NVLink bytes sent", "B"),
     ("scale_out_bytes", "scale-out bytes sent", "B")]
-TIME_TERMS = [("compute_s", "compute term", "s"), ("memory_s", "memory term", "s"), ("comm_s", "link term", "s"),
-              ("floor_s", "floor (launches, collectives, CPU)", "s"), ("sol_s", "speed of light", "s"),
+TIME_TERMS = [("compute_s", "compute term (whole tiles and waves)", "s"),
+              ("memory_s", "memory term (bytes at the streaming rate)", "s"),
+              ("parallelism_s", "parallelism term (too few bytes in flight)", "s"), ("comm_s", "link term", "s"),
+              ("latency_s", "latency term (launch, fill, collectives, host)", "s"), ("sol_s", "speed of light", "s"),
               ("expected_s", "expected", "s")]
-BOUND_TERMS = ("compute_s", "memory_s", "comm_s", "floor_s")
+BOUND_TERMS = tuple(f"{b}_s" for b in BOUNDS)
 
 
 @dataclass
@@ -332,27 +333,28 @@ def active_branch(expr, values: dict):
     return walk(sympy.sympify(expr))
 
 
-KERNEL_RULE = "expected = max(compute, memory, link) + floor; SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)"
+KERNEL_RULE = ("expected = latency + max(compute, memory + parallelism, link) (a fused kernel hides only a share of the "
+               "smaller terms); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
 
 
 def explain_kernel(kind: str, shape: dict, hw: Hardware, dtype: str | None = None, causal: bool = False,
-                   ranks: int = 8) -> Explanation:
+                   ranks: int = 8, launch: str = "eager") -> Explanation:
     """A generic kernel over shape and hardware symbols; `shape` holds the numbers to substitute."""
     names = KERNEL_SHAPES[kind]
     symbolic = {n: sym(n) for n in names}
     if kind == "attention" and shape.get("kv_heads") is None:
         shape = {**shape, "kv_heads": shape["heads"]}
-    cost = kernel_cost(kind, symbolic, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
-    t = kernel_time(cost, symbolic_hardware(hw))
+    kern = generic_kernel(kind, symbolic, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
+    t = kernel_time(kern, symbolic_hardware(hw), launch=launch)
     values = {**hardware_values(hw), **{symbolic[n]: shape[n] for n in names}}
-    ctx = {"hardware": hw.name, **{n: shape[n] for n in names}}
+    ctx = {"hardware": hw.name, "launch": launch, **{n: shape[n] for n in names}}
     if dtype:
         ctx["dtype"] = dtype
     if kind == "attention":
         ctx["causal"] = causal
     if kind in ("all-reduce", "all-to-all"):
         ctx["ranks"] = ranks
-    return Explanation(kind, ctx, _cost_exprs([(cost, t, 1, 1)]), values, KERNEL_RULE)
+    return Explanation(kind, ctx, _cost_exprs([(kern.cost, t, 1, 1)]), values, KERNEL_RULE)
 
 
 def op_names(result) -> list[str]:
@@ -370,7 +372,7 @@ def explain_op(ss: SymbolicStep, name: str) -> Explanation:
     ctx["part"] = next(o.op.part for o in r.ops if o.op.name == name)
     ctx["occurrences"] = round(evaluate(sympy.sympify(sum(rep for _, _, rep, _ in items)), ss.values))
     stretched = any(st != 1 for *_, st in items)
-    rule = ("expected = sum over layers of max(compute, memory, link) + floor"
+    rule = ("expected = sum over its kernels and layers of latency + max(compute, memory + parallelism, link)"
             + (", stretched by 1/balancedness (the busiest rank sets the pace)" if stretched else "")
             + "; SOL = sum of max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
     return Explanation(name, ctx, _cost_exprs(items), ss.values, rule)

@@ -1,18 +1,19 @@
-"""Fit the hardware spec's efficiencies and floors to measurements (numpy only, no torch).
+"""Fit the few physical parameters of the kernel model to measurements (numpy only, no torch).
 
-Kernels: the expected time of every row is the model's own `roofline.kernel_time` of
-the row's Cost (from `plan.row_cost`) on the hardware with trial efficiencies,
+Kernels: every row is the Kernel the model itself times (`rows.row_kernel`), launched as
+the row says (`graph` or `eager`), and its expected time is `roofline.kernel_time` on the
+hardware with trial parameters. Three parameters are read off probes, not fitted:
 
-    expected = max(flops_p / (peak_p eff_p), bytes / (hbm_bw hbm_efficiency)) + launches floor,
+- kernel_launch_graph_s / kernel_launch_eager_s: an empty kernel in a graph / alone;
+- hbm_latency_s: one dependent load of a pointer chase over a buffer far larger than L2.
 
-and the fit minimises the mean absolute log error, mean(|ln(measured / expected)|), over
-bf16/fp8 compute efficiency, hbm_efficiency and kernel_launch_floor_s by coordinate
-search on a shrinking logarithmic grid. A field with no measurement behind it (FP4,
-FP8xFP4, FP32 here) keeps its value. Absolute rather than squared error because the misfit
-is not noise: one efficiency per format cannot describe every kernel (on the H200,
-torch's grouped GEMM streams weights at 2.2-3.5 TB/s where a dense GEMM reaches 4 TB/s),
-and squared error lets the few rows the model misses by 1.5-2x set the values for all
-(``loss="sq"`` gives that fit).
+The rest (FIT_FIELDS, and split_k_max among a few integers) minimise the mean absolute log
+error, mean |ln(measured / expected)|, by coordinate search on a shrinking logarithmic grid
+from a fixed start (refitting reproduces a calibration). Absolute rather than squared error:
+a few rows far off must not set the values for all (``loss="sq"`` gives the other fit).
+
+`cross_validate` fits on one half of the rows and predicts the other (two folds, rows
+alternated within each family), so the error it reports is on rows the fit did not see.
 
 Collectives: per row, time = collective_floor_s + hops x nvlink_latency_s
 + bytes_sent / (nvlink_bw x nvlink_efficiency), with hops and bytes sent from
@@ -30,70 +31,92 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rubinperf.calibrate.plan import family_label, row_cost
-from rubinperf.cost import Cost
+from rubinperf.calibrate.plan import family_label
+from rubinperf.calibrate.rows import PROBES, row_kernel, row_mode
+from rubinperf.cost import Cost, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.roofline import kernel_time
 
-KERNEL_FIELDS = ("bf16_compute_efficiency", "fp8_compute_efficiency", "hbm_efficiency", "kernel_launch_floor_s")
+FIT_FIELDS = ("hbm_stream_efficiency", "kernel_prologue_s", "mma_compute_efficiency", "mma_bytes_in_flight_per_sm",
+              "attention_compute_efficiency")
+DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16)}
+PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_eager_s", "hbm_latency_s")
+KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
-BOUNDS = {"kernel_launch_floor_s": (1e-8, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3)}
+BOUNDS = {"kernel_prologue_s": (0.0, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
+          "mma_bytes_in_flight_per_sm": (1024.0, None)}
 EFF_BOUNDS = (0.01, 1.0)
-START_EFFICIENCY, START_FLOOR_S = 0.7, 3e-6
+START = {"kernel_prologue_s": 2e-6, "mma_bytes_in_flight_per_sm": 65536.0}
+START_EFFICIENCY = 0.7
+CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
 
-def stacked_cost(rows: list[dict]) -> Cost:
-    """One Cost whose fields are numpy arrays, one entry per row."""
-    costs = [row_cost(r) for r in rows]
-    return Cost(**{f.name: np.array([float(getattr(c, f.name)) for c in costs]) for f in dataclasses.fields(Cost)})
+class Stacked:
+    """Rows grouped by kernel structure, each group one Kernel whose fields are numpy arrays."""
+
+    def __init__(self, rows: list[dict]):
+        self.n = len(rows)
+        groups: dict[tuple, list] = {}
+        for i, r in enumerate(rows):
+            k = row_kernel(r)
+            key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
+                   row_mode(r))
+            groups.setdefault(key, []).append((i, k))
+        self.groups = []
+        for key, items in groups.items():
+            ks = [k for _, k in items]
+            cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
+                           for f in dataclasses.fields(Cost)})
+            arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
+                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows",
+                                   "in_flight_bytes_per_cta")}
+            self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
+
+    def times(self, hw, what: str = "expected_s") -> np.ndarray:
+        out = np.empty(self.n)
+        for idx, kern, mode in self.groups:
+            out[idx] = np.broadcast_to(np.asarray(getattr(kernel_time(kern, hw, launch=mode), what), dtype=float),
+                                       idx.shape)
+        return out
 
 
 def measured(rows: list[dict]) -> np.ndarray:
     return np.array([float(r["measured_s"]) for r in rows])
 
 
-def expected(rows_or_cost, hw) -> np.ndarray:
-    cost = rows_or_cost if isinstance(rows_or_cost, Cost) else stacked_cost(rows_or_cost)
-    return np.asarray(kernel_time(cost, hw).expected_s, dtype=float)
+def timed_rows(rows: list[dict]) -> list[dict]:
+    """The rows that time a kernel (not a probe)."""
+    return [r for r in rows if r["family"] not in PROBES]
 
 
-def sol(rows_or_cost, hw) -> np.ndarray:
-    cost = rows_or_cost if isinstance(rows_or_cost, Cost) else stacked_cost(rows_or_cost)
-    return np.broadcast_to(np.asarray(kernel_time(cost, hw).sol_s, dtype=float), (len(cost.launches),)).copy()
+def expected(rows: list[dict], hw) -> np.ndarray:
+    return Stacked(rows).times(hw)
 
 
-def log_ratios(rows: list[dict], hw, cost: Cost | None = None) -> np.ndarray:
+def sol(rows: list[dict], hw) -> np.ndarray:
+    return Stacked(rows).times(hw, "sol_s")
+
+
+def log_ratios(rows: list[dict], hw) -> np.ndarray:
     """ln(measured / expected) per row."""
-    return np.log(measured(rows) / expected(cost if cost is not None else rows, hw))
+    return np.log(measured(rows) / expected(rows, hw))
 
 
 @dataclass
 class FitResult:
     before: dict                  # field -> value before the fit
     after: dict                   # field -> fitted value (unchanged fields included)
-    fitted: tuple                 # fields the data constrained
+    fitted: tuple                 # fields the data constrained (probes and fit)
     loss_before: float            # the fit's objective (`method`) before and after
     loss_after: float
     n: int
     notes: list = field(default_factory=list)
     method: str = ""              # how the fit was made
     objective: str = ""           # what loss_before/loss_after measure
+    heldout: dict = field(default_factory=dict)   # error on rows the fit did not see (cross_validate)
 
     def hardware(self, hw):
         return dataclasses.replace(hw, **self.after)
-
-
-def _constrained_kernel_fields(cost: Cost) -> list[str]:
-    out = []
-    if np.any(cost.bf16_flops > 0):
-        out.append("bf16_compute_efficiency")
-    if np.any(cost.fp8_flops > 0):
-        out.append("fp8_compute_efficiency")
-    if np.any(cost.hbm_bytes > 0):
-        out.append("hbm_efficiency")
-    if np.any(cost.launches > 0):
-        out.append("kernel_launch_floor_s")
-    return out
 
 
 LOSSES = {  # name: (method, objective, function of the log ratios)
@@ -102,53 +125,136 @@ LOSSES = {  # name: (method, objective, function of the log ratios)
 }
 
 
-def fit_kernels(rows: list[dict], hw, fields=KERNEL_FIELDS, rounds: int = 16, points: int = 33,
-                exclude=("launch",), loss: str = "abs") -> FitResult:
-    """Coordinate search of `fields` minimising mean |ln(measured/expected)| (or its square, `loss="sq"`).
+def probe_values(rows: list[dict]) -> tuple[dict, list]:
+    """Hardware facts read straight off the probes: launch (graph and eager) and HBM latency (medians)."""
+    vals, notes = {}, []
+    for mode, name in (("graph", "kernel_launch_graph_s"), ("eager", "kernel_launch_eager_s")):
+        t = [float(r["measured_s"]) for r in rows if r["family"] == "launch" and row_mode(r) == mode]
+        if t:
+            vals[name] = float(np.median(t))
+            notes.append(f"{name}: an empty kernel ({mode}), median of {len(t)}: {vals[name] * 1e6:.2f} us")
+    chase = [float(r["measured_s"]) for r in rows if r["family"] == "pointer_chase" and (r.get("nbytes") or 0) >= CHASE_MIN_BYTES]
+    if chase:
+        vals["hbm_latency_s"] = float(np.median(chase))
+        notes.append(f"hbm_latency_s: pointer chase over >= 1 GiB, median of {len(chase)}: {vals['hbm_latency_s'] * 1e9:.0f} ns")
+    if "kernel_launch_graph_s" in vals and "kernel_launch_eager_s" in vals and \
+            vals["kernel_launch_graph_s"] > vals["kernel_launch_eager_s"]:
+        vals["kernel_launch_graph_s"] = vals["kernel_launch_eager_s"]
+        notes.append("kernel_launch_graph_s measured above eager: set equal to it")
+    return vals, notes
 
-    Families in `exclude` are left out of the fit: the empty kernel (`launch`) times the launch
-    alone, while the model's kernel_launch_floor_s is the whole fixed cost of a real kernel
-    (launch, ramp, tail), which only real kernels show.
-    """
-    notes = []
-    left_out = [r for r in rows if r["family"] in exclude]
-    for r in left_out:
-        notes.append(f"{r['family']}: {float(r['measured_s']) * 1e6:.2f} us measured, reported but not fitted "
-                     "(an empty kernel shows the launch alone; the floor also covers ramp and tail)")
-    rows = [r for r in rows if r["family"] not in exclude]
-    if not rows:
+
+def _constrained(rows: list[dict]) -> list[str]:
+    """The fit fields some row constrains."""
+    fams = {r["family"] for r in rows}
+    kernels = [row_kernel(r) for r in rows]
+    out = []
+    if any(float(k.cost.hbm_bytes) > 0 for k in kernels):
+        out.append("hbm_stream_efficiency")
+    if any(k.cost.launches for k in kernels):
+        out.append("kernel_prologue_s")
+    if any(k.is_mma for k in kernels):
+        out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max"]
+    if fams & {"attention_decode", "attention_prefill"}:
+        out.append("attention_compute_efficiency")
+    return out
+
+
+def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, points: int = 25,
+                loss: str = "abs", heldout: bool = True) -> FitResult:
+    """Probes read directly, then a coordinate search of the fields the timed rows constrain."""
+    probes, notes = probe_values(rows)
+    timed = timed_rows(rows)
+    if not timed:
         raise SpecError("no kernel measurements to fit")
-    cost = stacked_cost(rows)
-    t = measured(rows)
-    free = [f for f in fields if f in _constrained_kernel_fields(cost)]
-    base = {f: float(getattr(hw, f)) for f in KERNEL_FIELDS}
-    # Start from one fixed point, not the spec's values: the result then depends on the data alone,
-    # and re-fitting a calibrated spec reproduces it.
-    x = {f: (START_FLOOR_S if f.endswith("_s") else START_EFFICIENCY) if f in free else base[f] for f in fields}
-
+    base = {f: getattr(hw, f) for f in KERNEL_FIELDS}
+    hw0 = dataclasses.replace(hw, **probes)
+    stacked = Stacked(timed)
+    t = measured(timed)
+    constrained = _constrained(timed)
+    free = [f for f in fields if f in constrained]
+    discrete = {f: opts for f, opts in DISCRETE_FIELDS.items() if f in constrained}
+    # A fixed start, not the spec's values: the result depends on the data alone.
+    x = {f: START.get(f, START_EFFICIENCY) for f in free}
+    x.update({f: opts[0] for f, opts in discrete.items()})
     method, objective, measure = LOSSES[loss]
+    limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
 
-    def loss(vals: dict) -> float:
-        return measure(np.log(t / expected(cost, dataclasses.replace(hw, **vals))))
+    def value(vals: dict) -> float:
+        return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **vals))))
 
-    loss0 = loss({f: base[f] for f in fields})
+    loss0 = measure(np.log(t / stacked.times(hw)))
     width = math.log(4.0)
     for _ in range(rounds):
+        for f, opts in discrete.items():
+            best = min(opts, key=lambda o: value({**x, f: o}))
+            x[f] = best
         for f in free:
             lo_b, hi_b = BOUNDS.get(f, EFF_BOUNDS)
-            lo_b = max(lo_b, 1e-12)
-            c = x[f]
-            grid = np.unique(np.clip(c * np.exp(np.linspace(-width, width, points)), lo_b, hi_b))
-            grid = np.append(grid, c)
-            losses = np.array([loss({**x, f: float(g)}) for g in grid])
-            best = int(np.argmin(losses))
-            if losses[best] < losses[-1] - 1e-15:  # move only on a strict improvement
-                x[f] = float(grid[best])
+            hi_b = limit.get(f, hi_b)
+            c = max(x[f], 1e-9)
+            grid = np.clip(c * np.exp(np.linspace(-width, width, points)), max(lo_b, 1e-12), hi_b)
+            grid = np.append(np.unique(grid), x[f])
+            losses = np.array([value({**x, f: float(g)}) for g in grid])
+            i = int(np.argmin(losses))
+            if losses[i] < losses[-1] - 1e-15:  # move only on a strict improvement
+                x[f] = float(grid[i])
         width *= 0.6
-    notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in fields if f not in free]
-    return FitResult(before=base, after={**base, **{f: _round(f, x[f]) for f in free}}, fitted=tuple(free),
-                     loss_before=loss0, loss_after=loss({**x, **{f: _round(f, x[f]) for f in free}}), n=len(rows),
-                     notes=notes, method=method, objective=objective)
+    rounded = {f: (_round(f, v) if f in free else v) for f, v in x.items()}
+    after = {**base, **probes, **rounded}
+    unconstrained = [f for f in list(fields) + list(DISCRETE_FIELDS) if f not in constrained]
+    notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in unconstrained]
+    result = FitResult(before=base, after=after, fitted=tuple(probes) + tuple(free) + tuple(discrete),
+                       loss_before=loss0, loss_after=value(rounded), n=len(timed), notes=notes, method=method,
+                       objective=objective)
+    if heldout:
+        result.heldout = cross_validate(rows, hw, fields=fields, rounds=rounds, points=points, loss=loss)
+    return result
+
+
+def folds(rows: list[dict], k: int = 2) -> list[int]:
+    """Fold of each row: rows alternate within each family (in their order), so each fold spans every family."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in rows:
+        lab = family_label(r) + row_mode(r)
+        out.append(seen.get(lab, 0) % k)
+        seen[lab] = seen.get(lab, 0) + 1
+    return out
+
+
+def cross_validate(rows: list[dict], hw, k: int = 2, **fit_options) -> dict:
+    """Each timed row predicted by a fit made without it (k folds): median and worst |ln(measured/expected)|."""
+    timed = timed_rows(rows)
+    probes = [r for r in rows if r["family"] in PROBES]
+    fold = folds(timed, k)
+    errors = np.empty(len(timed))
+    sol_over = np.empty(len(timed))
+    for f in range(k):
+        train = [r for r, g in zip(timed, fold) if g != f]
+        test_idx = [i for i, g in enumerate(fold) if g == f]
+        if not train or not test_idx:
+            continue
+        res = fit_kernels(probes + train, hw, heldout=False, **fit_options)
+        test = [timed[i] for i in test_idx]
+        h = res.hardware(hw)
+        errors[test_idx] = np.log(measured(test) / expected(test, h))
+        sol_over[test_idx] = sol(test, h) / measured(test)
+    worst = int(np.argmax(np.abs(errors)))
+    per_family = {}
+    for lab in dict.fromkeys(family_label(r) for r in timed):
+        idx = [i for i, r in enumerate(timed) if family_label(r) == lab]
+        per_family[lab] = {"n": len(idx), "median_abs_log": float(np.median(np.abs(errors[idx]))),
+                           "worst_abs_log": float(np.max(np.abs(errors[idx])))}
+    return {"folds": k, "n": len(timed), "median_abs_log": float(np.median(np.abs(errors))),
+            "worst_abs_log": float(np.abs(errors[worst])), "worst_row": _describe(timed[worst]),
+            "max_sol_over_measured": float(np.max(sol_over)), "families": per_family}
+
+
+def _describe(row: dict) -> str:
+    shape = " ".join(f"{c}={row[c]}" for c in ("m", "n", "k", "groups", "rows", "batch", "heads", "q_len", "kv_len",
+                                                "nbytes", "ctas") if row.get(c))
+    return f"{family_label(row)} {row_mode(row)} {shape}".strip()
 
 
 def _round(name: str, v: float) -> float:
@@ -159,7 +265,7 @@ def _round(name: str, v: float) -> float:
 # ---------------------------------------------------------------- collectives
 
 
-def collective_cost(row: dict) -> Cost:
+def collective_kernel(row: dict) -> Kernel:
     from rubinperf.kernels.collectives import all_reduce, all_to_all
 
     fn = {"all_reduce": all_reduce, "all_to_all": all_to_all}[row["collective"]]
@@ -170,7 +276,8 @@ def fit_collectives(rows: list[dict], hw) -> FitResult:
     """Weighted non-negative least squares of t = floor + hops lat + sent / (bw eff), relative errors."""
     if not rows:
         raise SpecError("no collective measurements to fit")
-    costs = [collective_cost(r) for r in rows]
+    kernels = [collective_kernel(r) for r in rows]
+    costs = [k.cost for k in kernels]
     t = measured(rows)
     hops = np.array([float(c.nvlink_hops) for c in costs])
     sent = np.array([float(c.nvlink_bytes) for c in costs]) / hw.nvlink_bandwidth_bytes_per_s
@@ -215,7 +322,7 @@ def fit_collectives(rows: list[dict], hw) -> FitResult:
 
     def loss(vals_: dict) -> float:
         h = dataclasses.replace(hw, **vals_)
-        e = np.array([float(kernel_time(c, h).expected_s) for c in costs])
+        e = np.array([float(kernel_time(k, h).expected_s) for k in kernels])
         return float(np.mean(np.abs(np.log(t / e))))
 
     return FitResult(before=before, after=after, fitted=tuple(COLLECTIVE_FIELDS), loss_before=loss(before),
@@ -247,7 +354,7 @@ def collective_groups(rows: list[dict], hw) -> list[dict]:
     keys = sorted({(r["collective"], int(r["ranks"])) for r in rows})
     for coll, n in keys:
         sub = [r for r in rows if r["collective"] == coll and int(r["ranks"]) == n]
-        costs = [collective_cost(r) for r in sub]
+        costs = [collective_kernel(r).cost for r in sub]
         t = measured(sub)
         sent = np.array([float(c.nvlink_bytes) for c in costs]) / hw.nvlink_bandwidth_bytes_per_s
         a = np.stack([np.ones_like(t), sent], axis=1) / t[:, None]
@@ -263,21 +370,19 @@ def collective_groups(rows: list[dict], hw) -> list[dict]:
 
 def family_stats(rows: list[dict], hw) -> list[dict]:
     """Per family: rows, median and worst (largest |ln|) measured/expected, and the largest SOL/measured."""
-    cost = stacked_cost(rows)
-    ratio = measured(rows) / expected(cost, hw)
-    sol_ratio = sol(cost, hw) / measured(rows)
+    rows = timed_rows(rows)
+    stacked = Stacked(rows)
+    ratio = measured(rows) / stacked.times(hw)
+    sol_ratio = stacked.times(hw, "sol_s") / measured(rows)
     labels = [family_label(r) for r in rows]
     out = []
-    for lab in dict.fromkeys(labels):
-        idx = [i for i, l in enumerate(labels) if l == lab]
+    for lab in [*dict.fromkeys(labels), "all"]:
+        idx = [i for i, l in enumerate(labels) if l == lab or lab == "all"]
         r = ratio[idx]
-        worst = r[int(np.argmax(np.abs(np.log(r))))]
-        out.append({"family": lab, "n": len(idx), "median_ratio": float(np.median(r)), "worst_ratio": float(worst),
-                    "median_abs_log": float(np.median(np.abs(np.log(r)))), "max_sol_over_measured": float(np.max(sol_ratio[idx]))})
-    allr = ratio
-    out.append({"family": "all", "n": len(rows), "median_ratio": float(np.median(allr)),
-                "worst_ratio": float(allr[int(np.argmax(np.abs(np.log(allr))))]),
-                "median_abs_log": float(np.median(np.abs(np.log(allr)))), "max_sol_over_measured": float(np.max(sol_ratio))})
+        out.append({"family": lab, "n": len(idx), "median_ratio": float(np.median(r)),
+                    "worst_ratio": float(r[int(np.argmax(np.abs(np.log(r))))]),
+                    "median_abs_log": float(np.median(np.abs(np.log(r)))),
+                    "max_sol_over_measured": float(np.max(sol_ratio[idx]))})
     return out
 
 

@@ -91,25 +91,10 @@ def kernel_plan(quick: bool = False, dtypes=("bf16", "fp8")) -> list[dict]:
 
 
 def row_cost(row: dict) -> Cost:
-    """The Cost of one measured kernel, from the model's own kernel functions."""
-    from rubinperf.kernels import attention, copy, gemm, grouped_gemm
+    """The Cost of one measured kernel, from the model's own kernel functions (`rows.row_kernel`)."""
+    from rubinperf.calibrate.rows import row_kernel
 
-    fam = row["family"]
-    if fam == "launch":
-        return Cost(launches=row.get("launches") or 1)
-    if fam == "copy":
-        return copy(row["nbytes"], launches=row.get("launches") or 1)
-    if fam == "gemm":
-        d = row["dtype"]
-        return gemm(row["m"], row["n"], row["k"], weight=d, act=d, out="bf16", launches=row.get("launches") or 1)
-    if fam == "grouped_gemm":
-        d = row["dtype"]
-        return grouped_gemm(row["rows"], row["groups"], row["n"], row["k"], weight=d, act=d, out="bf16",
-                            touched=row.get("touched"), launches=row.get("launches") or 1)
-    if fam in ("attention_decode", "attention_prefill"):
-        return attention(row["batch"], row["heads"], row["q_len"], row["kv_len"], row["head_dim"], dtype=row["dtype"],
-                         kv_heads=row["kv_heads"], causal=bool(row["causal"]), launches=row.get("launches") or 1)
-    raise SpecError(f"unknown kernel family '{fam}' (known: {', '.join(FAMILIES)})")
+    return row_kernel(row).cost
 
 
 def family_label(row: dict) -> str:

@@ -1,15 +1,17 @@
-"""Kernel cost formulas: pure functions of shapes, precisions and layout, returning a Cost.
+"""Kernel cost formulas: pure functions of shapes, precisions and layout, returning a Kernel (a Cost
+and how its work spreads over SMs). Every Cost of the model is born here.
 
 Arguments may be numbers, numpy arrays (sweeps) or sympy symbols (explain).
 """
 
-from rubinperf.kernels.attention import attention
+from rubinperf.kernels.attention import attention, indexer_logits, indexer_select, sparse_attention, topk_select
 from rubinperf.kernels.collectives import all_gather, all_reduce, all_to_all
 from rubinperf.kernels.gemm import gemm
-from rubinperf.kernels.memory import copy, elementwise, table_lookup
-from rubinperf.kernels.moe import experts_touched, experts_touched_topk, grouped_gemm
+from rubinperf.kernels.memory import copy, elementwise, host_step, kv_insert, mhc, table_lookup
+from rubinperf.kernels.moe import ep_dispatch_combine, experts_touched, experts_touched_topk, grouped_gemm, mega_moe
 
 __all__ = [
-    "attention", "all_gather", "all_reduce", "all_to_all", "gemm", "copy", "elementwise",
-    "table_lookup", "experts_touched", "experts_touched_topk", "grouped_gemm",
+    "attention", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_to_all",
+    "gemm", "copy", "elementwise", "host_step", "kv_insert", "mhc", "table_lookup", "ep_dispatch_combine",
+    "experts_touched", "experts_touched_topk", "grouped_gemm", "mega_moe",
 ]

@@ -1,9 +1,16 @@
-"""Attention with flash-style I/O: Q read once, O written once, K/V read once per KV head."""
+"""Attention kernels: generic flash-style attention, the step's sparse MQA attention, the indexer's logits.
+
+Flash-style I/O: Q read once, O written once, K/V read once per KV head.
+"""
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost
+from rubinperf.cost import Cost, Kernel
+from rubinperf.mathops import sceil, smin
 from rubinperf.precision import PRECISIONS
+
+ACT_BYTES = 2  # BF16 queries and outputs
+LOGIT_BYTES = 4  # FP32 indexer scores
 
 
 def attended_per_query(q_len, kv_len, causal: bool):
@@ -14,13 +21,13 @@ def attended_per_query(q_len, kv_len, causal: bool):
 
 
 def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_heads=None, causal: bool = False,
-              v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None,
-              launches=1) -> Cost:
+              v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None) -> Kernel:
     """FLOPs: 2 x (QK^T width + PV width) per query, head and attended entry.
 
     K/V are shared by groups of heads (GQA/MQA) when `kv_heads` < `heads`; with `shared_kv`
     K and V are one latent tensor (V4 MQA, absorbed MLA) read once. `kv_entry_bytes`
-    overrides the bytes of one KV entry per KV head (packed cache formats).
+    overrides the bytes of one KV entry per KV head (packed cache formats). A flash kernel
+    splits long KV over CTAs, so it fills the GPU.
     """
     kv_heads = heads if kv_heads is None else kv_heads
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
@@ -30,8 +37,65 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     flops = 2 * batch * heads * q_len * attended * (head_dim + v_head_dim)
     if kv_entry_bytes is None:
         kv_entry_bytes = (head_dim if shared_kv else head_dim + v_head_dim) * kvp.bytes_per_element
-    return Cost.of_flops(p.peak, flops) + Cost(
+    cost = Cost.of_flops(p.peak, flops) + Cost(
         kv_bytes=batch * kv_heads * kv_len * kv_entry_bytes,
         activation_bytes=batch * q_len * heads * (head_dim + v_head_dim) * p.bytes_per_element,
-        launches=launches,
+        launches=1,
     )
+    return Kernel("attention", cost)
+
+
+def visible_positions(context, q_per_seq, prefill: bool):
+    """Mean KV positions one query sees: the cached context plus, in prefill, the causal half of the new ones."""
+    return context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)
+
+
+def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
+                     prefill: bool, tokens_per_cta=2) -> Kernel:
+    """MegaAttn over a compressed KV cache: each query attends its indexer's `topk` compressed
+    entries (None: every compressed entry, or none when `ratio` is 0) plus a sliding `window`.
+
+    `tokens` queries on this rank from `seqs` sequences of `q_per_seq` queries each. Each query
+    gathers its own selection; a sequence's window is read once for all its queries; in
+    prefill no more than the whole cache is read. Decode runs one or two tokens per CTA (the
+    seed's MegaAttn): the chain of an index load, then a KV gather, before each block's MMA.
+    """
+    seen = visible_positions(context, q_per_seq, prefill)
+    win = smin(window, seen) if window else 0
+    entries = seen / ratio if ratio else 0
+    if ratio and topk:
+        selected = smin(topk, entries)
+        kv_read = tokens * selected * entry_bytes + seqs * win * entry_bytes
+        if prefill:
+            kv_read = smin(kv_read, seqs * (context + q_per_seq) * entry_bytes * (1 / ratio + 1))
+    else:
+        selected = entries
+        kv_read = seqs * (entries + win) * entry_bytes
+    attended = selected + win
+    cost = Cost.of_flops("bf16", 2 * tokens * heads * attended * (qk_dim + v_dim)) + Cost(
+        kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
+    ctas = None if prefill else sceil(tokens / tokens_per_cta)
+    return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1)
+
+
+def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,
+                   prefill: bool) -> Kernel:
+    """The indexer's MQA logits: every query scores every compressed entry it can see, over
+    `heads` x `head_dim` (FP4 in V4.1), and writes FP32 scores for the top-k that follows.
+    Keys are read once per sequence."""
+    entries = visible_positions(context, q_per_seq, prefill) / ratio
+    keys_per_seq = (context + q_per_seq) / ratio
+    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries) + Cost(
+        kv_bytes=seqs * keys_per_seq * key_bytes, activation_bytes=tokens * entries * LOGIT_BYTES, launches=1)
+    return Kernel("attention", cost)
+
+
+def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool) -> Kernel:
+    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees."""
+    return topk_select(tokens, visible_positions(context, q_per_seq, prefill) / ratio, k)
+
+
+def topk_select(tokens, candidates, k, passes=1) -> Kernel:
+    """DeepSelect: the top `k` of `candidates` FP32 scores per token, read `passes` times, indices written."""
+    return Kernel("stream", Cost(activation_bytes=tokens * candidates * LOGIT_BYTES * passes + tokens * k * 4,
+                                 launches=1))

@@ -1,27 +1,52 @@
-"""Streaming kernels: device copy, elementwise passes (norms, mixing), table look-ups."""
+"""Streaming kernels: device copy, elementwise passes (norms, mixing), mHC, table look-ups, KV inserts."""
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost
+from rubinperf.cost import Cost, Kernel
 
 
-def copy(nbytes, launches=1) -> Cost:
+def copy(nbytes) -> Kernel:
     """Device-to-device copy of `nbytes`: read once, write once."""
-    return Cost(activation_bytes=2 * nbytes, launches=launches)
+    return Kernel("stream", Cost(activation_bytes=2 * nbytes, launches=1))
 
 
-def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, launches=1, peak: str = "fp32") -> Cost:
-    """A streaming pass (RMSNorm, mHC mixing, SwiGLU): bytes in and out, a few FLOPs per element."""
-    return Cost.of_flops(peak, flops) + Cost(
-        activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=launches
-    )
+def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "fp32") -> Kernel:
+    """A streaming pass (RMSNorm, mHC mixing, SwiGLU, a sampler): bytes in and out, a few FLOPs per element."""
+    return Kernel("stream", Cost.of_flops(peak, flops) + Cost(
+        activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1))
 
 
-def table_lookup(lookups, row_bytes, where: str = "hbm", launches=1) -> Cost:
-    """Gather `lookups` rows of `row_bytes` from a table held in HBM, host memory or peers' HBM."""
+def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
+    """Mega-mHC for one sublayer: read and write every residual route, mix (`mix_rows` x routes x
+    hidden FP32 weights), RMSNorm."""
+    per_token = routes * hidden * residual_bytes
+    mix = mix_rows * routes * hidden
+    return elementwise(read_bytes=tokens * per_token, write_bytes=tokens * per_token,
+                       flops=2 * tokens * mix + 4 * tokens * hidden, weight_bytes=mix * 4)
+
+
+def table_lookup(lookups, row_bytes, where: str = "hbm", local_fraction=1) -> Kernel:
+    """Gather `lookups` rows of `row_bytes` from a table in HBM, host memory or peers' HBM.
+
+    `where="hbm"` with `local_fraction` < 1: the table is split over ranks, and the other rows
+    come from peers' HBM over NVLink (one round trip)."""
     nbytes = lookups * row_bytes
     if where == "host":
-        return Cost(host_bytes=nbytes, launches=launches)
+        return Kernel("lookup", Cost(host_bytes=nbytes, launches=1))
     if where == "peer-hbm":
-        return Cost(nvlink_bytes=nbytes, nvlink_hops=1, launches=launches)
-    return Cost(table_bytes=nbytes, launches=launches)
+        return Kernel("lookup", Cost(nvlink_bytes=nbytes, nvlink_hops=1, launches=1))
+    remote = 1 - local_fraction
+    cost = Cost(table_bytes=nbytes * local_fraction, launches=1)
+    if not (isinstance(remote, (int, float)) and remote == 0):
+        cost = cost + Cost(nvlink_bytes=nbytes * remote, nvlink_hops=1)
+    return Kernel("lookup", cost)
+
+
+def kv_insert(tokens, bytes_per_token) -> Cost:
+    """KV-cache entries written for `tokens` new tokens (fused into the projection that makes them)."""
+    return Cost(kv_bytes=tokens * bytes_per_token)
+
+
+def host_step(dp_ranks) -> Kernel:
+    """The host's work for one engine step: scheduling, and DP synchronisation over `dp_ranks` (0: none)."""
+    return Kernel("host", Cost(steps=1, dp_sync_ranks=dp_ranks), dependent_loads=0)

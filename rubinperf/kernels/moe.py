@@ -1,8 +1,8 @@
-"""Grouped (MoE) GEMM over experts, with the expected number of experts a batch touches."""
+"""Grouped (MoE) GEMM over experts, the expected experts a batch touches, and the fused MegaMoE kernel."""
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost
+from rubinperf.cost import Cost, Kernel
 from rubinperf.mathops import smax, smin
 from rubinperf.precision import PRECISIONS, mma_peak
 
@@ -27,18 +27,64 @@ def experts_touched_topk(tokens, top_k, experts, local_experts=None):
     return local * (1 - (1 - top_k / experts) ** tokens)
 
 
-def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None, out: str = "bf16",
-                 touched=None, launches=1) -> Cost:
-    """`rows` = tokens x top-k routed rows spread uniformly over `groups` experts of [k, n] weights.
-
-    Only touched experts' weights are read; `touched` overrides the uniform-routing expectation.
-    """
-    act = act or weight
+def _grouped_cost(rows, n, k, touched, weight, act, out) -> Cost:
     w, a, o = PRECISIONS[weight], PRECISIONS[act], PRECISIONS[out]
-    if touched is None:
-        touched = experts_touched(rows, groups)
     return Cost.of_flops(mma_peak(act, weight), 2 * rows * n * k) + Cost(
         weight_bytes=touched * n * k * w.bytes_per_element,
         activation_bytes=rows * k * a.bytes_per_element + rows * n * o.bytes_per_element,
-        launches=launches,
+        launches=1,
     )
+
+
+def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None, out: str = "bf16",
+                 touched=None) -> Kernel:
+    """`rows` = tokens x top-k routed rows spread uniformly over `groups` experts of [k, n] weights.
+
+    Only touched experts' weights are read; `touched` overrides the uniform-routing expectation.
+    Each touched expert is one GEMM of rows / touched rows (padded to whole tiles by the roofline).
+    """
+    act = act or weight
+    if touched is None:
+        touched = experts_touched(rows, groups)
+    return Kernel("grouped_gemm", _grouped_cost(rows, n, k, touched, weight, act, out),
+                  groups=touched, rows=rows / touched, n=n, k=k)
+
+
+def ep_dispatch_combine(tokens, ranks, top_k, hidden, dispatch_bytes_per_value, combine_bytes_per_value,
+                        gpus_per_tray=None, round_trips=1) -> Cost:
+    """Wide-EP token exchange of one MoE layer: each token goes to the ranks its top-k experts live on.
+
+    Ranks one token reaches: n(1 - (1 - 1/n)^k) (its top-k spread uniformly over n ranks), of
+    which (n - 1)/n are remote; each remote copy is sent at dispatch and returned at combine.
+    Per-message latency: `round_trips` per phase (1 when all remote loads are issued before any
+    local store, as the seed's Rubin dispatch; 2-3 otherwise), two phases per layer.
+    """
+    ranks_hit = experts_touched(top_k, ranks)
+    remote = ranks_hit * (ranks - 1) / ranks
+    sent = tokens * remote * hidden * (dispatch_bytes_per_value + combine_bytes_per_value)
+    hops = 2 * round_trips
+    cross = hops if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
+    return Cost(nvlink_bytes=sent, nvlink_hops=hops, cross_tray_hops=cross, collectives=2)
+
+
+def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "fp4", act: str = "fp8",
+             out: str = "bf16", gpus_per_tray=None, round_trips=1) -> Kernel:
+    """MegaMoE on one of `ranks` expert-parallel ranks: dispatch, expert GEMMs over the rank's
+    `local_experts`, combine, in one kernel. `tokens` per rank, each routed to `top_k` of `experts`.
+
+    Experts touched on this rank: local x (1 - (1 - k/E)^(tokens x ranks)) (every rank's tokens
+    can land here). The fused terms overlap as the rows through the kernel grow (roofline).
+    """
+    touched = experts_touched_topk(tokens * ranks, top_k, experts, local_experts=local_experts)
+    rows = tokens * top_k
+    comm = ep_dispatch_combine(tokens, ranks, top_k, k, PRECISIONS[act].bytes_per_element,
+                               PRECISIONS[out].bytes_per_element, gpus_per_tray, round_trips)
+    return Kernel("fused_moe", _grouped_cost(rows, n, k, touched, weight, act, out) + comm,
+                  groups=touched, rows=rows / touched, n=n, k=k, fused_rows=rows)
+
+
+def _gt(a, b) -> bool:
+    try:
+        return bool(a > b)
+    except TypeError:  # symbolic rank count: assume it stays in one tray
+        return False
