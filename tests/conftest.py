@@ -35,11 +35,14 @@ def hardware_by_name():
 # A GB300 NVL72 with the numbers the hand-derived cases use pinned, so that calibrating the
 # bundled spec cannot move them.
 PINNED_GB300 = dict(
-    bf16_dense_flops_per_s=2.5e15, bf16_compute_efficiency=0.75,
-    fp8_dense_flops_per_s=5e15, fp8_compute_efficiency=0.72,
-    hbm_bandwidth_bytes_per_s=8e12, hbm_efficiency=0.88,
+    bf16_dense_flops_per_s=2.5e15, fp8_dense_flops_per_s=5e15, fp8_fp4_dense_flops_per_s=5e15,
+    mma_compute_efficiency=0.72, attention_compute_efficiency=0.6, vector_compute_efficiency=0.8,
+    hbm_bandwidth_bytes_per_s=8e12, hbm_stream_efficiency=0.88, hbm_latency_s=0.8e-6,
     hbm_local_bandwidth_factor=1.0, hbm_interleaved_bandwidth_factor=1.0, hbm_remote_bandwidth_factor=1.0,
-    kernel_launch_floor_s=2.5e-6, collective_floor_s=3e-6,
+    sm_count=160, mma_tile_rows=32, mma_tile_cols=128, mma_tile_depth=128, split_k_max=1,
+    mma_bytes_in_flight_per_sm=131072.0, stream_bytes_in_flight_per_sm=65536.0,
+    kernel_launch_eager_s=4e-6, kernel_launch_graph_s=0.5e-6, kernel_prologue_s=1e-6, pdl_hidden_fraction=0.5,
+    fused_overlap_rows=16384.0, collective_floor_s=3e-6,
     nvlink_bandwidth_bytes_per_s=900e9, nvlink_efficiency=0.80, nvlink_latency_s=1.5e-6, cross_tray_latency_s=0.3e-6,
     host_memory_bandwidth_bytes_per_s=256e9, c2c_bandwidth_bytes_per_s=450e9, host_efficiency=0.80,
     scale_out_bandwidth_bytes_per_s=100e9, scale_out_efficiency=0.85, scale_out_latency_s=5e-6,

@@ -34,22 +34,36 @@ def kernel_json(cli, *argv):
 # ------------------------------------------------------------------ kernel records against hand numbers
 
 
+# A lone kernel (the default --launch eager) on the pinned GPU pays 4 us of host launch, 1 us of
+# prologue and one 0.8 us HBM round trip before its work streams: 5.8 us of latency.
+EAGER_US = 4 + 1 + 0.8
+
+
 def test_kernel_gemm_json(cli, pinned_gb300_path):
     rec = kernel_json(cli, "gemm", "--m", "16", "--n", "7168", "--k", "2048", "--dtype", "fp8",
                       "--hardware", pinned_gb300_path)
     # flops 2 * 16 * 7168 * 2048 = 469,762,048; bytes 14,683,648 weights + 262,152 activations
     assert rec["flops"] == 469_762_048
     assert rec["bytes"] == approx(14_945_800)
+    assert rec["launch"] == "eager"
     # SOL: max(469,762,048 / 5e15 = 0.094 us, 14,945,800 / 8e12 = 1.868225 us)
     assert rec["sol_time_ms"] == approx(1.868225e-3)
-    # expected: compute 0.0939524 / 0.72 us; memory 1.868225 / 0.88 = 2.122983 us; floor 2.5 us
-    assert rec["compute_ms"] == approx(469_762_048 / 5e15 / 0.72 * 1e3)
+    # tiles: 16 rows pad to one 32-row tile (x2 the MMA work) x 7168 / 128 = 56 column tiles: 56 CTAs of 160
+    # SMs, so compute = 0.0939524 us x 2 / 0.72 / (56 / 160) = 0.745654 us
+    assert rec["compute_ms"] == approx(469_762_048 / 5e15 * 2 / 0.72 / (56 / 160) * 1e3)
+    # memory 14,945,800 / (8e12 x 0.88) = 2.122983 us; 56 x 131,072 B in flight / 0.8 us = 9.2 TB/s: enough
     assert rec["memory_ms"] == approx(2.12298295454545e-3)
-    assert rec["floor_ms"] == approx(2.5e-3)
-    assert rec["time_ms"] == approx(4.62298295454545e-3)
-    assert rec["bound"] == "floor"
+    assert rec["parallelism_ms"] == 0
+    assert rec["latency_ms"] == approx(EAGER_US * 1e-3) == approx(rec["floor_ms"])
+    assert rec["time_ms"] == approx(2.12298295454545e-3 + EAGER_US * 1e-3)
+    assert rec["bound"] == "latency"
     assert rec["hardware"] == "gb300-pinned"
     assert (rec["m"], rec["n"], rec["k"], rec["dtype"]) == (16, 7168, 2048, "fp8")
+    # inside a CUDA graph: 0.5 us boundary + (1 - 0.5 PDL) x 1.8 us of fill = 1.4 us
+    graph = kernel_json(cli, "gemm", "--m", "16", "--n", "7168", "--k", "2048", "--dtype", "fp8",
+                        "--hardware", pinned_gb300_path, "--launch", "graph")
+    assert graph["latency_ms"] == approx(1.4e-3)
+    assert graph["time_ms"] == approx(2.12298295454545e-3 + 1.4e-3)
 
 
 def test_kernel_gemm_compute_bound_bf16(cli, pinned_gb300_path):
@@ -57,7 +71,8 @@ def test_kernel_gemm_compute_bound_bf16(cli, pinned_gb300_path):
     assert rec["flops"] == 137_438_953_472          # 2 * 4096^3, default dtype bf16
     assert rec["bytes"] == 100_663_296              # 3 * 4096^2 * 2
     assert rec["sol_time_ms"] == approx(137_438_953_472 / 2.5e15 * 1e3)   # 54.976 us
-    assert rec["time_ms"] == approx(137_438_953_472 / 2.5e15 / 0.75 * 1e3 + 2.5e-3)
+    # 4096 CTAs in 26 waves of 160 SMs: busy 4096 / 4160 of the time
+    assert rec["time_ms"] == approx((137_438_953_472 / 2.5e15 / 0.72 * 4160 / 4096 + EAGER_US * 1e-6) * 1e3)
     assert rec["bound"] == "compute"
 
 
@@ -65,15 +80,21 @@ def test_kernel_grouped_gemm_json(cli, pinned_gb300_path):
     rec = kernel_json(cli, "grouped-gemm", "--tokens", "768", "--groups", "256", "--n", "4096", "--k", "7168",
                       "--dtype", "fp8", "--hardware", pinned_gb300_path)
     # touched = 256 (1 - (255/256)^768) = 256 * (1 - 0.0494954428) = 243.3291666
-    assert rec["experts_touched"] == approx(243.3291666475)
+    touched = 243.3291666475
+    assert rec["experts_touched"] == approx(touched)
     assert rec["flops"] == 45_097_156_608          # 2 * 768 * 4096 * 7168
     # weights 243.329 experts * 29,360,128 * (1 + 1/4096); in 768*7168 FP8 = 5,506,368; out 768*4096*2 = 6,291,456
-    nbytes = 243.3291666475 * 29_360_128 * FP8_B + 5_506_368 + 6_291_456
+    nbytes = touched * 29_360_128 * FP8_B + 5_506_368 + 6_291_456
     assert rec["bytes"] == approx(nbytes)
     assert rec["sol_time_ms"] == approx(nbytes / 8e12 * 1e3)              # memory bound: 0.8947 ms
     assert rec["memory_ms"] == approx(nbytes / 8e12 / 0.88 * 1e3)
-    assert rec["time_ms"] == approx(nbytes / 8e12 / 0.88 * 1e3 + 2.5e-3)
+    assert rec["time_ms"] == approx(nbytes / 8e12 / 0.88 * 1e3 + EAGER_US * 1e-3)
     assert rec["bound"] == "memory"
+    # 768 / 243.33 = 3.156 rows per expert pad to 32 (x 10.14 the MMA work); 243.33 x 32 = 7786.5 CTAs
+    # in 49 waves of 160 SMs
+    ctas = touched * 32
+    assert rec["compute_ms"] == approx(45_097_156_608 / 5e15 * (32 / (768 / touched)) / 0.72
+                                       / (ctas / (49 * 160)) * 1e3)
 
 
 def test_kernel_grouped_gemm_fp4_default_one_row(cli, pinned_gb300_path):
@@ -85,7 +106,7 @@ def test_kernel_grouped_gemm_fp4_default_one_row(cli, pinned_gb300_path):
     assert rec["weight_bytes"] == approx(1088)
     assert rec["bytes"] == approx(1088 + 32 * FP8_B + 128)
     assert rec["flops"] == 2 * 64 * 32
-    assert rec["bound"] == "floor"
+    assert rec["bound"] == "latency"
 
 
 def test_kernel_attention_decode_gqa(cli, pinned_gb300_path):
@@ -96,7 +117,8 @@ def test_kernel_attention_decode_gqa(cli, pinned_gb300_path):
     assert rec["kv_bytes"] == 1_073_741_824
     assert rec["bytes"] == 1_073_741_824 + 262_144
     assert rec["sol_time_ms"] == approx(1_074_003_968 / 8e12 * 1e3)       # 134.25 us
-    assert rec["time_ms"] == approx(1_074_003_968 / 8e12 / 0.88 * 1e3 + 2.5e-3)
+    assert rec["compute_ms"] == approx(8_589_934_592 / 2.5e15 / 0.6 * 1e3)  # attention at 0.6 of BF16
+    assert rec["time_ms"] == approx(1_074_003_968 / 8e12 / 0.88 * 1e3 + EAGER_US * 1e-3)
     assert rec["bound"] == "memory"
     assert rec["kv_heads"] == 8
 
@@ -116,7 +138,7 @@ def test_kernel_attention_causal_prefill(cli, pinned_gb300_path):
     assert rec["flops"] == approx(68_736_253_952)
     assert rec["bytes"] == 67_108_864
     assert rec["sol_time_ms"] == approx(68_736_253_952 / 2.5e15 * 1e3)
-    assert rec["compute_ms"] == approx(68_736_253_952 / 2.5e15 / 0.75 * 1e3)
+    assert rec["compute_ms"] == approx(68_736_253_952 / 2.5e15 / 0.6 * 1e3)
     assert rec["bound"] == "compute"
     assert rec["causal"] is True
     no_mask = kernel_json(cli, "attention", "--batch", "1", "--heads", "16", "--q-len", "4096", "--kv-len", "4096",
@@ -130,8 +152,13 @@ def test_kernel_copy_json(cli, pinned_gb300_path):
     assert rec["bytes"] == 2e9                       # read once + written once
     assert rec["sol_time_ms"] == approx(0.25)        # 2e9 / 8e12 s
     assert rec["memory_ms"] == approx(0.25 / 0.88)
-    assert rec["time_ms"] == approx(0.25 / 0.88 + 2.5e-3)
+    assert rec["time_ms"] == approx(0.25 / 0.88 + EAGER_US * 1e-3)
     assert rec["bound"] == "memory"
+
+
+def test_kernel_launch_mode_is_checked(cli):
+    r = cli("kernel", "copy", "--bytes", "1e6", "--launch", "stream")
+    assert r.code == 2 and r.err.count("\n") == 1 and "--launch" in r.err
 
 
 @pytest.mark.parametrize("hw", HARDWARE_NAMES)

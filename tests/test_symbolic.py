@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 sympy = pytest.importorskip("sympy")
 
 from rubinperf import symbolic as S  # noqa: E402
-from rubinperf.cost import Cost, KernelTime  # noqa: E402
+from rubinperf.cost import BOUNDS, Cost, KernelTime  # noqa: E402
 from rubinperf.layout import parse_layout  # noqa: E402
 from rubinperf.roofline import kernel_time  # noqa: E402
 from rubinperf.scenario import make_point  # noqa: E402
@@ -31,6 +31,7 @@ REL = 1e-9
 V41 = load_model("deepseek-v4.1-flash")
 GB300 = load_hardware("gb300-nvl72")
 VR = load_hardware("vr-nvl72")
+H200 = load_hardware("h200")
 FLOAT_FIELDS = sorted(S.hardware_fields())
 COST_KEYS = [f.name for f in dataclasses.fields(Cost)] + ["flops", "bytes", "hbm_bytes"]
 TIME_KEYS = [f.name for f in dataclasses.fields(KernelTime)]
@@ -48,23 +49,27 @@ def scaled_hardware(choices):
     ).map(lambda t: dataclasses.replace(t[0], **{f: getattr(t[0], f) * k for f, k in zip(FLOAT_FIELDS, t[1])}))
 
 
-hardware_values = scaled_hardware([GB300, VR, load_hardware("h200")])
+hardware_values = scaled_hardware([GB300, VR, H200])
 rack_values = scaled_hardware([GB300])   # random values on GB300's structure: one symbolic build per layout
 
 
 @functools.lru_cache(maxsize=None)
-def symbolic_kernel(kind: str, dtype, causal: bool, ranks: int, tray: int):
-    """Cost and KernelTime of a generic kernel over shape and hardware symbols (built once per structure)."""
+def symbolic_kernel(kind: str, dtype, causal: bool, ranks: int, hw_name: str, launch: str):
+    """Cost and KernelTime of a generic kernel over shape and hardware symbols (built once per structure:
+    the integer fields of the hardware, such as SMs and tile sizes, stay numbers)."""
+    hw = {h.name: h for h in (GB300, VR, H200)}[hw_name]
     names = S.KERNEL_SHAPES[kind]
-    cost = S.kernel_cost(kind, {n: S.sym(n) for n in names}, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=tray)
-    return cost, kernel_time(cost, S.symbolic_hardware(GB300))
+    kern = S.generic_kernel(kind, {n: S.sym(n) for n in names}, dtype=dtype, causal=causal, ranks=ranks,
+                            gpus_per_tray=hw.gpus_per_tray)
+    return kern.cost, kernel_time(kern, S.symbolic_hardware(hw), launch=launch)
 
 
-def check_kernel(kind: str, shape: dict, hw, dtype=None, causal=False, ranks=8):
-    cost, t = symbolic_kernel(kind, dtype, causal, ranks, hw.gpus_per_tray)
+def check_kernel(kind: str, shape: dict, hw, dtype=None, causal=False, ranks=8, launch="graph"):
+    cost, t = symbolic_kernel(kind, dtype, causal, ranks, hw.name, launch)
     values = {**S.hardware_values(hw), **{S.sym(n): v for n, v in shape.items()}}
-    num_cost = S.kernel_cost(kind, shape, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
-    num_t = kernel_time(num_cost, hw)
+    num_kern = S.generic_kernel(kind, shape, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
+    num_cost = num_kern.cost
+    num_t = kernel_time(num_kern, hw, launch=launch)
     for key in COST_KEYS:
         sym_v, num_v = S.evaluate(getattr(cost, key), values), float(getattr(num_cost, key))
         assert close(sym_v, num_v), f"{kind} {key}: symbolic {sym_v!r} != numeric {num_v!r} at {shape}"
@@ -78,9 +83,9 @@ DTYPES = st.sampled_from(["fp4", "fp8", "bf16", "fp32"])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hw=hardware_values, m=dims, n=dims, k=dims, dtype=DTYPES)
-def test_gemm_symbolic_equals_numeric(hw, m, n, k, dtype):
-    check_kernel("gemm", {"m": m, "n": n, "k": k}, hw, dtype=dtype)
+@given(hw=hardware_values, m=dims, n=dims, k=dims, dtype=DTYPES, launch=st.sampled_from(["graph", "eager"]))
+def test_gemm_symbolic_equals_numeric(hw, m, n, k, dtype, launch):
+    check_kernel("gemm", {"m": m, "n": n, "k": k}, hw, dtype=dtype, launch=launch)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -140,13 +145,14 @@ def test_every_op_of_the_step_explains_to_its_breakdown_row():
             assert close(ex.numbers["sol_s"], float(row["sol_s"])), name
             assert close(ex.numbers["flops"], float(row["flops"])), name
             assert close(ex.numbers["bytes"], float(row["bytes"])), name
-            for term in ("compute_s", "memory_s", "comm_s", "floor_s"):
-                assert close(ex.numbers[term], float(row["terms"][term])), (name, term)
+            for term in BOUNDS:
+                assert close(ex.numbers[f"{term}_s"], float(row["terms"][term])), (name, term)
 
 
 def test_symbols_are_named_after_spec_fields_and_shapes():
     ex = S.explain_kernel("gemm", {"m": 16, "n": 4096, "k": 4096}, GB300)
-    assert {"m", "n", "k", "hbm_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "kernel_launch_floor_s"} <= set(ex.symbols)
+    assert {"m", "n", "k", "hbm_bandwidth_bytes_per_s", "bf16_dense_flops_per_s", "kernel_launch_eager_s",
+            "hbm_latency_s", "mma_bytes_in_flight_per_sm"} <= set(ex.symbols)
     assert S.to_str(ex.exprs["flops"]) == "2*k*m*n"
     assert ex.numbers["flops"] == 2 * 16 * 4096 * 4096
     lay = parse_layout("dep32")
@@ -161,7 +167,8 @@ def test_symbolic_hardware_is_a_hardware_record():
     shw = S.symbolic_hardware(VR)
     assert type(shw) is type(VR)
     assert shw.peak_flops("fp4") == sympy.Symbol("fp4_dense_flops_per_s", positive=True)
-    assert shw.compute_efficiency("bf16").name == "bf16_compute_efficiency"
+    assert shw.mma_compute_efficiency.name == "mma_compute_efficiency"
+    assert shw.sm_count == VR.sm_count and shw.mma_tile_rows == VR.mma_tile_rows  # integer fields (SMs, tiles) stay numbers: they shape the formulas
     assert shw.gpus_per_tray == VR.gpus_per_tray     # integer structure stays a number
 
 
