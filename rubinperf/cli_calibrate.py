@@ -27,6 +27,11 @@ def calibrate(
     collectives: bool = typer.Option(False, "--collectives",
                                      help="Measure all-reduce and all-to-all over every local GPU (needs 2 or more) "
                                           "and fit nvlink_latency_s, nvlink_efficiency and collective_floor_s."),
+    suite: str = typer.Option("kernels", "--suite", metavar="kernels|shapes",
+                              help="kernels: the default suite, measured and fitted. shapes: DeepSeek-V4.1-Flash's "
+                                   "kernels at its own shapes, each in graph and eager mode, plus the pointer-chase "
+                                   "and CTA-streaming probes; writes shapes.csv and prints a summary, no fit "
+                                   "(with --from-csv: the summary of that file, no GPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no result table (files are still written; errors still print)."),
 ):
@@ -48,6 +53,13 @@ def calibrate(
 
     hw = load_hardware(hardware)
     out = Path(out_dir) if out_dir else Path("calibration") / hw.name
+    if suite not in ("kernels", "shapes"):
+        raise SpecError(f"--suite: expected 'kernels' or 'shapes', got {suite!r}")
+    if suite == "shapes":
+        if collectives:
+            raise SpecError("--suite shapes measures kernels on one GPU; it does not take --collectives")
+        _shapes(hw, out, quick, from_csv, as_json)
+        return
     command = f"rubinperf calibrate --hardware {hw.name}" + (" --collectives" if collectives else "") + (" --quick" if quick else "")
 
     if from_csv:
@@ -117,6 +129,36 @@ def calibrate(
         report.emit_text(report.to_json(rec))
     elif not quiet:
         _render(rec)
+
+
+def _shapes(hw, out: Path, quick: bool, from_csv: Optional[str], as_json: bool) -> None:
+    """`--suite shapes`: measure the model-shape suite into <out>/shapes.csv (or read FILE) and summarise it."""
+    from rubinperf.calibrate import shapes_bench
+    from rubinperf.calibrate.plan import read_csv
+
+    if from_csv:
+        kind, rows = read_csv(from_csv)
+        if kind != "kernels":
+            raise SpecError(f"{from_csv}: --suite shapes needs a kernel measurements CSV, and this is a {kind} CSV")
+        csv_path = Path(from_csv)
+    else:
+        from rubinperf.calibrate.bench import require_torch_cuda
+
+        require_torch_cuda()
+        _make_dir(out)
+        csv_path = out / "shapes.csv"
+        command = f"rubinperf calibrate --hardware {hw.name} --suite shapes" + (" --quick" if quick else "")
+        rows, env = shapes_bench.run(quick=quick, command=command, partial_csv=csv_path)
+        if not rows:
+            raise SpecError("calibrate --suite shapes: no kernel could be measured (see the log above)")
+        shapes_bench.write_outputs(rows, csv_path, env)
+    if as_json:
+        from rubinperf import report
+
+        report.emit_text(report.to_json({"csv": str(csv_path), "measurements": len(rows),
+                                         "summary": [{"what": a, "value": b} for a, b in shapes_bench.summary(rows)]}))
+    else:
+        shapes_bench.print_summary(rows)
 
 
 def _read_env(csv_path: Path) -> dict:
