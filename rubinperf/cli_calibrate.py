@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -22,24 +22,34 @@ def calibrate(
                                           help="Where the measurements CSV and the calibrated TOML go "
                                                "[default: calibration/<hardware>]."),
     quick: bool = typer.Option(False, "--quick", help="A few shapes per kernel family (about a minute)."),
-    from_csv: Optional[str] = typer.Option(None, "--from-csv", metavar="FILE",
-                                           help="Fit an existing measurements CSV (kernels or collectives); no GPU needed."),
+    from_csv: Optional[List[str]] = typer.Option(None, "--from-csv", metavar="FILE",
+                                                 help="Fit existing measurements (repeatable: kernel CSVs are fitted "
+                                                      "together); no GPU needed."),
     collectives: bool = typer.Option(False, "--collectives",
                                      help="Measure all-reduce and all-to-all over every local GPU (needs 2 or more) "
                                           "and fit nvlink_latency_s, nvlink_efficiency and collective_floor_s."),
+    suite: str = typer.Option("kernels", "--suite", metavar="kernels|shapes",
+                              help="kernels: generic shapes of every family. shapes: DeepSeek-V4.1-Flash's kernels "
+                                   "at its own shapes, each launched alone (eager) and chained in a CUDA graph, plus "
+                                   "the pointer-chase and CTA-streaming probes (writes shapes.csv)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no result table (files are still written; errors still print)."),
 ):
-    """Measure kernels on the local GPU and fit the hardware spec's efficiencies and floors.
+    """Measure kernels on the local GPU and fit the kernel model's physical parameters.
 
-    Kernels (default): copy bandwidth, BF16/FP8 GEMMs, grouped (MoE) GEMMs, decode and
-    prefill attention, an empty kernel. The fit sets bf16/fp8 compute efficiency,
-    hbm_efficiency and kernel_launch_floor_s so that the roofline's expected times match
-    the measurements (least absolute log error); other fields are kept. Writes
-    measurements.csv (or collectives.csv) and <hardware>.toml into --out-dir. Needs
-    PyTorch with CUDA, except with --from-csv.
+    The fit reads the graph launch off an empty kernel, then sets HBM latency under load, bytes
+    in flight per SM (ordinary loads and GEMM pipelines), HBM streaming efficiency, the
+    tensor-core prologue, MMA, grouped-GEMM and attention efficiencies, split-K and wave
+    quantization, and the host launch of a lone kernel, so that the roofline's expected times
+    match the measurements (least absolute log error). It reports the error on rows each fit
+    did not see (two-fold cross-validation), per launch mode. Writes the measurements CSV and
+    <hardware>.toml into --out-dir. Needs PyTorch with CUDA, except with --from-csv.
 
-    Example: rubinperf calibrate --hardware h200 --out-dir calibration/h200
+    Examples:
+
+      rubinperf calibrate --hardware h200 --suite shapes --out-dir calibration/h200
+
+      rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv --from-csv calibration/h200/measurements.csv
     """
     from rubinperf.calibrate import fit
     from rubinperf.calibrate.plan import read_csv
@@ -48,16 +58,26 @@ def calibrate(
 
     hw = load_hardware(hardware)
     out = Path(out_dir) if out_dir else Path("calibration") / hw.name
-    command = f"rubinperf calibrate --hardware {hw.name}" + (" --collectives" if collectives else "") + (" --quick" if quick else "")
+    if suite not in ("kernels", "shapes"):
+        raise SpecError(f"--suite: expected 'kernels' or 'shapes', got {suite!r}")
+    if suite == "shapes" and collectives:
+        raise SpecError("--suite shapes measures kernels on one GPU; it does not take --collectives")
+    command = (f"rubinperf calibrate --hardware {hw.name}" + (" --collectives" if collectives else "")
+               + (" --suite shapes" if suite == "shapes" else "") + (" --quick" if quick else ""))
 
     if from_csv:
-        kind, rows = read_csv(from_csv)
+        read = [(path, *read_csv(path)) for path in from_csv]
+        kinds = {kind for _, kind, _ in read}
+        if len(kinds) > 1:
+            raise SpecError(f"--from-csv: {', '.join(from_csv)} mix kernel and collective measurements; fit them apart")
+        kind = kinds.pop()
         if collectives and kind != "collectives":
-            raise SpecError(f"{from_csv}: --collectives given, but this is a kernel measurements CSV")
-        env = _read_env(Path(from_csv))
-        fit_command = f"rubinperf calibrate --hardware {hw.name} --from-csv {from_csv}"
+            raise SpecError(f"{from_csv[0]}: --collectives given, but this is a kernel measurements CSV")
+        rows = [r for _, _, rs in read for r in rs]
+        env = _read_env(Path(from_csv[0]))
+        fit_command = f"rubinperf calibrate --hardware {hw.name}" + "".join(f" --from-csv {p}" for p in from_csv)
         command = env.get("command") or fit_command
-        csv_path = Path(from_csv)
+        csv_path = ", ".join(from_csv)
     else:
         fit_command = command
         from rubinperf.calibrate.bench import environment, require_torch_cuda
@@ -71,17 +91,17 @@ def calibrate(
             env = environment(torch, command)
             csv_path = out / "collectives.csv"
             coll.write_csv(rows, csv_path)
+            write_atomic(csv_path.with_name(csv_path.stem + ".env.json"), json.dumps(env, indent=2) + "\n")
         else:
-            from rubinperf.calibrate import bench
+            from rubinperf.calibrate import bench, shapes_bench
 
-            rows, env = bench.run(quick=quick, command=command, partial_csv=out / "measurements.csv")
+            runner, name = (shapes_bench, "shapes.csv") if suite == "shapes" else (bench, "measurements.csv")
+            rows, env = runner.run(quick=quick, command=command, partial_csv=out / name)
             kind = "kernels"
             if not rows:
                 raise SpecError("calibrate: no kernel could be measured (see the log above)")
-            csv_path = out / "measurements.csv"
-            bench.write_outputs(rows, csv_path, env)
-        if kind == "collectives":
-            write_atomic(csv_path.with_name(csv_path.stem + ".env.json"), json.dumps(env, indent=2) + "\n")
+            csv_path = out / name
+            runner.write_outputs(rows, csv_path, env)
 
     try:
         result = fit.fit_kernels(rows, hw) if kind == "kernels" else fit.fit_collectives(rows, hw)
@@ -101,7 +121,7 @@ def calibrate(
         "gpu": env.get("gpu"), "fit": [{"field": f, "before": result.before[f], "after": result.after[f],
                                         "fitted": f in result.fitted} for f in result.after],
         "method": result.method, "objective": result.objective, "objective_before": result.loss_before,
-        "objective_after": result.loss_after,
+        "objective_after": result.loss_after, "heldout": result.heldout,
         "notes": result.notes,
     }
     after_hw = result.hardware(hw)
@@ -156,6 +176,16 @@ def _render(rec: dict) -> None:
         cols = [("family", "left"), ("rows", "right"), ("before median", "right"), ("before worst", "right"),
                 ("after median", "right"), ("after worst", "right"), ("max SOL/measured", "right")]
         report.print_out(report.table("measured / expected time per kernel family", cols, fam))
+        ho = rec.get("heldout") or {}
+        if ho:
+            rows_ = [[m, str(v["n"]), f"{v['median_abs_log']:.3f}", f"{v['worst_abs_log']:.3f}",
+                      f"{v['max_sol_over_measured']:.2f}", v["worst_row"]] for m, v in ho["modes"].items()]
+            rows_.append(["all", str(ho["n"]), f"{ho['median_abs_log']:.3f}", f"{ho['worst_abs_log']:.3f}",
+                          f"{ho['max_sol_over_measured']:.2f}", ho["worst_row"]])
+            cols = [("launch", "left"), ("rows", "right"), ("median |ln|", "right"), ("worst |ln|", "right"),
+                    ("max SOL/meas", "right"), ("worst row", "left")]
+            report.print_out(report.table(f"error on rows the fit did not see ({ho['folds']}-fold cross-validation)",
+                                          cols, rows_))
     else:
         grp = [[g["collective"], str(g["ranks"]), str(g["points"]), report.fmt_time(g["intercept_s"]),
                 f"{g['nvlink_efficiency']:.2f}", report.si(g["busbw_bytes_per_s"], "B/s")] for g in rec["groups"]]

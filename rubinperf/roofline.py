@@ -6,15 +6,16 @@ each term named (KernelTime):
 
     expected = latency + overlap(compute, memory + parallelism, comm)
 
-- latency: launches x (launch + (1 - PDL share) x (prologue + dependent HBM loads x HBM
-  latency)) + collectives x set-up + the host's step work. A lone (eager) kernel pays the
+- latency: launches x (launch + (1 - PDL share) x fill) + collectives x set-up + the host's
+  step work; fill = dependent HBM loads x HBM latency, + the prologue of a tensor-core kernel. A lone (eager) kernel pays the
   host launch and no PDL; a kernel in a graph pays the graph boundary.
 - compute: useful FLOPs at the family's efficiency, x tile padding (rows padded to
   mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs).
 - memory: bytes at the streaming rate, hbm x hbm_stream_efficiency (weights at the
   die-local or interleaved factor).
 - parallelism: extra memory time when the kernel keeps too few bytes in flight (Little's
-  law): rate = min(CTAs, SMs) x bytes in flight per SM / HBM latency.
+  law): rate = bytes in flight / HBM latency, with min(CTAs, SMs) SMs each keeping a GEMM's
+  pipeline stages, or ordinary loads up to a cap per SM.
 - comm: link bytes / (link x efficiency) + per-message round trips.
 - overlap: a kernel's pipeline hides the smaller terms under the largest (max). A fused
   kernel (MegaMoE) runs dependent phases: a share rho = rows / (rows + fused_overlap_rows)
@@ -29,15 +30,18 @@ from rubinperf.cost import PEAKS, Kernel, KernelTime
 from rubinperf.mathops import sceil, sfloor, smax, smin
 
 LAUNCH_MODES = ("graph", "eager")
-COMPUTE_EFFICIENCY = {"gemm": "mma", "grouped_gemm": "mma", "fused_moe": "mma", "attention": "attention"}
+COMPUTE_EFFICIENCY = {"gemm": "mma", "grouped_gemm": "grouped", "fused_moe": "grouped", "attention": "attention"}
+GROUPED = ("grouped_gemm", "fused_moe")
+BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
 
 
 def parallelism(kern: Kernel, hw):
     """(CTAs, share of the SMs' compute in use, row padding factor) of a kernel on `hw`.
 
     MMA kernels: tiles = groups x ceil(rows / tile rows) x ceil(n / tile cols); with fewer tiles
-    than SMs, split-K up to split_k_max (and at most one stage of K per split) raises the CTAs;
-    the last wave's empty SMs cost compute time. Other kernels: the CTAs they launch."""
+    than SMs, split-K up to split_k_max (each split keeping at least split_k_min_depth of K) raises
+    the CTAs; the SMs' share in use is CTAs / (SMs x waves), with waves = CTAs / SMs plus
+    wave_quantization x the idle part of the last wave. Other kernels: the CTAs they launch."""
     sms = hw.sm_count
     if not kern.is_mma:
         if kern.ctas is None:
@@ -45,25 +49,28 @@ def parallelism(kern: Kernel, hw):
         return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
     m_tiles = sceil(kern.rows / hw.mma_tile_rows)
     tiles = kern.groups * m_tiles * sceil(kern.n / hw.mma_tile_cols)
-    split = smax(1.0, smin(sfloor(sms / tiles), hw.split_k_max, sceil(kern.k / hw.mma_tile_depth)))
+    split = smax(1.0, smin(sfloor(sms / tiles), hw.split_k_max, sfloor(kern.k / hw.split_k_min_depth)))
     ctas = tiles * split
-    waves = sceil(ctas / sms)
-    return ctas, ctas / (waves * sms), m_tiles * hw.mma_tile_rows / kern.rows
+    exact = ctas / sms
+    waves = exact + hw.wave_quantization * (sceil(exact) - exact)
+    return ctas, exact / waves, m_tiles * hw.mma_tile_rows / kern.rows
 
 
 def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
     cost = kern.cost
     ctas, sm_share, padding = parallelism(kern, hw)
 
-    sol_compute = sum(getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops")))
-    eff = getattr(hw, f"{COMPUTE_EFFICIENCY.get(kern.family, 'vector')}_compute_efficiency")
-    compute = sol_compute * padding / (eff * sm_share) if _nonzero(sol_compute) else 0.0
+    peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
+    sol_compute = sum(getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks)
+    compute = sum(getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
+                  for p in peaks) * padding / sm_share if peaks else 0.0
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     sol_memory = cost.hbm_bytes / hw.hbm_bandwidth_bytes_per_s + cost.host_bytes / host_rate
     hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
+    weight_hbm = hw.hbm_bandwidth_bytes_per_s * (hw.grouped_hbm_efficiency if kern.family in GROUPED else hw.hbm_stream_efficiency)
     weight_factor = hw.hbm_local_bandwidth_factor if die_local_weights else hw.hbm_interleaved_bandwidth_factor
-    hbm_time = (cost.weight_bytes / (hbm * weight_factor)
+    hbm_time = (cost.weight_bytes / (weight_hbm * weight_factor)
                 + (cost.activation_bytes + cost.kv_bytes + cost.table_bytes) / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = hbm_time + cost.host_bytes / (host_rate * hw.host_efficiency)
     little = bytes_in_flight(kern, hw, ctas) / hw.hbm_latency_s
@@ -90,20 +97,34 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     )
 
 
+def compute_efficiency(family: str, peak: str, hw):
+    """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
+    (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate."""
+    if family in GROUPED and peak in BLOCK_SCALED:
+        return hw.grouped_compute_efficiency
+    name = COMPUTE_EFFICIENCY.get(family, "vector")
+    return getattr(hw, f"{'mma' if name == 'grouped' else name}_compute_efficiency")
+
+
 def bytes_in_flight(kern: Kernel, hw, ctas):
-    """HBM bytes the whole GPU keeps in flight: one pipeline per active SM at the family's
-    per-SM figure, or every CTA's own bytes where the kernel states them."""
-    if kern.in_flight_bytes_per_cta is not None:
-        return ctas * kern.in_flight_bytes_per_cta
-    per_sm = hw.mma_bytes_in_flight_per_sm if kern.is_mma else hw.stream_bytes_in_flight_per_sm
-    return smin(ctas, hw.sm_count) * per_sm
+    """HBM bytes the whole GPU keeps in flight. A GEMM's TMA pipeline keeps its stages in flight on
+    every SM with a tile (mma_bytes_in_flight_per_sm); ordinary loads are capped per SM
+    (stream_bytes_in_flight_per_sm), and a kernel that states its bytes per CTA keeps the lesser of
+    its resident CTAs' bytes and that cap on each SM."""
+    if kern.is_mma:
+        return smin(ctas, hw.sm_count) * hw.mma_bytes_in_flight_per_sm
+    cap = hw.stream_bytes_in_flight_per_sm
+    if kern.in_flight_bytes_per_cta is None:
+        return smin(ctas, hw.sm_count) * cap
+    per_cta = smin(kern.in_flight_bytes_per_cta, cap)
+    return smin(ctas * per_cta, hw.sm_count * cap)
 
 
 def launch_latency(kern: Kernel, hw, launch: str = "graph"):
     """Fixed time of the kernel's launches: start, then fill (prologue and the chain of dependent HBM loads)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
-    fill = hw.kernel_prologue_s + kern.dependent_loads * hw.hbm_latency_s
+    fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in COMPUTE_EFFICIENCY else 0.0)
     if launch == "eager":
         return kern.cost.launches * (hw.kernel_launch_eager_s + fill)
     return kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)

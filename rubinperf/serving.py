@@ -188,7 +188,7 @@ def prefix_load_rate(hw, pool: str) -> float:
         return min(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s) * hw.host_efficiency
     if pool == "peer-hbm":
         return hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency
-    return hw.hbm_bandwidth_bytes_per_s * hw.hbm_efficiency
+    return hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
 
 
 def kv_link(hw, link: str) -> tuple[float, float]:

@@ -309,8 +309,9 @@ def replace(expr, mapping: dict):
 
 def active_branch(expr, values: dict):
     """The smooth piece of a piecewise expression that holds at `values`: every Max (Min) is
-    replaced by its argument that is largest (smallest) there. Same value at `values`, and
-    the same derivatives away from a kink (at a tie the first tied term is taken: one-sided)."""
+    replaced by its argument that is largest (smallest) there, and every ceiling or floor (whole
+    tiles, waves, K splits) by its value there. Same value at `values`, and the same derivatives
+    away from a kink or a step (at a tie the first tied term is taken: one-sided)."""
     memo: dict = {}
 
     def walk(e):
@@ -318,6 +319,10 @@ def active_branch(expr, values: dict):
             return e
         if e in memo:
             return memo[e]
+        if isinstance(e, (sympy.ceiling, sympy.floor)):  # whole tiles, waves, splits: constant between steps
+            out = sympy.Float(evaluate(e, values))
+            memo[e] = out
+            return out
         args = [walk(a) for a in e.args]
         if isinstance(e, (sympy.Max, sympy.Min)):
             nums = [evaluate(a, values) for a in args]

@@ -323,15 +323,17 @@ def extra_commands(kind: str, spec: str, out_dir: Path) -> list[tuple[list[str],
 def calibration_csv(path: Path) -> Path:
     """A small synthetic kernel-measurements CSV for `calibrate --from-csv` (no GPU needed):
     the quick plan's shapes, 'measured' at 1.3x the bundled H200's expected times."""
+    from rubinperf.calibrate.fit import expected
     from rubinperf.calibrate.plan import KERNEL_COLUMNS, kernel_plan, row_cost, rows_to_csv
-    from rubinperf.roofline import kernel_time
     from rubinperf.specs.hardware import load_hardware
 
     hw = load_hardware("h200")
+    plan = kernel_plan(quick=True)
+    times = expected(plan, hw)
     rows = []
-    for row in kernel_plan(quick=True):
+    for row, t in zip(plan, times):
         cost = row_cost(row)
-        rows.append({**row, "measured_s": float(kernel_time(cost, hw).expected_s) * 1.3, "spread": 0.01,
+        rows.append({**row, "measured_s": float(t) * 1.3, "spread": 0.01,
                      "samples": 10, "calls": 1, "impl": "synthetic", "flops": float(cost.flops),
                      "bytes": float(cost.hbm_bytes)})
     path.write_text(rows_to_csv(rows, KERNEL_COLUMNS))
@@ -476,7 +478,7 @@ SETS = ["", "=", "hbm_bandwidth", "hbm_bandwidth=", "=3", "hbm_bandwidth=30TB/s"
         "nvlink_latency=1.5us", "nvlink_latency=1.5 parsecs", "model.num_layers=0", "model.num_layers=2.5",
         "model.num_layers=100000000000", "model.compress_ratios=[1,2]", "model.compress_ratios=[a]",
         "model.attention_kind=gqa", "foo.bar=1", "hardware.preview=maybe", "mean_accepted_tokens=99",
-        "hbm_efficiency=1.5", "memory_domains=1", "hardware.name=x", "model.kv_source_layers=[-1]",
+        "hbm_stream_efficiency=1.5", "memory_domains=1", "hardware.name=x", "model.kv_source_layers=[-1]",
         "model.engram_layers=[1,1,1]", "num_layers=1e308", "model.num_routed_experts=383", "model.num_heads=63",
         "model.draft_layers=0", "model.draft_tokens=0", "model.vocab_size=1", "model.max_context_tokens=1",
         "hardware.nvlink_domain_size=1", "hardware.gpus_per_tray=100", "model.hc_routes=1", "model.o_groups=7",

@@ -78,7 +78,7 @@ def test_set_changes_exactly_the_named_model_field(field):
     ("gpu_power=1800W", "gpu_power_w", 1800.0),
     ("gpu_power=1.8kW", "gpu_power_w", 1800.0),
     ("price_usd_per_gpu_hour=$3.5", "price_usd_per_gpu_hour", 3.5),
-    ("hbm_efficiency=0.9", "hbm_efficiency", 0.9),
+    ("hbm_stream_efficiency=0.9", "hbm_stream_efficiency", 0.9),
 ])
 def test_unit_aware_values(text, field, value):
     assert getattr(GB300, field) != pytest.approx(value)
@@ -98,14 +98,14 @@ def test_model_unit_forms_and_order():
     ("hbm_bandwith=30TB/s", ["unknown field", "hbm_bandwidth_bytes_per_s"]),     # typo: close matches listed
     ("hardware.nvlink_bandwdth=1TB/s", ["unknown field", "nvlink_bandwidth_bytes_per_s"]),
     ("latency=1us", ["unknown field", "nvlink_latency_s"]),
-    ("compute_efficiency=0.5", ["unknown field", "fp8_compute_efficiency"]),
+    ("compute_efficiency=0.5", ["unknown field", "mma_compute_efficiency"]),
     ("hbm_bandwidth=30GHz", ["hbm_bandwidth_bytes_per_s", "GHz", "B/s"]),           # bad unit: the units it takes
     ("nvlink_latency=2TB/s", ["nvlink_latency_s", "TB/s", "expected s"]),
     ("hbm_capacity=288GB/s", ["hbm_capacity_bytes", "expected B"]),
     ("hbm_bandwidth=fast", ["hbm_bandwidth_bytes_per_s", "expected a number"]),     # wrong type
     ("gpus_per_tray=2.5", ["gpus_per_tray", "integer"]),
     ("preview=maybe", ["preview", "true or false"]),
-    ("hbm_efficiency=1.5", ["hbm_efficiency", "at most 1.0"]),                       # out of range
+    ("hbm_stream_efficiency=1.5", ["hbm_stream_efficiency", "at most 1.0"]),                       # out of range
     ("hbm_bandwidth=-1TB/s", ["hbm_bandwidth_bytes_per_s", "positive"]),
     ("gpus_per_tray=144", ["gpus_per_tray", "nvlink_domain_size"]),                  # cross-field check
     ("foo.hbm_bandwidth=1", ["unknown spec 'foo'", "hardware"]),
@@ -154,7 +154,7 @@ def test_set_moves_results_as_the_elasticity_predicts(cli):
     el = {r["parameter"]: r["elasticity"] for r in sensitivity(V41, GB300, lay, make_point(V41, GB300, lay))}
     base = cli("estimate", "-l", "dep32", "-H", "gb300-nvl72", "--json").json()[0]["step_time_ms"]
     cases = [("hbm_bandwidth", "hbm_bandwidth_bytes_per_s", f"{GB300.hbm_bandwidth_bytes_per_s * 1.02 / 1e12!r}TB/s"),
-             ("kernel_launch_floor_s", "kernel_launch_floor_s", repr(GB300.kernel_launch_floor_s * 1.02)),
+             ("kernel_launch_graph_s", "kernel_launch_graph_s", repr(GB300.kernel_launch_graph_s * 1.02)),
              ("hardware.nvlink_latency", "nvlink_latency_s", f"{GB300.nvlink_latency_s * 1.02 * 1e6!r}us"),
              ("bf16_dense", "bf16_dense_flops_per_s", f"{GB300.bf16_dense_flops_per_s * 1.02 / 1e15!r}PFLOP/s")]
     for key, field, value in cases:

@@ -24,7 +24,7 @@ _HW = {name: load_hardware(name) for name in HARDWARE_NAMES}
 RATE_FIELDS = [f.name for f in spec_fields(Hardware) if f.name.endswith(("_flops_per_s", "_bandwidth_bytes_per_s"))]
 EFFICIENCY_FIELDS = [f.name for f in spec_fields(Hardware)
                      if f.name.endswith("_efficiency") or f.name.endswith("_bandwidth_factor")]
-FLOOR_FIELDS = ["kernel_launch_graph_s", "kernel_prologue_s", "hbm_latency_s", "collective_floor_s", "nvlink_latency_s",
+FLOOR_FIELDS = ["kernel_launch_graph_s", "mma_prologue_s", "hbm_latency_s", "collective_floor_s", "nvlink_latency_s",
                 "cross_tray_latency_s", "scale_out_latency_s", "fused_overlap_rows"]
 CAPACITY_FIELDS = ["mma_bytes_in_flight_per_sm", "stream_bytes_in_flight_per_sm"]
 COST_FIELDS = [f.name for f in dataclasses.fields(Cost)]

@@ -38,7 +38,7 @@ def test_compute_bound_gemm(gb300):
     # memory: 100,663,296 / (8e12 x 0.88) = 14.2988 us; in flight 160 x 131,072 B / 0.8 us = 26.2 TB/s: no shortfall
     assert t.memory_s == pytest.approx(14.2987636364e-6, rel=1e-9)
     assert t.parallelism_s == 0
-    # latency in a graph: 0.5 us + (1 - 0.5) x (1 us prologue + 1 load x 0.8 us) = 1.4 us
+    # latency in a graph: 0.5 us + (1 - 0.5) x (1 us tensor-core prologue + 1 load x 0.8 us) = 1.4 us
     assert t.latency_s == pytest.approx(1.4e-6, rel=1e-12)
     assert t.comm_s == 0
     assert t.expected_s == pytest.approx(1.4e-6 + 77.54801e-6, rel=1e-6)
@@ -57,16 +57,18 @@ def test_memory_bound_copy(gb300):
     assert t.memory_s == pytest.approx(284.0909090909e-6, rel=1e-9)
     # in flight: 160 SMs x 65,536 B / 0.8 us = 13.1 TB/s, above the 7.04 TB/s streaming rate
     assert t.parallelism_s == 0
-    assert t.expected_s == pytest.approx(284.0909090909e-6 + 1.4e-6, rel=1e-9)
+    # a streaming kernel has no tensor-core prologue: 0.5 us + (1 - 0.5) x 0.8 us of fill = 0.9 us
+    assert t.latency_s == pytest.approx(0.9e-6, rel=1e-12)
+    assert t.expected_s == pytest.approx(284.0909090909e-6 + 0.9e-6, rel=1e-9)
     assert t.compute_s == 0 and t.sol_compute_s == 0
     assert t.bound == "memory"
 
 
 def test_latency_bound_small_copy(gb300):
     t = kernel_time(copy(1024), gb300)
-    # 2048 B / 7.04e12 B/s = 0.29 ns: the 1.4 us of launch and fill dominate
+    # 2048 B / 7.04e12 B/s = 0.29 ns: the 0.9 us of launch and fill dominate
     assert t.memory_s == pytest.approx(2048 / 7.04e12, rel=1e-12)
-    assert t.expected_s == pytest.approx(1.4e-6 + 2048 / 7.04e12, rel=1e-12)
+    assert t.expected_s == pytest.approx(0.9e-6 + 2048 / 7.04e12, rel=1e-12)
     assert t.bound == "latency"
 
 
@@ -199,3 +201,18 @@ def test_kernel_time_add_and_scale(gb300):
 def test_unknown_launch_mode(gb300):
     with pytest.raises(ValueError, match="launch"):
         kernel_time(copy(1e6), gb300, launch="stream")
+
+
+def test_streaming_kernel_with_few_ctas_is_capped_per_sm(gb300):
+    # a probe of 8 CTAs, each keeping 256 KB of ordinary loads in flight: capped at 65,536 B per SM,
+    # 8 x 65,536 B / 0.8 us = 655 GB/s; reading 1e9 B takes 1.526 ms instead of 0.142 ms at 7.04 TB/s
+    k = Kernel("stream", Cost(activation_bytes=1e9, launches=1), ctas=8, in_flight_bytes_per_cta=262144)
+    t = kernel_time(k, gb300)
+    assert t.memory_s == pytest.approx(1e9 / 7.04e12, rel=1e-12)
+    assert t.memory_s + t.parallelism_s == pytest.approx(1e9 / (8 * 65536 / 0.8e-6), rel=1e-12)
+    # 4 KB per CTA: below the cap, each CTA keeps its own
+    small = kernel_time(dataclasses.replace(k, in_flight_bytes_per_cta=4096), gb300)
+    assert small.memory_s + small.parallelism_s == pytest.approx(1e9 / (8 * 4096 / 0.8e-6), rel=1e-12)
+    # 1024 such CTAs (6.4 per SM) saturate: no more than 160 x 65,536 B in flight, 13.1 TB/s > 7.04
+    many = kernel_time(dataclasses.replace(k, ctas=1024), gb300)
+    assert many.parallelism_s == 0

@@ -203,7 +203,7 @@ def _model_text():
 
 HW_BAD = {
     # case id: (edit, words the message must contain)
-    "missing-key": (lambda t: _drop_in_section(t, "efficiency", "hbm_efficiency"), ["efficiency.hbm_efficiency", "missing"]),
+    "missing-key": (lambda t: _drop_in_section(t, "efficiency", "hbm_stream_efficiency"), ["efficiency.hbm_stream_efficiency", "missing"]),
     "missing-table": (
         lambda t: re.sub(r"\[economics\]\n(.*\n)*?\n", "", t, count=1), ["[economics]", "missing"]),
     "unknown-key": (lambda t: _add_to_section(t, "memory", "hbm_speed_bytes_per_s = 1.0"), ["memory.hbm_speed_bytes_per_s", "unknown"]),
@@ -218,12 +218,12 @@ HW_BAD = {
     "zero-rate": (lambda t: _set_in_section(t, "compute", "fp8_dense_flops_per_s", "0.0"), ["compute.fp8_dense_flops_per_s", "positive"]),
     "zero-int": (lambda t: _set_in_section(t, "nvlink", "nvlink_domain_size", "0"), ["nvlink.nvlink_domain_size", "positive"]),
     "negative-latency": (lambda t: _set_in_section(t, "nvlink", "cross_tray_latency_s", "-1e-6"), ["nvlink.cross_tray_latency_s", "non-negative"]),
-    "efficiency-above-1": (lambda t: _set_in_section(t, "efficiency", "hbm_efficiency", "1.2"), ["efficiency.hbm_efficiency", "at most 1"]),
+    "efficiency-above-1": (lambda t: _set_in_section(t, "efficiency", "hbm_stream_efficiency", "1.2"), ["efficiency.hbm_stream_efficiency", "at most 1"]),
     "factor-above-1": (lambda t: _set_in_section(t, "memory", "hbm_local_bandwidth_factor", "1.5"), ["memory.hbm_local_bandwidth_factor", "at most"]),
     "nan": (lambda t: _set_in_section(t, "memory", "hbm_bandwidth_bytes_per_s", "nan"), ["memory.hbm_bandwidth_bytes_per_s", "finite"]),
     "inf": (lambda t: _set_in_section(t, "compute", "fp4_dense_flops_per_s", "inf"), ["compute.fp4_dense_flops_per_s", "finite"]),
     "minus-inf": (lambda t: _set_in_section(t, "efficiency", "step_overhead_s", "-inf"), ["efficiency.step_overhead_s", "finite"]),
-    "nan-efficiency": (lambda t: _set_in_section(t, "efficiency", "fp8_compute_efficiency", "nan"), ["efficiency.fp8_compute_efficiency"]),
+    "nan-efficiency": (lambda t: _set_in_section(t, "efficiency", "mma_compute_efficiency", "nan"), ["efficiency.mma_compute_efficiency"]),
     "missing-source": (lambda t: _drop_in_section(t, "memory", "source"), ["memory.source", "missing"]),
     "empty-source": (lambda t: _set_in_section(t, "host", "source", '"  "'), ["host.source"]),
     "number-source": (lambda t: _set_in_section(t, "host", "source", "3"), ["host.source"]),

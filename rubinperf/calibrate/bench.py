@@ -27,6 +27,9 @@ Each row's ``flops`` and ``bytes`` come from ``plan.row_cost``, i.e. from the mo
 own kernel functions. Run standalone (no typer/rich needed):
 
     python3 -m rubinperf.calibrate.bench --out measurements.csv [--quick]
+
+The model-shape suite (DeepSeek-V4.1-Flash shapes, graph and eager mode, and the
+pointer-chase and CTA-streaming probes) is `shapes_bench`, run with ``--suite shapes``.
 """
 
 from __future__ import annotations
@@ -233,8 +236,13 @@ class KernelBench:
     def grouped_gemm(self, row):
         t = self.torch
         rows, groups, n, k, dtype = row["rows"], row["groups"], row["n"], row["k"], row["dtype"]
-        expert = t.randint(groups, (rows,), generator=self.gen)
-        counts = t.bincount(expert, minlength=groups)
+        if row.get("routing") == "balanced":  # every expert gets exactly rows / groups rows
+            if rows % groups:
+                raise ValueError(f"balanced routing needs rows ({rows}) to be a multiple of groups ({groups})")
+            counts = t.full((groups,), rows // groups, dtype=t.int64)
+        else:
+            expert = t.randint(groups, (rows,), generator=self.gen)
+            counts = t.bincount(expert, minlength=groups)
         touched = int((counts > 0).sum())
         offs = t.cumsum(counts, 0).to(t.int32).to(self.dev)
         e = self._elt(dtype)
@@ -427,9 +435,30 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m rubinperf.calibrate.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="CSV file to write (an .env.json file is written beside it)")
     ap.add_argument("--quick", action="store_true", help="a few shapes per family only")
-    ap.add_argument("--budget-s", type=float, default=360.0, help="stop starting new kernels after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="stop starting new kernels after this many seconds [360; shapes: 300]")
+    ap.add_argument("--suite", choices=("kernels", "shapes"), default="kernels",
+                    help="kernels: the default suite (fitted by `rubinperf calibrate`); shapes: DeepSeek-V4.1-Flash's "
+                         "kernels at its own shapes, each in graph and eager mode, plus the pointer-chase and "
+                         "CTA-streaming probes (plan.shapes_plan; measured only, not fitted)")
     args = ap.parse_args(argv)
     command = "python3 -m rubinperf.calibrate.bench" + (" --quick" if args.quick else "")
+    if args.suite == "shapes":
+        from rubinperf.calibrate import shapes_bench
+
+        command += " --suite shapes" + (f" --budget-s {args.budget_s:g}" if args.budget_s else "")
+        try:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            rows, env = shapes_bench.run(quick=args.quick, budget_s=args.budget_s or 300.0, command=command,
+                                         partial_csv=Path(args.out))
+        except SpecError as exc:
+            print(f"rubinperf: error: {exc}", file=sys.stderr)
+            return 2
+        shapes_bench.write_outputs(rows, Path(args.out), env)
+        print(f"wrote {len(rows)} measurements to {args.out}", file=sys.stderr)
+        shapes_bench.print_summary(rows)
+        return 0
+    args.budget_s = 360.0 if args.budget_s is None else args.budget_s
     try:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         rows, env = run(quick=args.quick, budget_s=args.budget_s, command=command, partial_csv=Path(args.out))

@@ -32,36 +32,42 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rubinperf.calibrate.plan import family_label
-from rubinperf.calibrate.rows import PROBES, row_kernel, row_mode
+from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.cost import Cost, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.roofline import kernel_time
 
-FIT_FIELDS = ("hbm_stream_efficiency", "kernel_prologue_s", "mma_compute_efficiency", "mma_bytes_in_flight_per_sm",
-              "attention_compute_efficiency")
-DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16)}
-PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_eager_s", "hbm_latency_s")
+FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_per_sm", "mma_prologue_s",
+              "mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "grouped_compute_efficiency",
+              "grouped_hbm_efficiency", "attention_compute_efficiency", "kernel_launch_eager_s")
+DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16, 32, 64), "split_k_min_depth": (256, 512, 1024, 2048, 4096),
+                   "wave_quantization": (0.0, 0.25, 0.5, 0.75, 1.0)}
+PROBE_FIELDS = ("kernel_launch_graph_s",)
 KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
-BOUNDS = {"kernel_prologue_s": (0.0, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
-          "mma_bytes_in_flight_per_sm": (1024.0, None)}
+BOUNDS = {"mma_prologue_s": (0.0, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
+          "mma_bytes_in_flight_per_sm": (1024.0, None), "stream_bytes_in_flight_per_sm": (1024.0, None),
+          "hbm_latency_s": (1e-8, 1e-5), "kernel_launch_eager_s": (1e-7, 1e-3)}
 EFF_BOUNDS = (0.01, 1.0)
-START = {"kernel_prologue_s": 2e-6, "mma_bytes_in_flight_per_sm": 65536.0}
+START = {"mma_prologue_s": 2e-6, "mma_bytes_in_flight_per_sm": 65536.0, "stream_bytes_in_flight_per_sm": 16384.0,
+         "hbm_latency_s": 5e-7, "kernel_launch_eager_s": 1e-5}
 START_EFFICIENCY = 0.7
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
 
 class Stacked:
-    """Rows grouped by kernel structure, each group one Kernel whose fields are numpy arrays."""
+    """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
+    a row's time is the sum of its kernels' times."""
 
     def __init__(self, rows: list[dict]):
         self.n = len(rows)
         groups: dict[tuple, list] = {}
         for i, r in enumerate(rows):
-            k = row_kernel(r)
-            key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
-                   row_mode(r))
-            groups.setdefault(key, []).append((i, k))
+            for k, by_host in row_kernels(r):
+                # Launched alone, each operation pays the host launch; kernels a library enqueues do not.
+                mode = row_mode(r) if by_host else "graph"
+                key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None, mode)
+                groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
             ks = [k for _, k in items]
@@ -73,10 +79,10 @@ class Stacked:
             self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
 
     def times(self, hw, what: str = "expected_s") -> np.ndarray:
-        out = np.empty(self.n)
+        out = np.zeros(self.n)
         for idx, kern, mode in self.groups:
-            out[idx] = np.broadcast_to(np.asarray(getattr(kernel_time(kern, hw, launch=mode), what), dtype=float),
-                                       idx.shape)
+            np.add.at(out, idx, np.broadcast_to(np.asarray(getattr(kernel_time(kern, hw, launch=mode), what),
+                                                           dtype=float), idx.shape))
         return out
 
 
@@ -85,8 +91,8 @@ def measured(rows: list[dict]) -> np.ndarray:
 
 
 def timed_rows(rows: list[dict]) -> list[dict]:
-    """The rows that time a kernel (not a probe)."""
-    return [r for r in rows if r["family"] not in PROBES]
+    """The rows that time a kernel the model describes (not a probe, not an unmodelled implementation)."""
+    return [r for r in rows if r["family"] not in PROBES and modelled(r)]
 
 
 def expected(rows: list[dict], hw) -> np.ndarray:
@@ -128,33 +134,40 @@ LOSSES = {  # name: (method, objective, function of the log ratios)
 def probe_values(rows: list[dict]) -> tuple[dict, list]:
     """Hardware facts read straight off the probes: launch (graph and eager) and HBM latency (medians)."""
     vals, notes = {}, []
-    for mode, name in (("graph", "kernel_launch_graph_s"), ("eager", "kernel_launch_eager_s")):
+    for mode in ("graph", "eager"):
         t = [float(r["measured_s"]) for r in rows if r["family"] == "launch" and row_mode(r) == mode]
-        if t:
-            vals[name] = float(np.median(t))
-            notes.append(f"{name}: an empty kernel ({mode}), median of {len(t)}: {vals[name] * 1e6:.2f} us")
+        if t and mode == "graph":
+            vals["kernel_launch_graph_s"] = float(np.median(t))
+            notes.append(f"kernel_launch_graph_s: an empty kernel in a graph, median of {len(t)}: "
+                         f"{vals['kernel_launch_graph_s'] * 1e6:.2f} us")
+        elif t:  # a lone real kernel also pays its framework's dispatch: kernel_launch_eager_s is fitted to those
+            notes.append(f"an empty kernel launched alone (torch.cuda._sleep), median of {len(t)}: "
+                         f"{float(np.median(t)) * 1e6:.2f} us")
     chase = [float(r["measured_s"]) for r in rows if r["family"] == "pointer_chase" and (r.get("nbytes") or 0) >= CHASE_MIN_BYTES]
-    if chase:
-        vals["hbm_latency_s"] = float(np.median(chase))
-        notes.append(f"hbm_latency_s: pointer chase over >= 1 GiB, median of {len(chase)}: {vals['hbm_latency_s'] * 1e9:.0f} ns")
-    if "kernel_launch_graph_s" in vals and "kernel_launch_eager_s" in vals and \
-            vals["kernel_launch_graph_s"] > vals["kernel_launch_eager_s"]:
-        vals["kernel_launch_graph_s"] = vals["kernel_launch_eager_s"]
-        notes.append("kernel_launch_graph_s measured above eager: set equal to it")
+    if chase:  # unloaded: the latency under load (hbm_latency_s, fitted to the streaming probe) can only be longer
+        notes.append(f"pointer chase over >= 1 GiB (one load at a time), median of {len(chase)}: "
+                     f"{float(np.median(chase)) * 1e9:.0f} ns")
     return vals, notes
 
 
 def _constrained(rows: list[dict]) -> list[str]:
     """The fit fields some row constrains."""
     fams = {r["family"] for r in rows}
-    kernels = [row_kernel(r) for r in rows]
+    kernels = [k for r in rows for k, _ in row_kernels(r)]
     out = []
     if any(float(k.cost.hbm_bytes) > 0 for k in kernels):
         out.append("hbm_stream_efficiency")
+    if any(k.in_flight_bytes_per_cta is not None for k in kernels):  # the Little's-law probe
+        out += ["hbm_latency_s", "stream_bytes_in_flight_per_sm"]
     if any(k.cost.launches for k in kernels):
-        out.append("kernel_prologue_s")
+        out.append("mma_prologue_s")
     if any(k.is_mma for k in kernels):
-        out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max"]
+        out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max", "split_k_min_depth",
+                "wave_quantization"]
+    if any(k.family in ("grouped_gemm", "fused_moe") for k in kernels):
+        out += ["grouped_compute_efficiency", "grouped_hbm_efficiency"]
+    if any(row_mode(r) == "eager" for r in rows):
+        out.append("kernel_launch_eager_s")
     if fams & {"attention_decode", "attention_prefill"}:
         out.append("attention_compute_efficiency")
     return out
@@ -165,6 +178,10 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
     """Probes read directly, then a coordinate search of the fields the timed rows constrain."""
     probes, notes = probe_values(rows)
     timed = timed_rows(rows)
+    skipped = sum(1 for r in rows if not modelled(r))
+    if skipped:
+        notes.append(f"{skipped} rows of implementations the model does not describe left out "
+                     f"({', '.join(sorted({(r.get('impl') or '').split(' ')[0] for r in rows if not modelled(r)}))})")
     if not timed:
         raise SpecError("no kernel measurements to fit")
     base = {f: getattr(hw, f) for f in KERNEL_FIELDS}
@@ -178,7 +195,8 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
     x = {f: START.get(f, START_EFFICIENCY) for f in free}
     x.update({f: opts[0] for f, opts in discrete.items()})
     method, objective, measure = LOSSES[loss]
-    limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
+    limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes,
+             "stream_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
 
     def value(vals: dict) -> float:
         return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **vals))))
@@ -187,12 +205,16 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
     width = math.log(4.0)
     for _ in range(rounds):
         for f, opts in discrete.items():
-            best = min(opts, key=lambda o: value({**x, f: o}))
+            # ties go to the larger option: a split or a quantization the data cannot tell apart from a
+            # smaller one is what a library that fills the GPU would pick
+            best = min(reversed(opts), key=lambda o: value({**x, f: o}))
             x[f] = best
         for f in free:
             lo_b, hi_b = BOUNDS.get(f, EFF_BOUNDS)
             hi_b = limit.get(f, hi_b)
             c = max(x[f], 1e-9)
+            if f == "kernel_launch_eager_s":  # a lone kernel never starts sooner than one in a graph
+                lo_b = max(lo_b, hw0.kernel_launch_graph_s)
             grid = np.clip(c * np.exp(np.linspace(-width, width, points)), max(lo_b, 1e-12), hi_b)
             grid = np.append(np.unique(grid), x[f])
             losses = np.array([value({**x, f: float(g)}) for g in grid])
@@ -213,7 +235,8 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
 
 
 def folds(rows: list[dict], k: int = 2) -> list[int]:
-    """Fold of each row: rows alternate within each family (in their order), so each fold spans every family."""
+    """Fold of each row: rows alternate within each family and launch mode (in their order), so each fold
+    spans every family in both modes."""
     seen: dict[str, int] = {}
     out = []
     for r in rows:
@@ -240,15 +263,30 @@ def cross_validate(rows: list[dict], hw, k: int = 2, **fit_options) -> dict:
         h = res.hardware(hw)
         errors[test_idx] = np.log(measured(test) / expected(test, h))
         sol_over[test_idx] = sol(test, h) / measured(test)
-    worst = int(np.argmax(np.abs(errors)))
-    per_family = {}
-    for lab in dict.fromkeys(family_label(r) for r in timed):
-        idx = [i for i, r in enumerate(timed) if family_label(r) == lab]
-        per_family[lab] = {"n": len(idx), "median_abs_log": float(np.median(np.abs(errors[idx]))),
-                           "worst_abs_log": float(np.max(np.abs(errors[idx])))}
-    return {"folds": k, "n": len(timed), "median_abs_log": float(np.median(np.abs(errors))),
-            "worst_abs_log": float(np.abs(errors[worst])), "worst_row": _describe(timed[worst]),
-            "max_sol_over_measured": float(np.max(sol_over)), "families": per_family}
+    return {"folds": k, **error_stats(timed, errors, sol_over)}
+
+
+def error_stats(rows: list[dict], errors: np.ndarray, sol_over: np.ndarray) -> dict:
+    """Median and worst |ln(measured/expected)| over rows, per launch mode and per family, and the largest SOL/measured."""
+    def stats(idx) -> dict:
+        e = np.abs(errors[idx])
+        worst = idx[int(np.argmax(e))]
+        return {"n": len(idx), "median_abs_log": float(np.median(e)), "worst_abs_log": float(np.max(e)),
+                "worst_row": _describe(rows[worst]), "max_sol_over_measured": float(np.max(sol_over[idx]))}
+
+    everything = list(range(len(rows)))
+    modes = {m: [i for i in everything if row_mode(rows[i]) == m] for m in ("graph", "eager")}
+    labels = [family_label(r) for r in rows]
+    return {**stats(everything), "modes": {m: stats(idx) for m, idx in modes.items() if idx},
+            "families": {lab: stats([i for i in everything if labels[i] == lab]) for lab in dict.fromkeys(labels)}}
+
+
+def predict(rows: list[dict], hw) -> dict:
+    """Error of `hw` on measurements it was not fitted to (another run, other shapes)."""
+    timed = timed_rows(rows)
+    t = measured(timed)
+    stacked = Stacked(timed)
+    return error_stats(timed, np.log(t / stacked.times(hw)), stacked.times(hw, "sol_s") / t)
 
 
 def _describe(row: dict) -> str:
@@ -441,6 +479,8 @@ def _toml_str(s: str) -> str:
 
 
 def _toml_float(v: float) -> str:
+    if isinstance(v, int) and not isinstance(v, bool):  # counts (split_k_max) stay integers
+        return str(v)
     s = f"{v:.3g}"
     return s if any(c in s for c in ".en") else s + ".0"
 

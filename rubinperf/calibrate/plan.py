@@ -6,6 +6,10 @@ shape columns) and by the tests (which make synthetic measurements from the same
 A row's Cost always comes from the very kernel functions the model uses
 (`rubinperf.kernels.gemm`, `grouped_gemm`, `attention`, `copy`), so the calibration fits
 the formulas that `estimate` evaluates.
+
+`shapes_plan` is the model-shape suite (`--suite shapes`, `shapes_bench`): DeepSeek-V4.1-Flash's
+kernels at its own shapes plus two probes, written with `SHAPES_COLUMNS` (a superset of
+`KERNEL_COLUMNS`: `mode`, probe and MQA columns); calibration/h200/README.md documents them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ from rubinperf.cost import Cost
 from rubinperf.errors import SpecError
 from rubinperf.precision import PRECISIONS
 
-FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch")
+FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch",
+            "pointer_chase", "stream_ctas", "elementwise")
+# Families with no dtype (an empty kernel and the two physical probes).
+NO_DTYPE_FAMILIES = ("launch", "pointer_chase", "stream_ctas")
+MODES = ("graph", "eager")
 
 # Shape columns; a row leaves the ones its family does not use empty.
 INT_COLUMNS = ("m", "n", "k", "groups", "rows", "touched", "batch", "heads", "kv_heads", "q_len", "kv_len",
@@ -32,6 +40,16 @@ KERNEL_COLUMNS = (
     "calls",        # kernel calls per sample
     "flops",        # from rubinperf.kernels, the same function the model uses
     "bytes",        # HBM bytes from rubinperf.kernels
+)
+
+# The model-shape suite (`shapes_plan`, `--suite shapes`) writes these further columns; a CSV
+# without them (the default suite's) reads with mode "graph" and the rest empty.
+SHAPES_INT_COLUMNS = ("v_head_dim", "ctas", "inflight_bytes", "stride_bytes", "steps", "regs")
+SHAPES_COLUMNS = (
+    "family", "mode", "impl", "dtype", *INT_COLUMNS, *SHAPES_INT_COLUMNS, "causal", "shared_kv", "routing",
+    "measured_s", "spread", "samples", "calls", "flops", "bytes",
+    "launches_source",  # "profiler": kernels counted with torch.profiler; "nominal": as designed
+    "check_rel_err",    # attention: ||out - ref|| / ||ref|| against a float32 reference (batch 0)
 )
 
 # Message sizes and ranks of the collectives benchmark (issue 8).
@@ -88,6 +106,116 @@ def kernel_plan(quick: bool = False, dtypes=("bf16", "fp8")) -> list[dict]:
                      "kv_heads": ATTN_KV_HEADS, "q_len": kv_len, "kv_len": kv_len, "head_dim": ATTN_HEAD_DIM,
                      "causal": True, "launches": 1})
     return rows
+
+
+# ---------------------------------------------------------------- model-shape suite (DeepSeek-V4.1-Flash)
+
+V4_HIDDEN, V4_Q_LORA, V4_HEADS, V4_O_LORA, V4_O_GROUPS = 5120, 1280, 64, 1024, 8
+V4_QK_DIM, V4_V_DIM = 576, 512  # MQA over a 512-dim latent + 64 RoPE dims; one KV head
+V4_INTER, V4_VOCAB = 2304, 129280
+# (name, n, k) of the dense GEMMs, weights [N, K].
+SHAPE_GEMMS = (
+    ("q_down", V4_Q_LORA, V4_HIDDEN),
+    ("q_up", V4_HEADS * V4_V_DIM, V4_Q_LORA),
+    ("q_up_tp8", V4_HEADS * V4_V_DIM // 8, V4_Q_LORA),
+    ("kv", V4_QK_DIM, V4_HIDDEN),
+    ("o_up", V4_HIDDEN, V4_O_GROUPS * V4_O_LORA),
+    ("shared_gate_up", 2 * V4_INTER, V4_HIDDEN),
+    ("shared_down", V4_HIDDEN, V4_INTER),
+    ("lm_head", V4_VOCAB, V4_HIDDEN),
+    ("lm_head_tp8", V4_VOCAB // 8, V4_HIDDEN),
+)
+SHAPE_GEMM_M = tuple(2 ** i for i in range(16))  # 1 ... 32768
+SHAPE_FP8_GEMMS = ("q_down", "q_up", "q_up_tp8", "kv", "o_up", "shared_gate_up", "shared_down")
+SHAPE_BF16_GEMMS = ("lm_head", "lm_head_tp8", "q_up", "shared_gate_up", "kv")
+LM_HEAD_MAX_M = 8192  # 129280 x 16384 BF16 output would be 4 GiB per call
+SHAPE_EXPERTS = (("gate_up", 2 * V4_INTER, V4_HIDDEN), ("down", V4_HIDDEN, V4_INTER))
+SHAPE_EXPERT_GROUPS = (12, 24, 48, 96)  # local experts per rank: DEP32, DEP16, DEP8, DEP4 of 384
+SHAPE_ROWS_PER_EXPERT = (1, 2, 4, 8, 16, 32, 64, 128, 200)
+SHAPE_BF16_GROUPED = ((12, (1, 16, 200)), (96, (1, 16, 200)))  # (groups, rows per expert) in BF16 too
+SHAPE_RANDOM_GROUPED = ((12, 96), (48, 384), (96, 768), (96, 6144))  # (groups, rows) routed uniformly at random
+SHAPE_ATTN_HEADS = (64, 8)  # DEP (all heads on a rank) and TP8
+SHAPE_ATTN_Q_LEN = (6, 1)   # 1 + 5 draft tokens, and plain decode
+SHAPE_ATTN_KV = (128, 640, 2048, 8192, 32768, 131072)
+SHAPE_ATTN_BATCH = (1, 8, 32, 64)
+SHAPE_ATTN_MAX_TOKENS = 2 ** 21  # batch x kv_len at most this (2M cached tokens, 2.4 GB of latent)
+SHAPE_ELEMENTWISE_TOKENS = (1, 8, 64, 512, 4096, 32768)
+SHAPE_ELEMENTWISE_WIDTH = 4 * V4_HIDDEN  # the mHC residual: 4 routes x hidden, FP32
+CHASE_BYTES = (8 * 2 ** 20, 32 * 2 ** 20, 256 * 2 ** 20, 2 * 2 ** 30, 4 * 2 ** 30)
+CHASE_STRIDE, CHASE_STEPS = 128, 200_000
+STREAM_CTAS = (1, 2, 4, 8, 16, 33, 66, 99, 132, 264, 528, 1056)
+STREAM_UNROLL = (1, 4, 16)      # independent 16-byte loads per thread per iteration
+STREAM_THREADS = 256
+STREAM_BYTES = 512 * 2 ** 20
+
+SHAPES_QUICK = {
+    "gemm_m": (1, 64, 4096), "fp8": ("q_up", "shared_gate_up"), "bf16": ("lm_head_tp8",),
+    "groups": (12, 96), "rpe": (1, 200), "bf16_grouped": ((12, (16,)),), "random_grouped": ((48, 384),),
+    "attn": ((64, 6, 8, 8192), (8, 1, 1, 131072)), "tokens": (64, 32768), "copy": (2 ** 22, 2 ** 30),
+    "chase": (8 * 2 ** 20, 2 * 2 ** 30), "chase_steps": 20_000, "ctas": (1, 33, 132, 1056), "unroll": (1, 16),
+}
+
+
+def shapes_plan(quick: bool = False) -> list[dict]:
+    """The model-shape suite: DeepSeek-V4.1-Flash's kernels at its own shapes, plus two physical probes.
+
+    Shape columns only; the benchmark measures each kernel row in both modes (graph and eager)
+    and adds `mode`. Ordered so the probes and the most used rows come first (a run that hits
+    its time budget drops the tail).
+    """
+    q = SHAPES_QUICK if quick else {}
+    rows: list[dict] = [{"family": "launch", "dtype": "", "launches": 1}]
+    for nbytes in q.get("chase", CHASE_BYTES):
+        rows.append({"family": "pointer_chase", "dtype": "", "nbytes": nbytes, "stride_bytes": CHASE_STRIDE,
+                     "steps": q.get("chase_steps", CHASE_STEPS), "launches": 1})
+    for u in q.get("unroll", STREAM_UNROLL):
+        for g in q.get("ctas", STREAM_CTAS):
+            rows.append({"family": "stream_ctas", "dtype": "", "ctas": g, "inflight_bytes": STREAM_THREADS * u * 16,
+                         "nbytes": STREAM_BYTES, "launches": 1})
+    for nbytes in q.get("copy", COPY_BYTES):
+        rows.append({"family": "copy", "dtype": "bf16", "nbytes": nbytes, "launches": 1})
+    for t in q.get("tokens", SHAPE_ELEMENTWISE_TOKENS):
+        rows.append({"family": "elementwise", "dtype": "fp32", "m": t, "n": SHAPE_ELEMENTWISE_WIDTH,
+                     "nbytes": 2 * t * SHAPE_ELEMENTWISE_WIDTH * 4, "launches": 1})
+    gemms = {name: (n, k) for name, n, k in SHAPE_GEMMS}
+    for dtype, names in (("fp8", q.get("fp8", SHAPE_FP8_GEMMS)), ("bf16", q.get("bf16", SHAPE_BF16_GEMMS))):
+        for name in names:
+            n, k = gemms[name]
+            for m in q.get("gemm_m", SHAPE_GEMM_M):
+                if name == "lm_head" and m > LM_HEAD_MAX_M:
+                    continue
+                rows.append({"family": "gemm", "dtype": dtype, "m": m, "n": n, "k": k, "launches": 1})
+        if dtype == "fp8":  # grouped FP8 right after the dense FP8 GEMMs, before attention and BF16
+            for groups in q.get("groups", SHAPE_EXPERT_GROUPS):
+                for _, n, k in SHAPE_EXPERTS:
+                    for rpe in q.get("rpe", SHAPE_ROWS_PER_EXPERT):
+                        rows.append(_grouped_row("fp8", groups, n, k, groups * rpe, "balanced"))
+            for groups, r in q.get("random_grouped", SHAPE_RANDOM_GROUPED):
+                for _, n, k in SHAPE_EXPERTS:
+                    rows.append(_grouped_row("fp8", groups, n, k, r, "uniform"))
+            rows.extend(_attention_rows(q.get("attn")))
+    for groups, rpes in q.get("bf16_grouped", SHAPE_BF16_GROUPED):
+        for _, n, k in SHAPE_EXPERTS:
+            for rpe in rpes:
+                rows.append(_grouped_row("bf16", groups, n, k, groups * rpe, "balanced"))
+    return rows
+
+
+def _grouped_row(dtype, groups, n, k, rows, routing):
+    row = {"family": "grouped_gemm", "dtype": dtype, "groups": groups, "n": n, "k": k, "rows": rows,
+           "routing": routing, "launches": 1}
+    if routing == "balanced":
+        row["touched"] = groups
+    return row
+
+
+def _attention_rows(points=None) -> list[dict]:
+    if points is None:
+        points = [(h, lq, b, l) for h in SHAPE_ATTN_HEADS for lq in SHAPE_ATTN_Q_LEN for l in SHAPE_ATTN_KV
+                  for b in SHAPE_ATTN_BATCH if b * l <= SHAPE_ATTN_MAX_TOKENS]
+    return [{"family": "attention_decode", "dtype": "bf16", "batch": b, "heads": h, "kv_heads": 1, "q_len": lq,
+             "kv_len": l, "head_dim": V4_QK_DIM, "v_head_dim": V4_V_DIM, "shared_kv": True, "causal": False,
+             "launches": 1} for h, lq, b, l in points]
 
 
 def row_cost(row: dict) -> Cost:
@@ -159,7 +287,8 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
 SHAPE_COLUMNS = {"launch": (), "copy": ("nbytes",), "gemm": ("m", "n", "k"), "grouped_gemm": ("rows", "groups", "n", "k"),
                  "attention_decode": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
                  "attention_prefill": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
-                 "collective": ("ranks", "nbytes")}
+                 "pointer_chase": ("nbytes", "stride_bytes", "steps"), "stream_ctas": ("ctas", "inflight_bytes", "nbytes"),
+                 "elementwise": ("m", "n", "nbytes"), "collective": ("ranks", "nbytes")}
 MAX_COUNT = 1e15  # shapes, byte counts and calls: far beyond any benchmark, keeps products finite
 
 
@@ -169,14 +298,14 @@ def _typed(raw: dict, kind: str) -> dict:
         if key is None or not isinstance(val, (str, type(None))):
             raise ValueError("more fields than the header has columns")
         val = (val or "").strip()
-        if key in INT_COLUMNS or key in ("ranks", "hops", "samples", "calls"):
+        if key in INT_COLUMNS or key in SHAPES_INT_COLUMNS or key in ("ranks", "hops", "samples", "calls"):
             number = float(val) if val else None
             if number is not None and not (math.isfinite(number) and 0 <= number <= MAX_COUNT):
                 raise ValueError(f"{key}: expected a count between 0 and {MAX_COUNT:g}, got {val!r}")
             row[key] = int(number) if number is not None else None
-        elif key == "causal":
+        elif key in ("causal", "shared_kv"):
             row[key] = val.lower() in ("true", "1", "yes")
-        elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes"):
+        elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes", "check_rel_err"):
             row[key] = float(val) if val else None
             if row[key] is not None and not math.isfinite(row[key]):
                 raise ValueError(f"{key}: expected a finite number, got {val!r}")
@@ -187,14 +316,18 @@ def _typed(raw: dict, kind: str) -> dict:
         raise ValueError(f"measured_s: expected a positive number of seconds (1e-12 to 1e6), got {raw.get('measured_s')!r}")
     if kind == "kernels" and row["family"] not in FAMILIES:
         raise ValueError(f"family: unknown '{row['family']}' (known: {', '.join(FAMILIES)})")
+    if kind == "kernels":
+        row["mode"] = row.get("mode") or "graph"  # the default suite's CSV has no mode: it is all graph replays
+        if row["mode"] not in MODES:
+            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {row['mode']!r}")
     for key in SHAPE_COLUMNS[row["family"] if kind == "kernels" else "collective"]:
         if not row.get(key):
             raise ValueError(f"{key}: a {row.get('family') or row.get('collective')} row needs a positive {key}, "
                              f"got {raw.get(key)!r}")
     if kind == "kernels" and row["family"].startswith("attention") and row["q_len"] > row["kv_len"]:
         raise ValueError(f"q_len: expected at most kv_len ({row['kv_len']}), got {row['q_len']}")
-    if row.get("dtype") and row["dtype"] not in PRECISIONS or kind == "kernels" and row["family"] != "launch" \
-            and not row.get("dtype"):
+    if row.get("dtype") and row["dtype"] not in PRECISIONS or kind == "kernels" \
+            and row["family"] not in NO_DTYPE_FAMILIES and not row.get("dtype"):
         raise ValueError(f"dtype: expected one of {', '.join(PRECISIONS)}, got {row.get('dtype')!r}")
     if kind == "collectives" and row["collective"] not in COLLECTIVES:
         raise ValueError(f"collective: unknown '{row['collective']}' (known: {', '.join(COLLECTIVES)})")

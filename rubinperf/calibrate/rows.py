@@ -8,18 +8,67 @@ Probe families measure one hardware fact directly instead of a kernel time:
 
 from __future__ import annotations
 
+import dataclasses
+
 from rubinperf.cost import Cost, Kernel
 from rubinperf.errors import SpecError
 
 PROBES = ("launch", "pointer_chase")
+# Attention implementations the model does not describe: PyTorch's memory-efficient SDPA backend and an
+# untuned Triton split-KV kernel (0.1-0.7 TB/s where bmm -> softmax -> bmm reaches 2 TB/s on the same
+# shapes); their times say how slow those kernels are, not what the GPU does.
+UNMODELLED_IMPLS = ("sdpa-efficient", "triton")
+
+
+def modelled(row: dict) -> bool:
+    return not (row.get("impl") or "").startswith(UNMODELLED_IMPLS)
 
 
 def row_mode(row: dict) -> str:
     return row.get("mode") or "graph"
 
 
+def row_kernels(row: dict) -> tuple:
+    """The kernels one measured call ran, in order, as (Kernel, launched by the host) pairs, from the
+    model's own kernel functions.
+
+    Most rows are one operation of one kernel; attention done as bmm -> softmax -> bmm is three
+    operations (a GEMM of the queries by the keys, a softmax over the scores in HBM, a GEMM of the
+    probabilities by the values), each launched by the host. A call that ran more kernels than its
+    operations (the row's `launches`: a split-K reduction, a workspace fill) pays a kernel boundary
+    for each extra one, enqueued by the library rather than launched from the host."""
+    ops = list(_bmm_attention(row)) if _is_bmm_attention(row) else [row_kernel(row)]
+    out = [(k, True) for k in ops]
+    launches = row.get("launches")
+    if launches and launches > len(ops) and row["family"] not in PROBES:
+        out.append((Kernel("stream", Cost(launches=launches - len(ops)), dependent_loads=0), False))
+    return tuple(out)
+
+
+def _is_bmm_attention(row: dict) -> bool:
+    return row["family"].startswith("attention") and (row.get("impl") or "").startswith("bmm")
+
+
+def _bmm_attention(row: dict) -> tuple:
+    """Scores S = Q K^T (per sequence: heads x q_len query rows against kv_len keys as the 'weights'),
+    P = softmax(S) read and written in BF16, O = P V (V the first v_head_dim of each latent entry)."""
+    from rubinperf.kernels import elementwise, gemm
+
+    b, rows_q, kv = row["batch"], row["heads"] * row["q_len"], row["kv_len"]
+    d, dv = row["head_dim"], row.get("v_head_dim") or row["head_dim"]
+    scores = b * rows_q * kv * 2
+    return (gemm(rows_q, kv, d, weight="bf16", groups=b),
+            _two_pass(elementwise(2 * scores, scores, ctas=b * rows_q)),
+            gemm(rows_q, dv, kv, weight="bf16", groups=b))
+
+
+def _two_pass(kern: Kernel) -> Kernel:
+    """A row-wise reduction that reads its row twice (softmax: max and sum, then normalise; a norm: sum of
+    squares, then scale): the second pass waits for the first, two HBM round trips before the writes."""
+    return dataclasses.replace(kern, dependent_loads=2)
+
+
 def row_kernel(row: dict) -> Kernel:
-    """The Kernel of one measured row, from the model's own kernel functions."""
     from rubinperf.kernels import attention, copy, elementwise, gemm, grouped_gemm
 
     fam = row["family"]
@@ -27,8 +76,8 @@ def row_kernel(row: dict) -> Kernel:
         return Kernel("stream", Cost(launches=1), dependent_loads=0)
     if fam == "copy":
         return copy(row["nbytes"])
-    if fam == "elementwise":  # nbytes: bytes read + written
-        return elementwise(row["nbytes"] / 2, row["nbytes"] / 2)
+    if fam == "elementwise":  # nbytes: bytes read + written once; torch's RMSNorm reads each row twice,
+        return _two_pass(elementwise(row["nbytes"], row["nbytes"] / 2, ctas=row.get("m")))  # one row per CTA
     if fam == "stream_ctas":  # a read-only probe of `ctas` CTAs, each with `inflight_bytes` in flight
         return Kernel("stream", Cost(activation_bytes=row["nbytes"], launches=1), ctas=row["ctas"],
                       in_flight_bytes_per_cta=row["inflight_bytes"])
@@ -40,8 +89,7 @@ def row_kernel(row: dict) -> Kernel:
         return grouped_gemm(row["rows"], row["groups"], row["n"], row["k"], weight=d, act=d, out="bf16",
                             touched=row.get("touched"))
     if fam in ("attention_decode", "attention_prefill"):
-        v = row.get("v_head_dim")
         return attention(row["batch"], row["heads"], row["q_len"], row["kv_len"], row["head_dim"], dtype=row["dtype"],
-                         kv_heads=row["kv_heads"], causal=bool(row["causal"]), v_head_dim=v or None,
-                         shared_kv=bool(v) and v < row["head_dim"])
+                         kv_heads=row["kv_heads"], causal=bool(row["causal"]), v_head_dim=row.get("v_head_dim") or None,
+                         shared_kv=bool(row.get("shared_kv")))
     raise SpecError(f"unknown kernel family '{fam}'")

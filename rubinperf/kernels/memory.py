@@ -10,15 +10,17 @@ def copy(nbytes) -> Kernel:
     return Kernel("stream", Cost(activation_bytes=2 * nbytes, launches=1))
 
 
-def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "fp32") -> Kernel:
-    """A streaming pass (RMSNorm, mHC mixing, SwiGLU, a sampler): bytes in and out, a few FLOPs per element."""
+def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "fp32", ctas=None) -> Kernel:
+    """A streaming pass (RMSNorm, mHC mixing, SwiGLU, a sampler): bytes in and out, a few FLOPs per element.
+
+    `ctas`: the CTAs a row-wise kernel launches (a norm runs one row per CTA); None: enough to fill the GPU."""
     return Kernel("stream", Cost.of_flops(peak, flops) + Cost(
-        activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1))
+        activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1), ctas=ctas)
 
 
 def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
     """Mega-mHC for one sublayer: read and write every residual route, mix (`mix_rows` x routes x
-    hidden FP32 weights), RMSNorm."""
+    hidden FP32 weights), RMSNorm. Its work (tokens and slices of the routes) spreads over every SM."""
     per_token = routes * hidden * residual_bytes
     mix = mix_rows * routes * hidden
     return elementwise(read_bytes=tokens * per_token, write_bytes=tokens * per_token,
