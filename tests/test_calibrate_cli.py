@@ -13,6 +13,7 @@ from rubinperf.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 CSV = REPO / "calibration" / "h200" / "measurements.csv"
+SHAPES = REPO / "calibration" / "h200" / "shapes.csv"
 NO_TORCH = "import sys; sys.modules['torch'] = None; from rubinperf.cli import main; raise SystemExit(main(sys.argv[1:]))"
 
 
@@ -48,23 +49,26 @@ def test_help_lists_calibrate_and_its_options(capsys):
 
 
 def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
-    code, out, err = run(capsys, "calibrate", "--hardware", "h200", "--from-csv", str(CSV), "--out-dir", str(tmp_path),
-                         "--json")
+    code, out, err = run(capsys, "calibrate", "--hardware", "h200", "--from-csv", str(SHAPES), "--from-csv", str(CSV),
+                         "--out-dir", str(tmp_path), "--json")
     assert code == 0, err
     rec = json.loads(out)
     assert rec["kind"] == "kernels" and rec["gpu"] == "NVIDIA H200"
     fitted = {f["field"]: f["after"] for f in rec["fit"] if f["fitted"]}
-    assert set(fitted) == {"bf16_compute_efficiency", "fp8_compute_efficiency", "hbm_efficiency",
-                           "kernel_launch_floor_s"}
+    from rubinperf.calibrate.fit import KERNEL_FIELDS
+
+    assert set(fitted) == set(KERNEL_FIELDS)
     assert rec["objective_after"] <= rec["objective_before"] + 1e-12
-    assert {f["family"] for f in rec["families_after"]} >= {"gemm-bf16", "grouped_gemm-fp8", "attention_decode", "all"}
+    assert {f["family"] for f in rec["families_after"]} >= {"gemm-bf16", "grouped_gemm-fp8", "attention_decode",
+                                                              "stream_ctas", "all"}
+    assert set(rec["heldout"]["modes"]) == {"graph", "eager"}
 
     from rubinperf.specs.hardware import load_hardware
 
     hw = load_hardware(str(tmp_path / "h200.toml"))  # the strict loader accepts it
     for field, value in fitted.items():
         assert getattr(hw, field) == value
-    assert hw.sources["efficiency"].startswith("Calibrated 2026-11-29 on NVIDIA H200")
+    assert hw.sources["efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
     bundled = load_hardware("h200")
     assert hw.sources["compute"] == bundled.sources["compute"] and hw.hbm_bandwidth_bytes_per_s == 4.8e12
 
@@ -72,7 +76,17 @@ def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
 def test_from_csv_table_output(tmp_path, capsys):
     code, out, err = run(capsys, "calibrate", "--from-csv", str(CSV), "--out-dir", str(tmp_path))
     assert code == 0, err
-    assert "hbm_efficiency" in out and "grouped_gemm-bf16" in out and "launch" in out
+    assert "hbm_stream_efficiency" in out and "grouped_gemm-bf16" in out and "did not see" in out
+
+
+def test_mixed_kernel_and_collective_csvs_are_refused(tmp_path, capsys):
+    from rubinperf.calibrate.plan import COLLECTIVE_COLUMNS, rows_to_csv
+
+    p = tmp_path / "collectives.csv"
+    p.write_text(rows_to_csv([{"collective": "all_reduce", "ranks": 2, "nbytes": 8, "dtype": "bf16", "measured_s": 1e-5,
+                               "nvlink_bytes": 8, "hops": 2}], COLLECTIVE_COLUMNS))
+    code, out, err = run(capsys, "calibrate", "--from-csv", str(CSV), "--from-csv", str(p), "--out-dir", str(tmp_path))
+    assert code == 2 and len(err.splitlines()) == 1 and "mix kernel and collective" in err
 
 
 def test_from_csv_collectives(tmp_path, capsys):

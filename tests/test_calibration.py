@@ -1,10 +1,9 @@
-"""The committed H200 calibration: measurements (calibration/h200/measurements.csv) against the
-committed hardware/h200.toml, through the same kernel functions and roofline the CLI uses."""
+"""The committed H200 calibration: the measurements under calibration/h200/ against the committed
+hardware/h200.toml, through the same kernel functions and roofline the CLI uses."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 import numpy as np
@@ -15,19 +14,27 @@ from rubinperf.calibrate.plan import read_csv, row_cost
 from rubinperf.specs.hardware import load_hardware
 
 REPO = Path(__file__).resolve().parent.parent
-CSV = REPO / "calibration" / "h200" / "measurements.csv"
-README = REPO / "calibration" / "h200" / "README.md"
+DIR = REPO / "calibration" / "h200"
+CSVS = [DIR / "shapes.csv", DIR / "measurements.csv"]   # the fit's inputs, in the fit command's order
+REPEAT = DIR / "shapes_repeat.csv"                         # a second run of the suite: never fitted
+README = DIR / "README.md"
 
-# hardware/h200.toml's [efficiency] values before calibration (the uncalibrated assumption).
-ORIGINAL_H200 = dict(bf16_compute_efficiency=0.75, fp8_compute_efficiency=0.70, hbm_efficiency=0.88,
-                     kernel_launch_floor_s=4.0e-6)
+# hardware/h200.toml's kernel-model values before calibration (the uncalibrated assumption).
+ORIGINAL_H200 = dict(hbm_stream_efficiency=0.90, hbm_latency_s=0.7e-6, stream_bytes_in_flight_per_sm=32768.0,
+                     mma_prologue_s=2e-6, mma_compute_efficiency=0.71, mma_bytes_in_flight_per_sm=131072.0,
+                     grouped_compute_efficiency=0.71, grouped_hbm_efficiency=0.90, attention_compute_efficiency=0.5,
+                     kernel_launch_eager_s=4e-6, kernel_launch_graph_s=0.62e-6, split_k_max=4,
+                     split_k_min_depth=1024, wave_quantization=0.0)
 
 
 @pytest.fixture(scope="module")
 def rows():
-    kind, rows = read_csv(CSV)
-    assert kind == "kernels"
-    return rows
+    out = []
+    for path in CSVS:
+        kind, rs = read_csv(path)
+        assert kind == "kernels"
+        out += rs
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +42,17 @@ def h200():
     return load_hardware("h200")
 
 
-def test_the_csv_covers_every_family_on_an_h200(rows):
-    fams = {r["family"] for r in rows}
-    assert fams == {"launch", "copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill"}
-    assert {r["dtype"] for r in rows if r["family"] == "gemm"} == {"bf16", "fp8"}
-    assert len(rows) >= 100
+@pytest.fixture(scope="module")
+def result(rows, h200):
+    return fit.fit_kernels(rows, h200)
+
+
+def test_the_csvs_cover_every_family_in_both_modes(rows):
+    fams = {(r["family"], r["mode"]) for r in rows}
+    for fam in ("copy", "gemm", "grouped_gemm", "attention_decode", "stream_ctas", "elementwise"):
+        assert {(fam, "graph"), (fam, "eager")} <= fams, fam
+    assert {("launch", "graph"), ("launch", "eager"), ("pointer_chase", "eager"), ("attention_prefill", "graph")} <= fams
+    assert len(rows) >= 1000
 
 
 def test_recorded_flops_and_bytes_are_the_models(rows):
@@ -49,33 +62,54 @@ def test_recorded_flops_and_bytes_are_the_models(rows):
         assert float(c.bytes) == pytest.approx(r["bytes"], rel=1e-9, abs=0.0), r
 
 
-def test_calibrated_expected_times_match_the_measurements(rows, h200):
-    err = np.abs(fit.log_ratios(rows, h200))
-    assert np.median(err) < 0.15
+def test_the_committed_values_are_the_fit_of_the_committed_csvs(result, h200):
+    for f in result.fitted:
+        assert getattr(h200, f) == result.after[f], f
+    assert set(result.fitted) == set(fit.KERNEL_FIELDS)
 
 
-def test_speed_of_light_never_beats_a_measurement(rows, h200):
-    over = fit.sol(rows, h200) / fit.measured(rows)
-    worst = int(np.argmax(over))
-    assert over[worst] <= 1.03, rows[worst]
+def test_error_on_rows_the_fit_did_not_see(result):
+    """The issue's bar on held-out rows, for kernels chained in a graph (how a step runs them): median
+    |ln(measured/expected)| at most 0.10, and no speed of light above a measurement."""
+    graph = result.heldout["modes"]["graph"]
+    assert graph["n"] > 500
+    assert graph["median_abs_log"] <= 0.10
+    assert result.heldout["median_abs_log"] <= 0.10
+    assert result.heldout["max_sol_over_measured"] <= 1.0
+
+
+def test_a_second_run_of_the_suite_is_predicted_as_well(h200):
+    kind, rows = read_csv(REPEAT)
+    p = fit.predict(rows, h200)
+    assert p["modes"]["graph"]["median_abs_log"] <= 0.10
+    assert p["max_sol_over_measured"] <= 1.0
+
+
+def test_the_probes_look_physical(h200, result):
+    # HBM latency under load (Little's law on the streaming probe) is above the unloaded pointer chase (355 ns)
+    assert 3.5e-7 < h200.hbm_latency_s < 6e-7
+    assert any("pointer chase" in n for n in result.notes)
+    # a graph boundary is under a microsecond; a lone kernel through PyTorch pays tens of them
+    assert 0.3e-6 < h200.kernel_launch_graph_s < 1e-6 < 5e-6 < h200.kernel_launch_eager_s
+    # a GEMM's TMA pipeline keeps more bytes in flight per SM than ordinary loads do
+    assert h200.mma_bytes_in_flight_per_sm > h200.stream_bytes_in_flight_per_sm
 
 
 def test_the_spec_says_it_was_calibrated(h200):
     src = h200.sources["efficiency"]
     assert src.startswith("Calibrated") and "H200" in src and "rubinperf calibrate" in src
+    assert "(calibrated:" in h200.sources["kernel"] and "(calibrated:" in h200.sources["memory"]
     # datasheet peaks are not touched by calibration
     assert h200.bf16_dense_flops_per_s == 0.989e15 and h200.hbm_bandwidth_bytes_per_s == 4.8e12
 
 
-def test_the_committed_values_are_the_fit_of_the_committed_csv(rows, h200):
-    res = fit.fit_kernels(rows, h200)
-    for f in res.fitted:
-        assert getattr(h200, f) == res.after[f], f
-
-
 def test_readme_table_is_the_before_after_of_the_committed_files(rows, h200):
     table = fit.before_after_markdown(rows, dataclasses.replace(h200, **ORIGINAL_H200), h200)
-    text = README.read_text()
-    assert table in text
-    for name, value in ORIGINAL_H200.items():  # the README keeps the original values too
-        assert re.search(rf"{name}\b.*{re.escape(f'{value:g}')}", text), name
+    assert table in README.read_text()
+
+
+def test_speed_of_light_never_beats_a_measurement(rows, h200):
+    timed = fit.timed_rows(rows)
+    over = fit.sol(timed, h200) / fit.measured(timed)
+    worst = int(np.argmax(over))
+    assert over[worst] <= 1.0, timed[worst]

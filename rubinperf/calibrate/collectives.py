@@ -61,7 +61,7 @@ def message_elements(nbytes: int, ranks: int) -> int:
 def model_row(collective: str, ranks: int, nbytes: float) -> dict:
     from rubinperf.kernels.collectives import all_reduce, all_to_all
 
-    cost = {"all_reduce": all_reduce, "all_to_all": all_to_all}[collective](nbytes, ranks)
+    cost = {"all_reduce": all_reduce, "all_to_all": all_to_all}[collective](nbytes, ranks).cost
     return {"nvlink_bytes": float(cost.nvlink_bytes), "hops": int(cost.nvlink_hops)}
 
 

@@ -137,7 +137,7 @@ def probe_values(rows: list[dict]) -> tuple[dict, list]:
     for mode in ("graph", "eager"):
         t = [float(r["measured_s"]) for r in rows if r["family"] == "launch" and row_mode(r) == mode]
         if t and mode == "graph":
-            vals["kernel_launch_graph_s"] = float(np.median(t))
+            vals["kernel_launch_graph_s"] = _round("kernel_launch_graph_s", float(np.median(t)))
             notes.append(f"kernel_launch_graph_s: an empty kernel in a graph, median of {len(t)}: "
                          f"{vals['kernel_launch_graph_s'] * 1e6:.2f} us")
         elif t:  # a lone real kernel also pays its framework's dispatch: kernel_launch_eager_s is fitted to those

@@ -37,7 +37,12 @@ def row_kernels(row: dict) -> tuple:
     probabilities by the values), each launched by the host. A call that ran more kernels than its
     operations (the row's `launches`: a split-K reduction, a workspace fill) pays a kernel boundary
     for each extra one, enqueued by the library rather than launched from the host."""
-    ops = list(_bmm_attention(row)) if _is_bmm_attention(row) else [row_kernel(row)]
+    if _is_bmm_attention(row):
+        ops = list(_bmm_attention(row))
+    elif row["family"] == "elementwise":  # torch's RMSNorm: one row per CTA, each row read twice
+        ops = [_two_pass(elementwise_row(row, reads=2))]
+    else:
+        ops = [row_kernel(row)]
     out = [(k, True) for k in ops]
     launches = row.get("launches")
     if launches and launches > len(ops) and row["family"] not in PROBES:
@@ -68,16 +73,25 @@ def _two_pass(kern: Kernel) -> Kernel:
     return dataclasses.replace(kern, dependent_loads=2)
 
 
+def elementwise_row(row: dict, reads: int = 1) -> Kernel:
+    """A row-wise pass over m rows (nbytes: bytes read + written once), one row per CTA, its input read `reads` times."""
+    from rubinperf.kernels import elementwise
+
+    return elementwise(reads * row["nbytes"] / 2, row["nbytes"] / 2, ctas=row.get("m"))
+
+
 def row_kernel(row: dict) -> Kernel:
-    from rubinperf.kernels import attention, copy, elementwise, gemm, grouped_gemm
+    """The Kernel of one measured row's work (what its `flops` and `bytes` columns count), from the model's
+    own kernel functions; `row_kernels` gives the kernels the measured implementation ran to do it."""
+    from rubinperf.kernels import attention, copy, gemm, grouped_gemm
 
     fam = row["family"]
     if fam in PROBES:
         return Kernel("stream", Cost(launches=1), dependent_loads=0)
     if fam == "copy":
         return copy(row["nbytes"])
-    if fam == "elementwise":  # nbytes: bytes read + written once; torch's RMSNorm reads each row twice,
-        return _two_pass(elementwise(row["nbytes"], row["nbytes"] / 2, ctas=row.get("m")))  # one row per CTA
+    if fam == "elementwise":
+        return elementwise_row(row)
     if fam == "stream_ctas":  # a read-only probe of `ctas` CTAs, each with `inflight_bytes` in flight
         return Kernel("stream", Cost(activation_bytes=row["nbytes"], launches=1), ctas=row["ctas"],
                       in_flight_bytes_per_cta=row["inflight_bytes"])
