@@ -70,7 +70,7 @@ def sceil(x):
         import numpy as np
 
         return np.ceil(x)
-    return float(math.ceil(x))
+    return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
 
 
 def sfloor(x):
@@ -83,7 +83,7 @@ def sfloor(x):
         import numpy as np
 
         return np.floor(x)
-    return float(math.floor(x))
+    return float(math.floor(x)) if math.isfinite(x) else float(x)
 
 
 def ssum(values):

@@ -37,11 +37,14 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
 
 def validate_table(records: list[dict]) -> None:
     cols = [("point", "left"), ("metric", "left"), ("hardware", "left"), ("layout", "left"), ("published", "right"),
-            ("predicted", "right"), ("ratio", "right"), ("band", "right"), ("", "left"), ("why", "left")]
+            ("0.1.0", "right"), ("predicted", "right"), ("ratio", "right"), ("band", "right"), ("", "left"),
+            ("why", "left")]
     rows = [[r["id"] + (" (fitted)" if r["fitted"] else ""), r["metric"], r["hardware"], r["layout"],
-             report.fmt_num(r["published"]), report.fmt_num(r["predicted"]), f"{r['ratio']:.2f}",
+             report.fmt_num(r["published"]), report.fmt_num(r["previous"]) if r.get("previous") else "",
+             report.fmt_num(r["predicted"]), f"{r['ratio']:.2f}",
              f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", "in band" if r["in_band"] else "MISS", r["detail"]]
             for r in records]
     hits = sum(r["in_band"] for r in records)
     report.print_out(report.table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
-                                  caption="ratio = predicted / published; sources: validation/published.toml"))
+                                  caption="ratio = predicted / published; 0.1.0 = the prediction before the kernel "
+                                          "model of issue 11; sources: validation/published.toml"))

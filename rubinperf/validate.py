@@ -37,14 +37,20 @@ class RefPoint:
     baseline_hardware: str | None = None
     note: str = ""
     fitted: bool = False
+    op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
+    launch: str | None = None      # kernel_error_unseen: graph or eager rows
+    data: str | None = None        # kernel_error_unseen: measurements (relative to the repository) the spec was not fitted to
+    previous: float | None = None  # the prediction of the last release's model (rubinperf 0.1.0)
     extra: dict = field(default_factory=dict, compare=False)
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
-_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted")
+_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted",
+             "op", "launch", "data", "previous")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
-_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "note")
-_POSITIVE = ("published", "batch", "acceptance", "interactivity")
+_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "note",
+            "op", "launch", "data")
+_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous")
 _NON_NEGATIVE = ("context",)
 
 
@@ -126,6 +132,43 @@ def _context_growth(p: RefPoint) -> tuple[float, str]:
         f"{fmt_time(float(short.expected_s))} -> {fmt_time(float(long.expected_s))}")
 
 
+def _op_rows(p: RefPoint, r) -> list[dict]:
+    if not p.op:
+        raise SpecError(f"point {p.id}: {p.metric} needs op (the start of a breakdown row's name)")
+    rows = [x for x in r.by_name().values() if x["part"] == "target" and x["kernel"].lower().startswith(p.op.lower())]
+    if not rows:
+        raise SpecError(f"point {p.id}: op: no target op of the step starts with {p.op!r}")
+    return rows
+
+
+def _op_time(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    rows = _op_rows(p, r)
+    t = sum(float(x["expected_s"]) for x in rows)
+    terms = {k: sum(float(x["terms"][k]) for x in rows) for k in rows[0]["terms"]}
+    return t * 1e3, "terms: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in terms.items() if v > 0)
+
+
+def _time_without_op(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    t = float(r.gpu_s) - sum(float(x["expected_s"]) for x in _op_rows(p, r))
+    return t * 1e3, f"GPU time {fmt_time(float(r.gpu_s))}, of which the draft {fmt_time(float(r.part_s('draft')))}"
+
+
+def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
+    """Median |ln(measured / expected)| of the committed hardware spec on measurements it was not fitted to."""
+    from rubinperf.calibrate.fit import predict
+    from rubinperf.calibrate.plan import read_csv
+    from rubinperf.specs.hardware import load_hardware
+
+    if not p.data or p.launch not in ("graph", "eager"):
+        raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
+    _, rows = read_csv(REPO_ROOT / p.data)
+    stats = predict(rows, load_hardware(p.hardware))["modes"][p.launch]
+    return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
+                                     f"max SOL/measured {stats['max_sol_over_measured']:.2f}")
+
+
 def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
     from rubinperf.capacity import kv_bytes_per_token
     from rubinperf.specs.model import load_model
@@ -183,6 +226,9 @@ METRICS = {
     "tokens_per_s_per_gpu": _tokens_per_s_per_gpu,
     "step_time_ratio_855k_vs_128k": _context_growth,
     "kv_bytes_per_token": _kv_bytes_per_token,
+    "op_time_ms": _op_time,
+    "step_time_without_op_ms": _time_without_op,
+    "kernel_error_unseen": _kernel_error_unseen,
 }
 
 
@@ -200,6 +246,7 @@ def validate(points: list[RefPoint]) -> list[dict]:
             "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,
             "phase": p.phase, "published": p.published, "predicted": predicted, "ratio": ratio,
             "band": list(p.band), "in_band": p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
+            "previous": p.previous, "moved": predicted / p.previous if p.previous else None,
             "detail": why, "source": p.source, "note": p.note,
         })
     return records
