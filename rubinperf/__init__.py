@@ -3,4 +3,14 @@
 Data flows one way: specs -> kernels -> roofline -> step -> serving -> report -> cli.
 """
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rubinperf")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()

@@ -67,7 +67,10 @@ def complete_names(kind: str):
     def complete(incomplete: str) -> list[str]:
         from rubinperf.specs.loader import bundled_names
 
-        return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+        try:
+            return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+        except SpecError:  # no bundled specs: nothing to complete
+            return []
     return complete
 
 

@@ -402,7 +402,10 @@ def sensitivity(
 
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
-    if plot is not None:  # fail before the work when matplotlib is missing
+    if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
+        from rubinperf.render_serving import check_plot_path
+
+        check_plot_path(plot)
         try:
             import matplotlib  # noqa: F401
         except ImportError:

@@ -168,6 +168,9 @@ def plot_file(records: list[dict], path: str, title: str = "") -> None:
     matplotlib draws it when installed (the `plot` extra); without it an SVG is written directly."""
     check_plot_path(path)
     suffix = Path(path).suffix.lower()
+    if not any(_series(records, hw)[1] for hw in _racks(records)):
+        raise SpecError(f"--plot {path}: no feasible point to plot (every swept point is infeasible; "
+                        "run without --plot to see why)")
     if not _has_matplotlib():
         report.write_atomic(path, svg_chart(records, title))
         return

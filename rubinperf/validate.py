@@ -13,9 +13,10 @@ from pathlib import Path
 
 from rubinperf.errors import SpecError
 from rubinperf.report import fmt_time
-from rubinperf.specs.loader import REPO_ROOT, read_toml
+from rubinperf.bundled import folder
+from rubinperf.specs.loader import read_toml
 
-POINTS_FILE = REPO_ROOT / "validation" / "published.toml"
+POINTS_FILE = folder("validation") / "published.toml"
 
 
 @dataclass(frozen=True)

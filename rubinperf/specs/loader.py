@@ -21,7 +21,7 @@ else:  # pragma: no cover
 
 from rubinperf.errors import SpecError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
 
 # Sanity range of any non-zero number in a spec, in SI units. Nothing a GPU, a rack or a model
 # has comes near either end (peaks ~1e16 FLOP/s, capacities ~1e12 B, latencies ~1e-6 s); a value
@@ -60,7 +60,7 @@ def resolve_path(name_or_path: str, kind: str) -> Path:
         if not p.is_file():
             raise SpecError(f"{name_or_path}: no such {kind} spec file")
         return p
-    bundled = REPO_ROOT / kind_dir(kind) / f"{name_or_path}.toml"
+    bundled = bundled_dir(kind) / f"{name_or_path}.toml"
     if not bundled.is_file():
         known = ", ".join(bundled_names(kind)) or "none"
         raise SpecError(f"unknown {kind} '{name_or_path}' (known: {known}; or give a path to a .toml file)")
@@ -71,11 +71,19 @@ def kind_dir(kind: str) -> str:
     return {"hardware": "hardware", "model": "models", "workload": "examples"}[kind]
 
 
+def bundled_dir(kind: str) -> Path:
+    """The folder of bundled specs of one kind: inside the installed package, or the checkout's."""
+    from rubinperf.bundled import folder
+
+    return folder(kind_dir(kind))
+
+
 def bundled_names(kind: str) -> list[str]:
-    d = REPO_ROOT / kind_dir(kind)
+    """Names of the bundled specs of one kind. None at all is a broken install: an error, never an empty list."""
+    d = bundled_dir(kind)
     names = sorted(p.stem for p in d.glob("*.toml"))
-    if kind == "workload":
-        return names
+    if not names:
+        raise SpecError(f"no bundled {kind} specs found in {d} (a broken install: reinstall rubinperf)")
     return names
 
 
