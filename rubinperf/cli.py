@@ -433,43 +433,149 @@ app.command("calibrate")(cli_calibrate.calibrate)
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every error becomes one line on stderr and exit status 2.
 
-    The click exceptions are matched by name: typer ships click itself in some versions.
+    Ctrl-C (SIGINT) and SIGTERM unwind the stack (a file half written is removed) and end
+    with one line and status 130 (143). A failed write to standard output (a full disk, a
+    closed pipe) is one line too. The click exceptions are matched by name: typer ships
+    click itself in some versions.
     """
+    from rubinperf.console import make_streams_safe
+
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         argv = ["--help"]
+    make_streams_safe()
     # numpy's floating-point warnings are not for users: results are checked for finiteness instead.
     warnings.filterwarnings("ignore", message=r"(overflow|divide by zero|invalid value|underflow) encountered",
                             category=RuntimeWarning)
+    with _signals_unwind():
+        try:
+            code = _run(argv)
+            _flush_stdout()
+            return code
+        except _Signal as sig:
+            _fail(sig.message, sig.status)
+        except KeyboardInterrupt:
+            _fail("rubinperf: interrupted", 130)
+    return 2  # pragma: no cover
+
+
+def _run(argv: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
+        if rv == 130:  # typer turns a KeyboardInterrupt into a silent exit code 130; no command returns it
+            _fail("rubinperf: interrupted", 130)
         return rv if isinstance(rv, int) else 0
     except SpecError as exc:
         _fail(f"rubinperf: error: {exc}")
     except BrokenPipeError:
+        from rubinperf.console import silence_stdout
+
+        silence_stdout()
         return 0
-    except KeyboardInterrupt:
-        _fail("rubinperf: interrupted")
+    except (KeyboardInterrupt, _Signal):
+        raise
     except SystemExit:
         raise
+    except RecursionError:
+        _fail("rubinperf: error: the input is nested too deeply")
+    except OSError as exc:  # a file or stream the user pointed at: name it
+        doing = "cannot install shell completion: " if "--install-completion" in argv else ""
+        _fail(f"rubinperf: error: {doing}{_os_error(exc)}")
     except Exception as exc:  # never a traceback for users
         kind = type(exc).__name__
         if kind == "Exit":
             return getattr(exc, "exit_code", 0)
         if kind == "Abort":
+            if isinstance(exc.__context__, KeyboardInterrupt) or isinstance(exc.__cause__, KeyboardInterrupt):
+                _fail("rubinperf: interrupted", 130)
             _fail("rubinperf: aborted")
         if hasattr(exc, "format_message"):
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else "rubinperf: "
             _fail(where + "error: " + exc.format_message())
         _fail(f"rubinperf: internal error: {kind}: {exc}")
-    return 2
+    return 2  # pragma: no cover
 
 
-def _fail(msg: str):
-    sys.stderr.write(" ".join(str(msg).split()) + "\n")
-    raise SystemExit(2)
+def _os_error(exc: OSError) -> str:
+    from rubinperf.errors import shorten
+
+    what = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{shorten(str(exc.filename))}: {what}"
+    return f"cannot read or write a file: {what}"
+
+
+def _flush_stdout() -> None:
+    """Output is flushed here, not at exit, so that a full disk or a closed pipe is one line."""
+    from rubinperf.console import silence_stdout
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+    except OSError as exc:
+        silence_stdout()
+        _fail(f"rubinperf: error: cannot write to standard output: {exc.strerror or exc}")
+    except ValueError:  # a closed stream
+        pass
+
+
+class _Signal(BaseException):
+    """SIGINT or SIGTERM during a command: not an Exception, so nothing on the way swallows it."""
+
+    def __init__(self, signum: int):
+        from rubinperf.entry import MESSAGES, exit_status
+
+        super().__init__(signum)
+        self.message = MESSAGES.get(signum, "rubinperf: interrupted")
+        self.status = exit_status(signum)
+
+
+def _raise_signal(signum, frame):
+    import signal
+
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not interrupt the clean-up
+        signal.signal(s, signal.SIG_IGN)
+    raise _Signal(signum)
+
+
+class _signals_unwind:
+    """SIGINT/SIGTERM raise _Signal while a command runs (main thread only); restored after."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old = signal.getsignal(s)
+                if old is not None:
+                    self.saved[s] = old
+                    signal.signal(s, _raise_signal)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for s, old in self.saved.items():
+            signal.signal(s, old)
+        return False
+
+
+def _fail(msg: str, status: int = 2):
+    from rubinperf.errors import shorten
+
+    from rubinperf.console import silence_stdout
+
+    try:
+        sys.stdout.flush()  # what was printed before the error goes first (and a full disk is not a second error)
+    except (OSError, ValueError):
+        silence_stdout()
+    sys.stderr.write(shorten(" ".join(str(msg).split()), 1000) + "\n")
+    raise SystemExit(status)
 
 
 if __name__ == "__main__":

@@ -169,8 +169,26 @@ def print_out(renderable) -> None:
     console = Console(soft_wrap=False)
     if not console.is_terminal:  # piped or redirected: don't squeeze tables into 80 columns
         console = Console(soft_wrap=False, width=200)
-    console.print(renderable)
+    with _stdout_errors():
+        console.print(renderable)
 
 
 def emit_text(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    with _stdout_errors():
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+class _stdout_errors:
+    """A write to standard output that fails (a full disk) is a one-line error, not a traceback."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        if typ is None or not issubclass(typ, OSError) or issubclass(typ, BrokenPipeError):
+            return False
+        from rubinperf.console import silence_stdout
+        from rubinperf.errors import SpecError
+
+        silence_stdout()
+        raise SpecError(f"cannot write to standard output: {exc.strerror or exc}") from None

@@ -437,10 +437,16 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
 # ---------------------------------------------------------------- sweeps
 
 
+MAX_BATCH_LIMIT = 1 << 20  # requests per rank: far beyond any HBM's KV capacity, and exact in float64
+
+
 def batch_grid(max_batch: float = DEFAULT_MAX_BATCH) -> np.ndarray:
     """Every batch 1..128, then 48 geometric steps to `max_batch`."""
     if not max_batch >= 1:
         raise SpecError(f"--max-batch: expected at least 1, got {max_batch}")
+    if max_batch > MAX_BATCH_LIMIT:
+        shown = str(max_batch) if len(str(max_batch)) <= 24 else f"{str(max_batch)[:12]}... ({len(str(max_batch))} digits)"
+        raise SpecError(f"--max-batch: expected at most {MAX_BATCH_LIMIT:,} requests per rank or instance, got {shown}")
     dense = np.arange(1, min(128, max_batch) + 1, dtype=float)
     tail = np.round(np.geomspace(128, max_batch, 48)) if max_batch > 128 else np.array([])
     return np.unique(np.concatenate([dense, tail, [float(math.floor(max_batch))]]))

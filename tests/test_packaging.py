@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from importlib import metadata
 
@@ -59,3 +60,12 @@ def test_version_comes_from_the_installed_metadata():
     import rubinperf
 
     assert rubinperf.__version__ == metadata.version("rubinperf")
+
+
+def test_ci_selects_the_deterministic_hypothesis_profile():
+    from hypothesis import settings
+
+    ci = settings.get_profile("ci")
+    assert ci.derandomize and ci.database is None and ci.deadline is None and ci.max_examples == 100
+    if os.environ.get("CI"):
+        assert settings.default.derandomize and settings.default.database is None

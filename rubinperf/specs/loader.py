@@ -53,17 +53,37 @@ def numeric_fields(cls) -> list[str]:
     return [f.name for f in spec_fields(cls) if hints[f.name] in (float, int)]
 
 
+NAME_MAX = 255  # bytes in one path component (Linux, macOS); a longer name cannot be a file
+
+
 def resolve_path(name_or_path: str, kind: str) -> Path:
     """A bundled spec name (`gb300-nvl72`) or a path to a user's TOML file."""
+    from rubinperf.errors import shorten
+
+    shown = shorten(name_or_path)
+    if "\0" in name_or_path:
+        raise SpecError(f"{shown!r}: a {kind} name or path cannot contain a NUL character")
     p = Path(name_or_path)
-    if p.suffix == ".toml" or "/" in name_or_path or p.exists() and p.is_file():
-        if not p.is_file():
-            raise SpecError(f"{name_or_path}: no such {kind} spec file")
-        return p
+    too_long = any(len(part.encode("utf-8", "surrogateescape")) > NAME_MAX for part in p.parts)
+    as_path = p.suffix == ".toml" or "/" in name_or_path
+    if too_long:
+        if as_path:
+            raise SpecError(f"{shown}: no such {kind} spec file (a path component is over {NAME_MAX} bytes)")
+        raise SpecError(f"unknown {kind} '{shown}' (a name of {len(name_or_path.encode('utf-8', 'replace')):,} bytes; "
+                        f"known: {', '.join(bundled_names(kind))})")
+    try:
+        if as_path or p.is_file():
+            if not p.is_file():
+                if p.exists():
+                    raise SpecError(f"{shown}: not a file (a {kind} spec is a .toml file)")
+                raise SpecError(f"{shown}: no such {kind} spec file")
+            return p
+    except OSError as exc:  # a directory without search permission, a loop of links, ...
+        raise SpecError(f"{shown}: cannot read {kind} spec: {exc.strerror or exc}") from None
     bundled = bundled_dir(kind) / f"{name_or_path}.toml"
     if not bundled.is_file():
         known = ", ".join(bundled_names(kind)) or "none"
-        raise SpecError(f"unknown {kind} '{name_or_path}' (known: {known}; or give a path to a .toml file)")
+        raise SpecError(f"unknown {kind} '{shown}' (known: {known}; or give a path to a .toml file)")
     return bundled
 
 
@@ -95,6 +115,8 @@ def read_toml(path: Path) -> dict:
         raise SpecError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot read: {exc}") from None
 
