@@ -50,6 +50,9 @@ def _root(
 
 def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: bool = False):
     from rubinperf import report
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, as_csv, quiet)
 
     if as_json:
         report.emit_text(report.to_json(records))
@@ -289,8 +292,10 @@ def estimate(
 
       rubinperf estimate -l tp8 --acceptance 3.0 --json
     """
+    from rubinperf.cli_options import check_output_flags
     from rubinperf.engine import run_estimates
 
+    check_output_flags(as_json, as_csv, quiet)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets)
@@ -330,8 +335,10 @@ def validate_cmd(
     Example: rubinperf validate --json
     """
     from rubinperf.render import validate_table
+    from rubinperf.cli_options import check_output_flags
     from rubinperf.validate import POINTS_FILE, load_points, validate
 
+    check_output_flags(as_json, quiet=quiet)
     records = validate(load_points(points or POINTS_FILE))
     _emit(records, as_json, validate_table, quiet=quiet)
     if not all(r["in_band"] for r in records):

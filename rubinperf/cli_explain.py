@@ -40,8 +40,11 @@ def _step_setup(model, hardware, layout, sets, **point):
     from rubinperf.layout import parse_layout
     from rubinperf.scenario import make_point
 
+    from rubinperf.scenario import check_phase_options
+
     m, (hw,) = load_specs(model, [hardware], sets)
     lay = parse_layout(layout)
+    check_phase_options(lay, point.get("phase"), point.get("new_tokens"), point.get("draft_tokens"), point.get("acceptance"))
     return m, hw, lay, make_point(m, hw, lay, **point)
 
 
@@ -102,7 +105,9 @@ def explain(
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
     from rubinperf import symbolic as S
+    from rubinperf.cli_options import check_output_flags
 
+    check_output_flags(as_json, quiet=quiet)
     name = kernel.strip()
     shape_opts = {"m": m, "n": n, "k": k, "tokens": tokens, "groups": groups, "heads": heads, "kv_heads": kv_heads,
                   "q_len": q_len, "kv_len": kv_len, "head_dim": head_dim, "bytes": nbytes}
@@ -400,6 +405,9 @@ def sensitivity(
     """
     from rubinperf.sensitivity import sensitivity as run, tornado_plot
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
     if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib

@@ -139,6 +139,9 @@ def pareto(
     from rubinperf.pareto import point_records, summarize
     from rubinperf.render_serving import check_plot_path, frontier_chart, pareto_tables, plot_file
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
     if rows < 0:
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
@@ -199,6 +202,9 @@ def compare(
     from rubinperf.pareto import compare_records, summarize
     from rubinperf.render_serving import compare_tables
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")

@@ -39,8 +39,10 @@ def validate_table(records: list[dict]) -> None:
     cols = [("point", "left"), ("metric", "left"), ("hardware", "left"), ("layout", "left"), ("published", "right"),
             ("predicted", "right"), ("ratio", "right"), ("band", "right"), ("", "left"), ("why", "left")]
     rows = [[r["id"] + (" (fitted)" if r["fitted"] else ""), r["metric"], r["hardware"], r["layout"],
-             report.fmt_num(r["published"]), report.fmt_num(r["predicted"]), f"{r['ratio']:.2f}",
-             f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", "in band" if r["in_band"] else "MISS", r["detail"]]
+             report.fmt_num(r["published"]), report.fmt_num(r["predicted"]),
+             "—" if r["ratio"] is None else f"{r['ratio']:.2f}",
+             f"{r['band'][0]:.2f}-{r['band'][1]:.2f}",
+             "in band" if r["in_band"] else "MISS" if r.get("reachable", True) else "unreachable", r["detail"]]
             for r in records]
     hits = sum(r["in_band"] for r in records)
     report.print_out(report.table(f"Validation: {hits} of {len(records)} points in band", cols, rows,

@@ -151,6 +151,10 @@ def check_plot_path(path: str) -> None:
     parent = Path(path).parent
     if not parent.is_dir():
         raise SpecError(f"--plot {path}: no such directory {parent}")
+    try:
+        report._regular_target(Path(path))  # a device, FIFO or socket is refused before any work
+    except SpecError as exc:
+        raise SpecError(f"--plot {exc}") from None
     if suffix != ".svg" and not _has_matplotlib():
         raise SpecError(f"--plot {path}: {suffix.lstrip('.').upper()} needs matplotlib, an optional extra: "
                         "pip install 'rubinperf[plot]' (an .svg file needs nothing)")

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -110,28 +111,74 @@ def to_csv(records: list[dict]) -> str:
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write a whole file or nothing: a temporary file beside it, then a rename.
 
-    The file gets the permissions a plain open() would give it (umask), or keeps those of
-    the file it replaces. A path that cannot be written is a SpecError naming it.
+    Only a regular file (or a new one) is written: a directory, device node, FIFO or socket
+    at `path` is refused, never replaced. A symbolic link is followed: its target is
+    written and the link stays. The file gets the permissions a plain open() would give it
+    (umask), or keeps those of the file it replaces. An interrupt (SIGINT, SIGTERM through
+    the CLI's handlers) or an error removes the temporary file. A path that cannot be
+    written is a SpecError naming it.
     """
-    from rubinperf.errors import SpecError
+    from rubinperf.errors import SpecError, shorten
 
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
     tmp = None
     try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        target = _regular_target(path)
+        blocked = _block_signals()
+        try:  # the temporary file's name is known before any signal handler can run
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        finally:
+            _unblock_signals(blocked)
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
+        os.chmod(tmp, _file_mode(target))
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         _discard(tmp)
-        raise SpecError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise SpecError(f"{shorten(str(path))}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         _discard(tmp)
         raise
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular_target(path: Path) -> Path:
+    """The file to replace: `path`, or the target of the symbolic link(s) at `path`; refuse anything
+    that exists and is not a regular file."""
+    from rubinperf.errors import SpecError, shorten
+
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise FileNotFoundError(2, f"no such directory {target.parent}") from None
+        return target
+    if not stat.S_ISREG(st.st_mode):
+        what = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        via = f" (the target of the link {shorten(str(path))})" if target != path else ""
+        raise SpecError(f"{shorten(str(target))}{via}: is {what}, not a regular file; refusing to replace it")
+    return target
+
+
+def _block_signals():
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _unblock_signals(old) -> None:
+    import signal
+
+    if old is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _file_mode(path: Path) -> int:
