@@ -12,8 +12,12 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf import __version__
+from rubinperf.cli_options import WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
+
+# typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
+# off (rich_markup_mode=None), so plain help would read '\[default: 1024]'. Help is plain here.
+typer.core.rich = None
 
 app = typer.Typer(
     name="rubinperf",
@@ -37,6 +41,8 @@ DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 def _version(value: bool):
     if value:
+        from rubinperf import __version__
+
         typer.echo(f"rubinperf {__version__}")
         raise typer.Exit()
 
@@ -277,6 +283,7 @@ def estimate(
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells)."),
     sets: Optional[List[str]] = SET_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -296,6 +303,7 @@ def estimate(
     from rubinperf.engine import run_estimates
 
     check_output_flags(as_json, as_csv, quiet)
+    apply_wide(wide)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets)
@@ -326,6 +334,7 @@ def validate_cmd(
     points: Optional[str] = typer.Option(None, "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band."),
+    wide: bool = WIDE_OPT,
 ):
     """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
 
@@ -339,6 +348,7 @@ def validate_cmd(
     from rubinperf.validate import POINTS_FILE, load_points, validate
 
     check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     records = validate(load_points(points or POINTS_FILE))
     _emit(records, as_json, validate_table, quiet=quiet)
     if not all(r["in_band"] for r in records):
@@ -349,7 +359,8 @@ def validate_cmd(
 
 
 @list_app.command("hardware")
-def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                  wide: bool = WIDE_OPT):
     """Bundled hardware specs with their headline peaks.
 
     Example: rubinperf list hardware --json
@@ -358,6 +369,7 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.loader import bundled_names
 
+    apply_wide(wide)
     recs = []
     for name in bundled_names("hardware"):
         hw = load_hardware(name)
@@ -376,15 +388,18 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
                  report.si(r["hbm_capacity_bytes"], "B"), report.si(r["hbm_bandwidth_bytes_per_s"], "B/s"),
                  report.si(r["nvlink_bandwidth_bytes_per_s"], "B/s"), str(r["nvlink_domain_size"]),
                  report.si(r["gpu_power_w"], "W"), f"${r['price_usd_per_gpu_hour']:.2f}"] for r in rs]
-        cols = [("hardware", "left"), ("FP4", "right"), ("FP8", "right"), ("BF16", "right"), ("HBM", "right"),
-                ("HBM BW", "right"), ("NVLink/dir", "right"), ("domain", "right"), ("power", "right"), ("$/GPU-h", "right")]
+        col = report.col
+        cols = [col("hardware", "left", min_width=11), col("FP4"), col("FP8", drop=3), col("BF16", drop=4), col("HBM"),
+                col("HBM BW"), col("NVLink/dir", drop=2), col("domain", drop=5), col("power", drop=6),
+                col("$/GPU-h", drop=1)]
         report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
 
 
 @list_app.command("models")
-def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                wide: bool = WIDE_OPT):
     """Bundled model specs with total and active parameters implied by their shapes.
 
     Example: rubinperf list models
@@ -394,6 +409,7 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
     from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.model import load_model
 
+    apply_wide(wide)
     recs = []
     for name in bundled_names("model"):
         m = load_model(name)
@@ -405,8 +421,10 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
         rows = [[r["name"], str(r["layers"]), f"{r['routed_experts']} top-{r['experts_per_token']}",
                  report.si(r["total_params"]), report.si(r["active_params"]), report.si(r["draft_params"]),
                  report.si(r["engram_table_bytes"], "B") if r["engram_table_bytes"] else "—"] for r in rs]
-        cols = [("model", "left"), ("layers", "right"), ("experts", "right"), ("total params", "right"),
-                ("active/token", "right"), ("draft/MTP", "right"), ("Engram tables", "right")]
+        col = report.col
+        cols = [col("model", "left", wrap=False), col("layers", drop=2), col("experts", drop=3),
+                col("total params", short="total"), col("active/token", short="active"), col("draft/MTP", short="draft"),
+                col("Engram tables", short="Engram", drop=1)]
         report.print_out(report.table("Models (parameters from the spec's shapes)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
@@ -451,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         argv = ["--help"]
     make_streams_safe()
+    apply_wide(False)  # each run starts compact; --wide is per command
     # numpy's floating-point warnings are not for users: results are checked for finiteness instead.
     warnings.filterwarnings("ignore", message=r"(overflow|divide by zero|invalid value|underflow) encountered",
                             category=RuntimeWarning)

@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from rubinperf.cli_options import WIDE_OPT, apply_wide
+
 from rubinperf import report
 from rubinperf.errors import SpecError
 
@@ -32,7 +34,8 @@ ACCEPT_OPT = typer.Option(None, help="Decode: mean tokens emitted per verify ste
 BAL_OPT = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")
 EPLB_OPT = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off.")
 SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
-QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells).")
+QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
 def _step_setup(model, hardware, layout, sets, **point):
@@ -390,7 +393,8 @@ def sensitivity(
     plot: Optional[str] = typer.Option(None, "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records, one per parameter."),
     sets: Optional[List[str]] = SET_OPT,
-    quiet: bool = QUIET_OPT,
+    quiet: bool = QUIET_PLOT_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.
@@ -408,6 +412,7 @@ def sensitivity(
     from rubinperf.cli_options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
     if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
@@ -434,8 +439,10 @@ def sensitivity(
         return
     r0 = records[0]
     value = _time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{report.fmt_num(r0['metric_value'])} {r0['metric_unit']}"
-    cols = [("parameter", "left"), ("group", "left"), ("value", "right"), ("elasticity", "right"),
-            (f"x{1 - swing:g}", "right"), (f"x{1 + swing:g}", "right"), ("note", "left")]
+    col = report.col
+    cols = [col("parameter", "left", wrap=False), col("group", "left", drop=3, wrap=False), col("value"),
+            col("elasticity"), col(f"x{1 - swing:g}", drop=2), col(f"x{1 + swing:g}", drop=2),
+            col("note", "left", drop=5, min_width=24)]
     fmt = _time if r0["metric_unit"] == "s" else report.fmt_num
     rows = []
     for r in shown:

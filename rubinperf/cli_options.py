@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import typer
+
 from rubinperf.errors import SpecError
+
+WIDE_OPT = typer.Option(False, "--wide", help="Tables with every column at full width (default: fit the terminal, "
+                        "leaving out the least needed columns, named under the table).")
+
+
+def apply_wide(wide: bool) -> None:
+    from rubinperf import report
+
+    report.set_wide(wide)
 
 
 def check_output_flags(as_json: bool = False, as_csv: bool = False, quiet: bool = False) -> None:
