@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import WIDE_OPT, apply_wide
+from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 # typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
@@ -240,7 +240,7 @@ def kernel_attention(
 
 @kernel_app.command("copy")
 def kernel_copy(
-    nbytes: float = typer.Option(..., "--bytes", help="Bytes copied (each read once and written once)."),
+    nbytes: float = typer.Option(..., "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."),
     hardware: str = HW_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -270,8 +270,8 @@ def estimate(
     phase: Optional[str] = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
                                         autocompletion=complete_words("prefill", "decode")),
     batch: Optional[float] = typer.Option(None, help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. Default: 16 for dep32 decode, else 1."),
-    context: Optional[float] = typer.Option(None, help="Tokens already cached per request. Default: 131072."),
-    new_tokens: Optional[float] = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768."),
+    context: Optional[float] = typer.Option(None, click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K."),
+    new_tokens: Optional[float] = typer.Option(None, click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K."),
     draft_tokens: Optional[int] = typer.Option(None, help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash)."),
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),

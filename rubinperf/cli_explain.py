@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import WIDE_OPT, apply_wide
+from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
 
 from rubinperf import report
 from rubinperf.errors import SpecError
@@ -27,8 +27,8 @@ LAYOUT_OPT = typer.Option("dep32", "--layout", "-l", help="dep<N> or tp<N>.")
 PHASE_OPT = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.")
 BATCH_OPT = typer.Option(None, help="Step: requests (decode) or sequences (prefill) per rank; default 16 for dep32 decode, "
                          "else 1. attention: sequences.")
-CONTEXT_OPT = typer.Option(None, help="Tokens already cached per request. Default: 131072.")
-NEW_TOKENS_OPT = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768.")
+CONTEXT_OPT = typer.Option(None, click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")
+NEW_TOKENS_OPT = typer.Option(None, click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")
 DRAFT_OPT = typer.Option(None, help="Decode: drafted tokens verified per step (k). Default: the model's.")
 ACCEPT_OPT = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's.")
 BAL_OPT = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")
@@ -87,7 +87,7 @@ def explain(
     head_dim: Optional[float] = typer.Option(None, help="attention: head dimension."),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="attention: causal mask."),
     dtype: Optional[str] = typer.Option(None, help="gemm (bf16), grouped-gemm (fp4), attention (bf16): fp4, fp8, bf16 or fp32."),
-    nbytes: Optional[float] = typer.Option(None, "--bytes", help="copy: bytes copied; all-reduce / all-to-all: bytes per rank."),
+    nbytes: Optional[float] = typer.Option(None, "--bytes", click_type=BYTES, help="copy: bytes copied; all-reduce / all-to-all: bytes per rank (4e9, 4GB, 4GiB)."),
     ranks: Optional[int] = typer.Option(None, help="all-reduce, all-to-all: ranks in the group (default 8)."),
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON record (formulas as text and LaTeX, values)."),

@@ -94,6 +94,9 @@ def _notes(summaries, sw) -> dict:
     for line in sw.skipped:
         hw = line.split(":", 1)[0]
         notes.setdefault(hw, []).append("skipped " + line.split(": ", 1)[1])
+    for line in getattr(sw, "notes", []):
+        hw, _, text = line.partition(": ")
+        notes.setdefault(hw, []).insert(0, text)
     return notes
 
 

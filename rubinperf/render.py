@@ -23,6 +23,9 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted output tokens (batch x acceptance / step); prefill: new tokens. "
                "step = max(GPU, CPU); SOL = speed of light")
+    notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
+    if notes:
+        caption += "\n" + "\n".join(notes)
     report.print_out(report.table(f"{model}: one engine step", cols, rows, caption=caption))
     if breakdown:
         for r in records:

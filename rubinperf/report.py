@@ -51,15 +51,18 @@ def fmt_pct(fraction) -> str:
 
 
 def fmt_tokens(value) -> str:
-    """Token counts the way people say them: 131072 -> '128K', 1048576 -> '1M', 855000 -> '855 k'."""
+    """Token counts in one convention, K = 1024 and M = 1024² (as context windows are quoted, and as
+    --context parses them): 131072 -> '128K', 1048576 -> '1M'; other counts in digits: 855000 -> '855,000'."""
     if value is None:
         return "—"
     v = float(value)
+    if not math.isfinite(v):
+        return f"{v:g}"
     if v >= 1024 and v % (1 << 20) == 0:
         return f"{v / (1 << 20):g}M"
     if v >= 1024 and v % 1024 == 0:
         return f"{v / 1024:g}K"
-    return fmt_num(v)
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
 
 
 def fmt_num(value, digits: int = 3) -> str:

@@ -36,7 +36,7 @@ def test_huge_max_batch(cli):
 
 def test_plot_of_a_sweep_without_feasible_points(cli, tmp_path):
     out = tmp_path / "f.svg"
-    r = cli("pareto", "-H", "h200", "-l", "dep8", "--max-batch", "16", "--plot", str(out), "-q")
+    r = cli("pareto", "-H", "h200", "-l", "dep8", "--prefill-layout", "dep2", "--max-batch", "16", "--plot", str(out), "-q")
     one_line(r, 2, "--plot", "no feasible point")
     assert not out.exists()
 

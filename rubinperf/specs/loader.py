@@ -82,8 +82,11 @@ def resolve_path(name_or_path: str, kind: str) -> Path:
         raise SpecError(f"{shown}: cannot read {kind} spec: {exc.strerror or exc}") from None
     bundled = bundled_dir(kind) / f"{name_or_path}.toml"
     if not bundled.is_file():
-        known = ", ".join(bundled_names(kind)) or "none"
-        raise SpecError(f"unknown {kind} '{shown}' (known: {known}; or give a path to a .toml file)")
+        names = bundled_names(kind)
+        near = [n for n in names if n.startswith(name_or_path.lower()) or name_or_path.lower().startswith(n)]
+        near = near or __import__("difflib").get_close_matches(name_or_path.lower(), names, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        raise SpecError(f"unknown {kind} '{shown}' ({hint}known: {', '.join(names)}; or give a path to a .toml file)")
     return bundled
 
 
