@@ -47,6 +47,10 @@ def _finite(name: str, value) -> None:
         raise SpecError(f"--{name}: expected a finite number, got {value}")
 
 
+def _count(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) < 1e15 else f"{v:.3g}"
+
+
 def check_phase_options(layout: Layout, phase: str | None, new_tokens=None, draft_tokens=None, acceptance=None) -> None:
     """Options given on the command line for a step of the other phase are an error (they would be ignored)."""
     phase = phase or default_phase(layout)
@@ -85,7 +89,11 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
             raise SpecError(f"--new-tokens: expected at least one new token per sequence (--batch {batch}), got {new_tokens}")
     per_seq = new_tokens / batch if phase == "prefill" else 0
     if context + per_seq > model.max_context_tokens:
-        raise SpecError(f"--context: {context + per_seq:.0f} tokens exceed {model.name}'s maximum of {model.max_context_tokens}")
+        if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
+            raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
+                            f"context of {model.max_context_tokens:,} tokens")
+        what = f"{_count(context)} cached + {_count(per_seq)} new tokens" if per_seq else f"{_count(context)} tokens"
+        raise SpecError(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
     k = model.draft_tokens if draft_tokens is None else draft_tokens
     if not 0 <= k <= MAX_DRAFT_TOKENS:
         raise SpecError(f"--draft-tokens: expected 0 to {MAX_DRAFT_TOKENS}, got {k}")

@@ -110,3 +110,12 @@ def test_validate_reports_unreachable_points(cli, tmp_path):
         assert rec["predicted"] is None and rec["ratio"] is None
     r = cli("validate", "--points", str(path))
     assert r.code == 1 and "unreachable" in r.out and "inf" not in r.out, r
+
+
+def test_new_tokens_beyond_the_context_limit_blame_new_tokens(cli):
+    """Found by the fuzz tests (seed 32): the message named --context and printed a 309-digit number."""
+    r = cli("estimate", "--new-tokens", "1e308", "--phase", "prefill", "-l", "dep32")
+    one_line(r, "--new-tokens", "maximum context")
+    assert len(r.err) < 200
+    r = cli("estimate", "--context", "1048000", "--new-tokens", "32768", "-l", "dep2")
+    one_line(r, "--context", "1,048,000 cached + 32,768 new tokens")
