@@ -343,8 +343,10 @@ def _print_step(st):
     lines.append("  each op: expected = max(compute, memory, link) + floor; SOL = max(FLOPs/peak, bytes/bandwidth, "
                  "link bytes/bandwidth)")
     report.emit_text("\n".join(lines))
-    cols = [("kernel", "left"), ("×", "right"), ("FLOPs per step", "left"), ("bytes per step", "left"),
-            ("time", "right"), ("SOL", "right"), ("share", "right"), ("bound", "left")]
+    col = report.col
+    cols = [col("kernel", "left", min_width=14), col("×", drop=3), col("FLOPs per step", "left", min_width=16, fold=True),
+            col("bytes per step", "left", min_width=16, fold=True), col("time"), col("SOL", drop=2),
+            col("share", drop=1), col("bound", "left", wrap=False)]
     rows = []
     total = nums["expected_s"]
     for ex in sorted(st["ops"], key=lambda x: (x.context.get("part") == "cpu", -x.numbers["expected_s"])):

@@ -214,12 +214,13 @@ def set_wide(wide: bool) -> None:
 
 
 def col(header: str, justify: str = "right", short: str | None = None, drop: int = 0, wrap: bool | None = None,
-        min_width: int = 0):
+        min_width: int = 0, fold: bool = False):
     """A column of `table`: `short` is the header used when the table must shrink; `drop` > 0
     makes the column optional, the highest value left out first when the table does not fit;
-    `wrap` lets its cells wrap at spaces (default: left-justified columns), down to `min_width`."""
+    `wrap` lets its cells wrap at spaces (default: left-justified columns), down to `min_width`;
+    `fold` lets a word longer than that continue on the next line (formulas, which have no spaces)."""
     return {"header": header, "justify": justify, "short": short or header, "drop": drop,
-            "wrap": justify == "left" if wrap is None else wrap, "min_width": min_width}
+            "wrap": justify == "left" if wrap is None else wrap, "min_width": min_width, "fold": fold}
 
 
 def _colspec(c) -> dict:
@@ -257,6 +258,8 @@ class FitTable:
             return self._natural(i, short)
         head = c["short" if short else "header"]
         words = [w for cell in [head] + [r[i] for r in self.rows] for w in cell.split()]
+        if c.get("fold"):
+            words = [w for w in head.split()]
         return min(max([cell_len(w) for w in words] + [1, c["min_width"]]), self._natural(i, short))
 
     def natural_width(self) -> int:
