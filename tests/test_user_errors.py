@@ -181,3 +181,18 @@ def test_interrupt_in_process_is_130_and_one_line(cli, monkeypatch):
 def test_console_script_is_the_signal_safe_entry():
     text = (REPO / "pyproject.toml").read_text()
     assert 'rubinperf = "rubinperf.entry:main"' in text
+
+
+def test_points_file_that_is_a_fifo_or_directory_does_not_block(cli, tmp_path):
+    fifo = tmp_path / "points.toml"
+    os.mkfifo(fifo)
+    one_line(cli("validate", "--points", str(fifo)), 2, str(fifo), "not a regular file")
+    one_line(cli("validate", "--points", str(tmp_path)), 2, str(tmp_path), "directory")
+    one_line(cli("estimate", "-H", str(fifo)), 2, str(fifo), "not a file")
+    one_line(cli("estimate", "-H", "/dev/null"), 2, "/dev/null", "not a file")
+
+
+def test_huge_set_key_is_not_echoed(cli):
+    r = cli("estimate", "--set", "a" * 100_000 + "=3")
+    one_line(r, 2, "--set")
+    assert len(r.err) < 300

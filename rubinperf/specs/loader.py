@@ -111,7 +111,14 @@ def bundled_names(kind: str) -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
+    import os
+    import stat
+
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise SpecError(f"{path}: cannot read: {what} (expected a .toml file)")
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
