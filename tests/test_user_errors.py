@@ -196,3 +196,51 @@ def test_huge_set_key_is_not_echoed(cli):
     r = cli("estimate", "--set", "a" * 100_000 + "=3")
     one_line(r, 2, "--set")
     assert len(r.err) < 300
+
+
+def _as_nobody():
+    """argv prefix that runs a command as an unprivileged user (root passes every permission check)."""
+    import shutil
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to drop privileges")
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run(prefix + [sys.executable, "-c", "import rubinperf.cli"], capture_output=True, cwd="/",
+                           timeout=60)
+    if probe.returncode != 0:  # the interpreter or the checkout is not readable by an unprivileged user here
+        pytest.skip("an unprivileged user cannot run this interpreter or import this checkout")
+    return prefix
+
+
+def test_real_permission_errors_as_an_unprivileged_user():
+    import shutil
+    import tempfile
+
+    prefix = _as_nobody()
+    top = Path(tempfile.mkdtemp(prefix="rubinperf-perm-"))
+    try:
+        top.chmod(0o755)
+        locked = top / "locked"
+        locked.mkdir()
+        (locked / "hw.toml").write_text((REPO / "hardware" / "h200.toml").read_text())
+        unreadable = top / "unreadable.toml"
+        unreadable.write_text((REPO / "hardware" / "h200.toml").read_text())
+        unreadable.chmod(0o000)
+        locked.chmod(0o000)  # no search permission
+        home = top / "home"
+        home.mkdir()
+        home.chmod(0o555)    # read-only HOME
+        env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash"}
+        for argv, needle in ((["estimate", "-H", str(locked / "hw.toml")], "Permission denied"),
+                             (["estimate", "-H", str(unreadable)], "Permission denied"),
+                             (["--install-completion"], "cannot install shell completion")):
+            r = subprocess.run(prefix + [sys.executable, "-m", "rubinperf", *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, cwd=top, timeout=120)
+            err = r.stderr.decode()
+            assert r.returncode == 2 and err.count("\n") == 1 and needle in err, (argv, err)
+            assert "Traceback" not in err and "internal error" not in err
+    finally:
+        for p in (top / "locked", top / "home"):
+            if p.exists():
+                p.chmod(0o755)
+        shutil.rmtree(top, ignore_errors=True)

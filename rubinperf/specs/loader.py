@@ -127,8 +127,10 @@ def read_toml(path: Path) -> dict:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
     except RecursionError:
         raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
