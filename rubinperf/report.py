@@ -353,8 +353,16 @@ def print_out(renderable) -> None:
             width = max(width, renderable.natural_width())
         renderable = renderable.build(width)
     console = Console(soft_wrap=False, width=width)
+    console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
     with _stdout_errors():
         console.print(renderable)
+
+
+def _reader_gone() -> None:
+    from rubinperf.console import silence_stdout
+
+    silence_stdout()
+    raise SystemExit(0)
 
 
 def emit_text(text: str) -> None:
@@ -369,10 +377,12 @@ class _stdout_errors:
         return self
 
     def __exit__(self, typ, exc, tb):
-        if typ is None or not issubclass(typ, OSError) or issubclass(typ, BrokenPipeError):
+        if typ is None or not issubclass(typ, OSError):
             return False
         from rubinperf.console import silence_stdout
         from rubinperf.errors import SpecError
 
         silence_stdout()
+        if issubclass(typ, BrokenPipeError):  # the reader has gone (| head): done, successfully, quietly
+            raise SystemExit(0)
         raise SpecError(f"cannot write to standard output: {exc.strerror or exc}") from None

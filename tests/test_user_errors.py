@@ -244,3 +244,14 @@ def test_real_permission_errors_as_an_unprivileged_user():
             if p.exists():
                 p.chmod(0o755)
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.parametrize("argv", [["pareto", "--json"], ["pareto", "--rows", "0", "--wide", "-l", "dep8", "-l", "dep16",
+                                                        "-l", "dep32", "-l", "dep64"]])
+def test_reader_closing_the_pipe_is_a_quiet_success(argv):
+    p = subprocess.Popen([sys.executable, "-m", "rubinperf", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         cwd=REPO)
+    p.stdout.readline()
+    p.stdout.close()          # like `| head -1`
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and err == "", err
