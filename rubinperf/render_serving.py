@@ -321,7 +321,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     first = next((r for r in records if r.get("model")), records[0])
 
     col = report.col
-    cols = ([col("", "left", min_width=12)] + [col(hw, wrap=True, min_width=16) for hw in hardware]
+    cols = ([col("", "left", min_width=20)] + [col(hw, wrap=True, min_width=16) for hw in hardware]
             + [col(f"{hw} / {base}", wrap=True, min_width=8) for hw in others])
     rows = []
     for metric, level in keys:
@@ -352,7 +352,8 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     # Money and power at the peak.
     peak = [by.get((hw, "peak", None)) for hw in hardware]
     if all(p and p["reachable"] for p in peak):
-        for label, key, fmt in (("$/M input tokens at peak", "usd_per_m_input", _usd),
+        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", report.fmt_num),
+                                ("$/M input tokens at peak", "usd_per_m_input", _usd),
                                 ("$/M output tokens at peak", "usd_per_m_output", _usd),
                                 ("$/M tokens (all) at peak", "usd_per_m_tokens", _usd),
                                 ("tok/s per kW at peak", "tokens_per_s_per_kw", report.fmt_num),
