@@ -1,3 +1,3 @@
-from rubinperf.cli import main
+from rubinperf.entry import main
 
 raise SystemExit(main())

@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from rubinperf.architecture import Weight, draft_layer_weights, embedding_weights, layer_weights
 from rubinperf.layout import Layout
 from rubinperf.precision import PRECISIONS
@@ -161,9 +159,13 @@ class Capacity:
         return float(math.floor(self.free_bytes / self.bytes_per_request))
 
     def fits(self, batch):
+        import numpy as np  # only here: a scalar estimate never loads numpy
+
         return np.asarray(batch) <= self.max_requests
 
     def used_bytes(self, batch):
+        import numpy as np
+
         return self.fixed_bytes + np.asarray(batch, dtype=float) * self.bytes_per_request
 
     def reason(self, batch=None) -> str:

@@ -12,8 +12,12 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf import __version__
+from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
+
+# typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
+# off (rich_markup_mode=None), so plain help would read '\[default: 1024]'. Help is plain here.
+typer.core.rich = None
 
 app = typer.Typer(
     name="rubinperf",
@@ -37,6 +41,8 @@ DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 def _version(value: bool):
     if value:
+        from rubinperf import __version__
+
         typer.echo(f"rubinperf {__version__}")
         raise typer.Exit()
 
@@ -50,6 +56,9 @@ def _root(
 
 def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: bool = False):
     from rubinperf import report
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, as_csv, quiet)
 
     if as_json:
         report.emit_text(report.to_json(records))
@@ -67,7 +76,10 @@ def complete_names(kind: str):
     def complete(incomplete: str) -> list[str]:
         from rubinperf.specs.loader import bundled_names
 
-        return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+        try:
+            return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+        except SpecError:  # no bundled specs: nothing to complete
+            return []
     return complete
 
 
@@ -240,7 +252,7 @@ def kernel_attention(
 
 @kernel_app.command("copy")
 def kernel_copy(
-    nbytes: float = typer.Option(..., "--bytes", help="Bytes copied (each read once and written once)."),
+    nbytes: float = typer.Option(..., "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."),
     hardware: str = HW_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
@@ -271,8 +283,8 @@ def estimate(
     phase: Optional[str] = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
                                         autocompletion=complete_words("prefill", "decode")),
     batch: Optional[float] = typer.Option(None, help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. Default: 16 for dep32 decode, else 1."),
-    context: Optional[float] = typer.Option(None, help="Tokens already cached per request. Default: 131072."),
-    new_tokens: Optional[float] = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768."),
+    context: Optional[float] = typer.Option(None, click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K."),
+    new_tokens: Optional[float] = typer.Option(None, click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K."),
     draft_tokens: Optional[int] = typer.Option(None, help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash)."),
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
@@ -284,6 +296,7 @@ def estimate(
     as_csv: bool = typer.Option(False, "--csv", help="Print CSV (one row per result, no breakdown)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells)."),
     sets: Optional[List[str]] = SET_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -299,8 +312,11 @@ def estimate(
 
       rubinperf estimate -l tp8 --acceptance 3.0 --json
     """
+    from rubinperf.cli_options import check_output_flags
     from rubinperf.engine import run_estimates
 
+    check_output_flags(as_json, as_csv, quiet)
+    apply_wide(wide)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets)
@@ -331,6 +347,7 @@ def validate_cmd(
     points: Optional[str] = typer.Option(None, "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band."),
+    wide: bool = WIDE_OPT,
 ):
     """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
 
@@ -340,8 +357,11 @@ def validate_cmd(
     Example: rubinperf validate --json
     """
     from rubinperf.render import validate_table
+    from rubinperf.cli_options import check_output_flags
     from rubinperf.validate import POINTS_FILE, load_points, validate
 
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     records = validate(load_points(points or POINTS_FILE))
     _emit(records, as_json, validate_table, quiet=quiet)
     if not all(r["in_band"] for r in records):
@@ -352,7 +372,8 @@ def validate_cmd(
 
 
 @list_app.command("hardware")
-def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                  wide: bool = WIDE_OPT):
     """Bundled hardware specs with their headline peaks.
 
     Example: rubinperf list hardware --json
@@ -361,6 +382,7 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.loader import bundled_names
 
+    apply_wide(wide)
     recs = []
     for name in bundled_names("hardware"):
         hw = load_hardware(name)
@@ -379,15 +401,18 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
                  report.si(r["hbm_capacity_bytes"], "B"), report.si(r["hbm_bandwidth_bytes_per_s"], "B/s"),
                  report.si(r["nvlink_bandwidth_bytes_per_s"], "B/s"), str(r["nvlink_domain_size"]),
                  report.si(r["gpu_power_w"], "W"), f"${r['price_usd_per_gpu_hour']:.2f}"] for r in rs]
-        cols = [("hardware", "left"), ("FP4", "right"), ("FP8", "right"), ("BF16", "right"), ("HBM", "right"),
-                ("HBM BW", "right"), ("NVLink/dir", "right"), ("domain", "right"), ("power", "right"), ("$/GPU-h", "right")]
+        col = report.col
+        cols = [col("hardware", "left", min_width=11), col("FP4"), col("FP8", drop=3), col("BF16", drop=4), col("HBM"),
+                col("HBM BW"), col("NVLink/dir", drop=2), col("domain", drop=5), col("power", drop=6),
+                col("$/GPU-h", drop=1)]
         report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
 
 
 @list_app.command("models")
-def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT):
+def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                wide: bool = WIDE_OPT):
     """Bundled model specs with total and active parameters implied by their shapes.
 
     Example: rubinperf list models
@@ -397,6 +422,7 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
     from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.model import load_model
 
+    apply_wide(wide)
     recs = []
     for name in bundled_names("model"):
         m = load_model(name)
@@ -408,8 +434,10 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
         rows = [[r["name"], str(r["layers"]), f"{r['routed_experts']} top-{r['experts_per_token']}",
                  report.si(r["total_params"]), report.si(r["active_params"]), report.si(r["draft_params"]),
                  report.si(r["engram_table_bytes"], "B") if r["engram_table_bytes"] else "—"] for r in rs]
-        cols = [("model", "left"), ("layers", "right"), ("experts", "right"), ("total params", "right"),
-                ("active/token", "right"), ("draft/MTP", "right"), ("Engram tables", "right")]
+        col = report.col
+        cols = [col("model", "left", wrap=False), col("layers", drop=2), col("experts", drop=3),
+                col("total params", short="total"), col("active/token", short="active"), col("draft/MTP", short="draft"),
+                col("Engram tables", short="Engram", drop=1)]
         report.print_out(report.table("Models (parameters from the spec's shapes)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
@@ -443,43 +471,150 @@ app.command("calibrate")(cli_calibrate.calibrate)
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every error becomes one line on stderr and exit status 2.
 
-    The click exceptions are matched by name: typer ships click itself in some versions.
+    Ctrl-C (SIGINT) and SIGTERM unwind the stack (a file half written is removed) and end
+    with one line and status 130 (143). A failed write to standard output (a full disk, a
+    closed pipe) is one line too. The click exceptions are matched by name: typer ships
+    click itself in some versions.
     """
+    from rubinperf.console import make_streams_safe
+
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         argv = ["--help"]
+    make_streams_safe()
+    apply_wide(False)  # each run starts compact; --wide is per command
     # numpy's floating-point warnings are not for users: results are checked for finiteness instead.
     warnings.filterwarnings("ignore", message=r"(overflow|divide by zero|invalid value|underflow) encountered",
                             category=RuntimeWarning)
+    with _signals_unwind():
+        try:
+            code = _run(argv)
+            _flush_stdout()
+            return code
+        except _Signal as sig:
+            _fail(sig.message, sig.status)
+        except KeyboardInterrupt:
+            _fail("rubinperf: interrupted", 130)
+    return 2  # pragma: no cover
+
+
+def _run(argv: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
+        if rv == 130:  # typer turns a KeyboardInterrupt into a silent exit code 130; no command returns it
+            _fail("rubinperf: interrupted", 130)
         return rv if isinstance(rv, int) else 0
     except SpecError as exc:
         _fail(f"rubinperf: error: {exc}")
     except BrokenPipeError:
+        from rubinperf.console import silence_stdout
+
+        silence_stdout()
         return 0
-    except KeyboardInterrupt:
-        _fail("rubinperf: interrupted")
+    except (KeyboardInterrupt, _Signal):
+        raise
     except SystemExit:
         raise
+    except RecursionError:
+        _fail("rubinperf: error: the input is nested too deeply")
+    except OSError as exc:  # a file or stream the user pointed at: name it
+        doing = "cannot install shell completion: " if "--install-completion" in argv else ""
+        _fail(f"rubinperf: error: {doing}{_os_error(exc)}")
     except Exception as exc:  # never a traceback for users
         kind = type(exc).__name__
         if kind == "Exit":
             return getattr(exc, "exit_code", 0)
         if kind == "Abort":
+            if isinstance(exc.__context__, KeyboardInterrupt) or isinstance(exc.__cause__, KeyboardInterrupt):
+                _fail("rubinperf: interrupted", 130)
             _fail("rubinperf: aborted")
         if hasattr(exc, "format_message"):
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else "rubinperf: "
             _fail(where + "error: " + exc.format_message())
         _fail(f"rubinperf: internal error: {kind}: {exc}")
-    return 2
+    return 2  # pragma: no cover
 
 
-def _fail(msg: str):
-    sys.stderr.write(" ".join(str(msg).split()) + "\n")
-    raise SystemExit(2)
+def _os_error(exc: OSError) -> str:
+    from rubinperf.errors import shorten
+
+    what = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{shorten(str(exc.filename))}: {what}"
+    return f"cannot read or write a file: {what}"
+
+
+def _flush_stdout() -> None:
+    """Output is flushed here, not at exit, so that a full disk or a closed pipe is one line."""
+    from rubinperf.console import silence_stdout
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+    except OSError as exc:
+        silence_stdout()
+        _fail(f"rubinperf: error: cannot write to standard output: {exc.strerror or exc}")
+    except ValueError:  # a closed stream
+        pass
+
+
+class _Signal(BaseException):
+    """SIGINT or SIGTERM during a command: not an Exception, so nothing on the way swallows it."""
+
+    def __init__(self, signum: int):
+        from rubinperf.entry import MESSAGES, exit_status
+
+        super().__init__(signum)
+        self.message = MESSAGES.get(signum, "rubinperf: interrupted")
+        self.status = exit_status(signum)
+
+
+def _raise_signal(signum, frame):
+    import signal
+
+    for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not interrupt the clean-up
+        signal.signal(s, signal.SIG_IGN)
+    raise _Signal(signum)
+
+
+class _signals_unwind:
+    """SIGINT/SIGTERM raise _Signal while a command runs (main thread only); restored after."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old = signal.getsignal(s)
+                if old is not None:
+                    self.saved[s] = old
+                    signal.signal(s, _raise_signal)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for s, old in self.saved.items():
+            signal.signal(s, old)
+        return False
+
+
+def _fail(msg: str, status: int = 2):
+    from rubinperf.errors import shorten
+
+    from rubinperf.console import silence_stdout
+
+    try:
+        sys.stdout.flush()  # what was printed before the error goes first (and a full disk is not a second error)
+    except (OSError, ValueError):
+        silence_stdout()
+    sys.stderr.write(shorten(" ".join(str(msg).split()), 1000) + "\n")
+    raise SystemExit(status)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
+
 from rubinperf import report
 from rubinperf.errors import SpecError
 
@@ -25,14 +27,15 @@ LAYOUT_OPT = typer.Option("dep32", "--layout", "-l", help="dep<N> or tp<N>.")
 PHASE_OPT = typer.Option(None, help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.")
 BATCH_OPT = typer.Option(None, help="Step: requests (decode) or sequences (prefill) per rank; default 16 for dep32 decode, "
                          "else 1. attention: sequences.")
-CONTEXT_OPT = typer.Option(None, help="Tokens already cached per request. Default: 131072.")
-NEW_TOKENS_OPT = typer.Option(None, help="Prefill: new tokens per rank. Default: 32768.")
+CONTEXT_OPT = typer.Option(None, click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")
+NEW_TOKENS_OPT = typer.Option(None, click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")
 DRAFT_OPT = typer.Option(None, help="Decode: drafted tokens verified per step (k). Default: the model's.")
 ACCEPT_OPT = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's.")
 BAL_OPT = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")
 EPLB_OPT = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off.")
 SET_OPT = typer.Option(None, "--set", "-s", help=SET_HELP)
-QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells).")
+QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
 def _step_setup(model, hardware, layout, sets, **point):
@@ -40,8 +43,11 @@ def _step_setup(model, hardware, layout, sets, **point):
     from rubinperf.layout import parse_layout
     from rubinperf.scenario import make_point
 
+    from rubinperf.scenario import check_phase_options
+
     m, (hw,) = load_specs(model, [hardware], sets)
     lay = parse_layout(layout)
+    check_phase_options(lay, point.get("phase"), point.get("new_tokens"), point.get("draft_tokens"), point.get("acceptance"))
     return m, hw, lay, make_point(m, hw, lay, **point)
 
 
@@ -81,7 +87,7 @@ def explain(
     head_dim: Optional[float] = typer.Option(None, help="attention: head dimension."),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="attention: causal mask."),
     dtype: Optional[str] = typer.Option(None, help="gemm (bf16), grouped-gemm (fp4), attention (bf16): fp4, fp8, bf16 or fp32."),
-    nbytes: Optional[float] = typer.Option(None, "--bytes", help="copy: bytes copied; all-reduce / all-to-all: bytes per rank."),
+    nbytes: Optional[float] = typer.Option(None, "--bytes", click_type=BYTES, help="copy: bytes copied; all-reduce / all-to-all: bytes per rank (4e9, 4GB, 4GiB)."),
     ranks: Optional[int] = typer.Option(None, help="all-reduce, all-to-all: ranks in the group (default 8)."),
     launch: str = typer.Option("eager", "--launch", help="A generic kernel launched alone (eager) or inside a CUDA "
                                                          "graph (graph); step ops are always timed as in a graph."),
@@ -104,7 +110,9 @@ def explain(
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
     from rubinperf import symbolic as S
+    from rubinperf.cli_options import check_output_flags
 
+    check_output_flags(as_json, quiet=quiet)
     name = kernel.strip()
     shape_opts = {"m": m, "n": n, "k": k, "tokens": tokens, "groups": groups, "heads": heads, "kv_heads": kv_heads,
                   "q_len": q_len, "kv_len": kv_len, "head_dim": head_dim, "bytes": nbytes}
@@ -339,8 +347,10 @@ def _print_step(st):
     lines.append("  each kernel: expected = latency + max(compute, memory + parallelism, link) (fused: a share of the "
                  "smaller terms hides); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
     report.emit_text("\n".join(lines))
-    cols = [("kernel", "left"), ("×", "right"), ("FLOPs per step", "left"), ("bytes per step", "left"),
-            ("time", "right"), ("SOL", "right"), ("share", "right"), ("bound", "left")]
+    col = report.col
+    cols = [col("kernel", "left", min_width=14), col("×", drop=3), col("FLOPs per step", "left", min_width=16, fold=True),
+            col("bytes per step", "left", min_width=16, fold=True), col("time"), col("SOL", drop=2),
+            col("share", drop=1), col("bound", "left", wrap=False)]
     rows = []
     total = nums["expected_s"]
     for ex in sorted(st["ops"], key=lambda x: (x.context.get("part") == "cpu", -x.numbers["expected_s"])):
@@ -389,7 +399,8 @@ def sensitivity(
     plot: Optional[str] = typer.Option(None, "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records, one per parameter."),
     sets: Optional[List[str]] = SET_OPT,
-    quiet: bool = QUIET_OPT,
+    quiet: bool = QUIET_PLOT_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.
@@ -404,9 +415,16 @@ def sensitivity(
     """
     from rubinperf.sensitivity import sensitivity as run, tornado_plot
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
-    if plot is not None:  # fail before the work when matplotlib is missing
+    if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
+        from rubinperf.render_serving import check_plot_path
+
+        check_plot_path(plot)
         try:
             import matplotlib  # noqa: F401
         except ImportError:
@@ -427,8 +445,10 @@ def sensitivity(
         return
     r0 = records[0]
     value = _time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{report.fmt_num(r0['metric_value'])} {r0['metric_unit']}"
-    cols = [("parameter", "left"), ("group", "left"), ("value", "right"), ("elasticity", "right"),
-            (f"x{1 - swing:g}", "right"), (f"x{1 + swing:g}", "right"), ("note", "left")]
+    col = report.col
+    cols = [col("parameter", "left", wrap=False), col("group", "left", drop=3, wrap=False), col("value"),
+            col("elasticity"), col(f"x{1 - swing:g}", drop=2), col(f"x{1 + swing:g}", drop=2),
+            col("note", "left", drop=5, min_width=24)]
     fmt = _time if r0["metric_unit"] == "s" else report.fmt_num
     rows = []
     for r in shown:

@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from rubinperf.cli_options import WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
@@ -25,7 +26,8 @@ SET_OPT = typer.Option(None, "--set", "-s", help=(
     "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))
 JSON_OPT = typer.Option(False, "--json", help="Print JSON records instead of tables.")
-QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells).")
+QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
 def _setups(model: str, hardware, workload: str, sets) -> list:
@@ -92,6 +94,9 @@ def _notes(summaries, sw) -> dict:
     for line in sw.skipped:
         hw = line.split(":", 1)[0]
         notes.setdefault(hw, []).append("skipped " + line.split(": ", 1)[1])
+    for line in getattr(sw, "notes", []):
+        hw, _, text = line.partition(": ")
+        notes.setdefault(hw, []).insert(0, text)
     return notes
 
 
@@ -116,7 +121,8 @@ def pareto(
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: pip install 'rubinperf[plot]')."),
     rows: int = typer.Option(14, "--rows", help="Frontier rows shown per rack in the table (0: all)."),
     chart: bool = typer.Option(True, "--chart/--no-chart", help="Draw the frontier in the terminal after the tables."),
-    quiet: bool = QUIET_OPT,
+    quiet: bool = QUIET_PLOT_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -137,8 +143,12 @@ def pareto(
     """
     from rubinperf import report
     from rubinperf.pareto import point_records, summarize
-    from rubinperf.render_serving import check_plot_path, frontier_chart, pareto_tables, plot_file
+    from rubinperf.render_serving import chart_width, check_plot_path, frontier_chart, pareto_tables, plot_file
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     if rows < 0:
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
@@ -158,7 +168,7 @@ def pareto(
         return
     pareto_tables(records, _notes(summaries, sw), rows=rows)
     if chart:
-        report.print_out(frontier_chart(records))
+        report.print_out(frontier_chart(records, width=chart_width()))
     if plot:
         report.print_out(f"wrote {plot}")
 
@@ -178,6 +188,7 @@ def compare(
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
     quiet: bool = QUIET_OPT,
+    wide: bool = WIDE_OPT,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
@@ -199,6 +210,10 @@ def compare(
     from rubinperf.pareto import compare_records, summarize
     from rubinperf.render_serving import compare_tables
 
+    from rubinperf.cli_options import check_output_flags
+
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")

@@ -14,11 +14,38 @@ from rubinperf.specs.overrides import apply_overrides
 from rubinperf.step import step
 
 
+# Options that mean something in one phase only: given for a run with no step of that phase, they
+# are an error; with steps of both phases (the default engines), they apply to their phase's rows.
+DECODE_ONLY = ("acceptance", "draft_tokens")
+PREFILL_ONLY = ("new_tokens",)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_phase_options(options: dict, phases: set) -> None:
+    for names, phase in ((DECODE_ONLY, "decode"), (PREFILL_ONLY, "prefill")):
+        for name in names:
+            if options.get(name) is not None and phase not in phases:
+                raise SpecError(f"{_flag(name)}: applies to {phase} steps only, and every step asked for is "
+                                f"{'prefill' if phase == 'decode' else 'decode'} (add a {phase} layout or drop the option)")
+
+
+def _for_phase(options: dict, phase: str) -> dict:
+    drop = PREFILL_ONLY if phase == "decode" else DECODE_ONLY
+    return {k: v for k, v in options.items() if k not in drop}
+
+
 def load_specs(model: str, hardware=None, sets=None):
     """The model and hardware records with `--set` overrides applied to each."""
+    names = list(hardware or DEFAULT_HARDWARE)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SpecError(f"--hardware: {', '.join(twice)} is listed twice (each rack once)")
     m = load_model(model)
     hws = []
-    for name in hardware or DEFAULT_HARDWARE:
+    for name in names:
         specs = apply_overrides(sets, hardware=load_hardware(name), model=m)
         hws.append(specs["hardware"])
     return specs["model"], hws
@@ -26,18 +53,74 @@ def load_specs(model: str, hardware=None, sets=None):
 
 def run_estimates(model: str, hardware=None, layouts=None, sets=None, **options) -> list[dict]:
     m, hws = load_specs(model, hardware, sets)
+    from rubinperf.scenario import default_phase
+
     if layouts:
-        shapes = [(parse_layout(text), options.get("phase")) for text in layouts]
+        twice = sorted({t for t in layouts if list(layouts).count(t) > 1})
+        if twice:
+            raise SpecError(f"--layout: {', '.join(twice)} is listed twice (each layout once)")
+        given = [(parse_layout(text), options.get("phase")) for text in layouts]
+        given = [(lay, phase or default_phase(lay), None, "") for lay, phase in given]
+        shapes_of = {hw.name: given for hw in hws}
     else:
-        shapes = [(parse_layout(name), options.get("phase") or phase) for name, phase, _ in DEFAULT_ENGINES]
+        shapes_of = {hw.name: default_shapes(m, hw, options.get("phase")) for hw in hws}
+    _check_phase_options(options, {s[1] for shapes in shapes_of.values() for s in shapes})
     records = []
     for hw in hws:
-        for lay, phase in shapes:
-            point = make_point(m, hw, lay, **{**options, "phase": phase})
+        for lay, phase, batch, note in shapes_of[hw.name]:
+            opts = _for_phase(options, phase)
+            if batch is not None and opts.get("batch") is None:
+                opts["batch"] = batch
+            point = make_point(m, hw, lay, **{**opts, "phase": phase})
             r = step(m, hw, lay, point)
             check_finite(r)
-            records.append(step_record(r))
+            rec = step_record(r)
+            if note:
+                rec["note"] = note
+            records.append(rec)
     return records
+
+
+def _weights_fit(m, hw, lay, reserve_bytes: float = 10e9) -> bool:
+    from rubinperf.capacity import weight_bytes_per_rank
+
+    return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
+
+
+def _valid(m, hw, lay) -> bool:
+    from rubinperf.layout import check_layout
+
+    try:
+        check_layout(lay, m, hw)
+        return True
+    except SpecError:
+        return False
+
+
+def default_shapes(m, hw, phase=None) -> list[tuple]:
+    """The seed's engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
+    fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
+    H200 or B200), and a prefill layout whose weights overflow HBM the smallest DEP layout whose
+    weights fit. Each change is said in the record's `note`. Returns (layout, phase, batch, note)."""
+    from rubinperf.layout import Layout
+
+    out = []
+    for name, ph, batch in DEFAULT_ENGINES:
+        lay, ph = parse_layout(name), phase or ph
+        note = ""
+        if lay.kind == "dep" and (not _valid(m, hw, lay) or not _weights_fit(m, hw, lay)):
+            wider = range(lay.ranks + 1, hw.nvlink_domain_size + 1)
+            narrower = range(min(lay.ranks, hw.nvlink_domain_size + 1) - 1, 0, -1)
+            order = list(wider) if ph == "prefill" or lay.ranks <= hw.nvlink_domain_size else list(narrower)
+            pick = next((Layout("dep", n) for n in order
+                         if _valid(m, hw, Layout("dep", n)) and _weights_fit(m, hw, Layout("dep", n))), None)
+            if pick is not None and all(pick != s[0] or ph != s[1] for s in out):
+                why = ("exceeds the NVLink domain" if lay.ranks > hw.nvlink_domain_size
+                       else "does not hold the weights in HBM")
+                note = f"default {name} {ph} {why} of {hw.name}: {pick.name} instead"
+                lay = pick
+        out.append((lay, ph, batch, note))
+    return out
 
 
 def check_finite(r) -> None:

@@ -61,4 +61,18 @@ def check_layout(layout: Layout, model, hw) -> None:
         if model.moe_intermediate_size % layout.ranks:
             raise SpecError(f"{where}: {layout.ranks} ranks do not divide the expert width {model.moe_intermediate_size}")
     if layout.ranks > hw.nvlink_domain_size:
-        raise SpecError(f"{where}: {layout.ranks} ranks exceed the {hw.name} NVLink domain of {hw.nvlink_domain_size} GPUs")
+        fit = layouts_that_fit(model, hw, layout.kind)
+        raise SpecError(f"{where}: {layout.ranks} ranks exceed the {hw.name} NVLink domain of {hw.nvlink_domain_size} GPUs"
+                        + (f" ({layout.kind} layouts that fit: {', '.join(fit)})" if fit else ""))
+
+
+def layouts_that_fit(model, hw, kind: str) -> list[str]:
+    """Names of the `kind` layouts (dep or tp) that divide the model and fit the rack's NVLink domain."""
+    out = []
+    for n in range(1, min(hw.nvlink_domain_size, 4096) + 1):
+        try:
+            check_layout(Layout(kind, n), model, hw)
+        except SpecError:
+            continue
+        out.append(f"{kind}{n}")
+    return out

@@ -6,9 +6,11 @@ from rubinperf import report
 
 
 def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
-    cols = [("hardware", "left"), ("layout", "left"), ("phase", "left"), ("batch/rank", "right"), ("context", "right"),
-            ("step", "right"), ("SOL", "right"), ("% roofline", "right"), ("tok/s/GPU", "right"),
-            ("tok/s/user", "right"), ("bound", "left"), ("largest kernel", "left")]
+    col = report.col
+    cols = [col("hardware", "left"), col("layout", "left"), col("phase", "left"),
+            col("batch/rank", short="batch", drop=4), col("context", short="ctx", drop=5),
+            col("step"), col("SOL", drop=3), col("% roofline", short="%roof", drop=2), col("tok/s/GPU"),
+            col("tok/s/user"), col("bound", "left"), col("largest kernel", "left", drop=6, min_width=12)]
     rows = []
     for r in records:
         top = r["breakdown"][0]
@@ -21,11 +23,15 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted output tokens (batch x acceptance / step); prefill: new tokens. "
                "step = max(GPU, CPU); SOL = speed of light")
+    notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
+    if notes:
+        caption += "\n" + "\n".join(notes)
     report.print_out(report.table(f"{model}: one engine step", cols, rows, caption=caption))
     if breakdown:
         for r in records:
-            bcols = [("kernel", "left"), ("part", "left"), ("time", "right"), ("SOL", "right"), ("% roofline", "right"),
-                     ("share", "right"), ("FLOPs", "right"), ("bytes", "right"), ("bound", "left")]
+            bcols = [col("kernel", "left", min_width=24), col("part", "left", drop=3), col("time"), col("SOL", drop=4),
+                     col("% roofline", short="%roof", drop=2), col("share"), col("FLOPs", drop=6), col("bytes", drop=5),
+                     col("bound", "left")]
             brows = [[b["kernel"], b["part"], report.fmt_time(b["time_ms"] / 1e3), report.fmt_time(b["sol_time_ms"] / 1e3),
                       report.fmt_pct(b["fraction_of_roofline"]), report.fmt_pct(b["share_of_step"]),
                       report.si(b["flops"]), report.si(b["bytes"], "B"), b["bound"]] for b in r["breakdown"]]
@@ -36,13 +42,17 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
 
 
 def validate_table(records: list[dict]) -> None:
-    cols = [("point", "left"), ("metric", "left"), ("hardware", "left"), ("layout", "left"), ("published", "right"),
-            ("0.1.0", "right"), ("predicted", "right"), ("ratio", "right"), ("band", "right"), ("", "left"),
-            ("why", "left")]
+    col = report.col
+    cols = [col("point", "left", min_width=16), col("metric", "left", drop=6), col("hardware", "left", drop=4),
+            col("layout", "left", drop=5), col("published", short="publ."), col("0.1.0", drop=7),
+            col("predicted", short="pred."), col("ratio"), col("band", drop=2), col("", "left"),
+            col("why", "left", drop=3, min_width=24)]
     rows = [[r["id"] + (" (fitted)" if r["fitted"] else ""), r["metric"], r["hardware"], r["layout"],
              report.fmt_num(r["published"]), report.fmt_num(r["previous"]) if r.get("previous") else "",
-             report.fmt_num(r["predicted"]), f"{r['ratio']:.2f}",
-             f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", "in band" if r["in_band"] else "MISS", r["detail"]]
+             report.fmt_num(r["predicted"]),
+             "—" if r["ratio"] is None else f"{r['ratio']:.2f}",
+             f"{r['band'][0]:.2f}-{r['band'][1]:.2f}",
+             "in band" if r["in_band"] else "MISS" if r.get("reachable", True) else "unreachable", r["detail"]]
             for r in records]
     hits = sum(r["in_band"] for r in records)
     report.print_out(report.table(f"Validation: {hits} of {len(records)} points in band", cols, rows,

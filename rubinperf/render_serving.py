@@ -59,15 +59,18 @@ def thin(records: list[dict], n: int) -> list[dict]:
 def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
     """One frontier table per rack: each row a non-dominated configuration."""
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
-    cols = [("tok/s/user", "right"), ("tok/s/GPU", "right"), ("decode × batch/rank", "left"), ("step", "right"),
-            ("bound", "left"), ("prefill:decode GPUs", "right"), ("TTFT", "right"), ("$/M in", "right"),
-            ("$/M out", "right"), ("$/M all", "right"), ("tok/s/kW", "right")]
+    col = report.col
+    cols = [col("tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
+            col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
+            col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
+            col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
     for hw in hardware:
         mine = [r for r in records if r["hardware"] == hw]
         front = [r for r in mine if r["on_frontier"]]
         shown = thin(front, rows)
         several = len({r["prefill_layout"] for r in mine}) > 1
-        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]), _config(r, several),
+        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]),
+                 report.fmt_num(r.get("output_tokens_per_s_per_gpu")), _config(r, several),
                  report.fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
                  f"{r['prefill_gpus_per_decode_gpu']:.2f}", report.fmt_time(r["ttft_ms"] / 1e3),
                  _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
@@ -94,6 +97,14 @@ def _log_scale(lo: float, hi: float, n: int):
     return lambda v: int(round((math.log10(v) - lo) / (hi - lo) * (n - 1))), (lo, hi)
 
 
+CHART_LABEL_W = 9  # the y axis labels and the axis line: the chart's width is the console's less this and 2
+
+
+def chart_width() -> int:
+    """Plot columns of the terminal chart: the console's width less the axis, between 24 and 150."""
+    return max(24, min(150, report.console_width() - CHART_LABEL_W - 3))
+
+
 def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
     """A log-log character chart: tokens/s per GPU (up) against tokens/s per user (right); a marker
     per rack on its frontier, dots for the other feasible points. Returns a rich Text."""
@@ -115,7 +126,7 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
             grid[row][col] = (MARKERS[k], COLORS[k])
         elif grid[row][col][0] == " ":
             grid[row][col] = ("·", "dim " + COLORS[k])
-    label_w = 9
+    label_w = CHART_LABEL_W
     text = Text()
     text.append("tok/s/GPU\n", style="bold")
     for i, line in enumerate(grid):
@@ -135,7 +146,9 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
         ticks[j:j + len(s)] = list(s)
     ticks[width - len(last):width] = list(last)
     text.append(" " * (label_w + 2) + "".join(ticks).rstrip() + "\n")
-    text.append(" " * (label_w + 2) + "tok/s/user (log) →   ")
+    text.append(" " * (label_w + 2) + "tok/s/user (log) →")
+    legend = sum(len(hw) + 4 for hw in hardware) + 20
+    text.append("\n" + " " * (label_w + 2) if label_w + 23 + legend > label_w + 2 + width else "   ")
     for k, hw in enumerate(hardware):
         text.append(f"{MARKERS[k % len(MARKERS)]} {hw}  ", style=COLORS[k % len(COLORS)])
     text.append("· other swept points", style="dim")
@@ -151,6 +164,10 @@ def check_plot_path(path: str) -> None:
     parent = Path(path).parent
     if not parent.is_dir():
         raise SpecError(f"--plot {path}: no such directory {parent}")
+    try:
+        report._regular_target(Path(path))  # a device, FIFO or socket is refused before any work
+    except SpecError as exc:
+        raise SpecError(f"--plot {exc}") from None
     if suffix != ".svg" and not _has_matplotlib():
         raise SpecError(f"--plot {path}: {suffix.lstrip('.').upper()} needs matplotlib, an optional extra: "
                         "pip install 'rubinperf[plot]' (an .svg file needs nothing)")
@@ -168,6 +185,9 @@ def plot_file(records: list[dict], path: str, title: str = "") -> None:
     matplotlib draws it when installed (the `plot` extra); without it an SVG is written directly."""
     check_plot_path(path)
     suffix = Path(path).suffix.lower()
+    if not any(_series(records, hw)[1] for hw in _racks(records)):
+        raise SpecError(f"--plot {path}: no feasible point to plot (every swept point is infeasible; "
+                        "run without --plot to see why)")
     if not _has_matplotlib():
         report.write_atomic(path, svg_chart(records, title))
         return
@@ -300,7 +320,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     keys = list(dict.fromkeys((r["metric"], r["target_tokens_per_s_per_user"]) for r in records))
     first = next((r for r in records if r.get("model")), records[0])
 
-    cols = [("", "left")] + [(hw, "right") for hw in hardware] + [(f"{hw} / {base}", "right") for hw in others]
+    col = report.col
+    cols = ([col("", "left", min_width=20)] + [col(hw, wrap=True, min_width=16) for hw in hardware]
+            + [col(f"{hw} / {base}", wrap=True, min_width=8) for hw in others])
     rows = []
     for metric, level in keys:
         recs = [by[(hw, metric, level)] for hw in hardware]
@@ -330,7 +352,8 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     # Money and power at the peak.
     peak = [by.get((hw, "peak", None)) for hw in hardware]
     if all(p and p["reachable"] for p in peak):
-        for label, key, fmt in (("$/M input tokens at peak", "usd_per_m_input", _usd),
+        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", report.fmt_num),
+                                ("$/M input tokens at peak", "usd_per_m_input", _usd),
                                 ("$/M output tokens at peak", "usd_per_m_output", _usd),
                                 ("$/M tokens (all) at peak", "usd_per_m_tokens", _usd),
                                 ("tok/s per kW at peak", "tokens_per_s_per_kw", report.fmt_num),
@@ -350,9 +373,10 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
 
     # Where the throughput ratios come from.
     for hw in others:
-        tcols = [("point", "left"), ("requests per decode GPU", "right"), ("decode step", "right"),
-                 ("acceptance", "right"), ("decode share of GPUs", "right"), ("= tok/s/GPU ratio", "right"),
-                 (f"bound ({base} → {hw})", "left")]
+        tcols = [col("point", "left", min_width=10), col("requests per decode GPU", short="req/GPU", wrap=True, min_width=9),
+                 col("decode step", short="step", wrap=True, min_width=10), col("acceptance", short="accept."),
+                 col("decode share of GPUs", short="decode share", wrap=True, min_width=9),
+                 col("= tok/s/GPU ratio", short="= ratio"), col(f"bound ({base} → {hw})", "left", short="bound", drop=1)]
         trows = []
         for metric, level in keys:
             if metric == "single_user":
@@ -394,8 +418,10 @@ def _kernel_table(recs: list[dict], n: int):
         for k in r["kernels"][:n]:
             if k["kernel"] not in names:
                 names.append(k["kernel"])
-    cols = [("decode kernel", "left")] + [(f"{r['hardware']} per token", "right") for r in recs] + \
-        [(f"{r['hardware']} / {base['hardware']}", "right") for r in recs[1:]]
+    col = report.col
+    cols = [col("decode kernel", "left", min_width=18)] + \
+        [col(f"{r['hardware']} per token", short=r["hardware"], wrap=True, min_width=8) for r in recs] + \
+        [col(f"{r['hardware']} / {base['hardware']}", short="ratio" if len(recs) == 2 else None) for r in recs[1:]]
     rows = []
     lookup = [{k["kernel"]: k for k in r["kernels"]} for r in recs]
     for name in names:

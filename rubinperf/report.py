@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -50,15 +51,18 @@ def fmt_pct(fraction) -> str:
 
 
 def fmt_tokens(value) -> str:
-    """Token counts the way people say them: 131072 -> '128K', 1048576 -> '1M', 855000 -> '855 k'."""
+    """Token counts in one convention, K = 1024 and M = 1024² (as context windows are quoted, and as
+    --context parses them): 131072 -> '128K', 1048576 -> '1M'; other counts in digits: 855000 -> '855,000'."""
     if value is None:
         return "—"
     v = float(value)
+    if not math.isfinite(v):
+        return f"{v:g}"
     if v >= 1024 and v % (1 << 20) == 0:
         return f"{v / (1 << 20):g}M"
     if v >= 1024 and v % 1024 == 0:
         return f"{v / 1024:g}K"
-    return fmt_num(v)
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
 
 
 def fmt_num(value, digits: int = 3) -> str:
@@ -110,28 +114,74 @@ def to_csv(records: list[dict]) -> str:
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write a whole file or nothing: a temporary file beside it, then a rename.
 
-    The file gets the permissions a plain open() would give it (umask), or keeps those of
-    the file it replaces. A path that cannot be written is a SpecError naming it.
+    Only a regular file (or a new one) is written: a directory, device node, FIFO or socket
+    at `path` is refused, never replaced. A symbolic link is followed: its target is
+    written and the link stays. The file gets the permissions a plain open() would give it
+    (umask), or keeps those of the file it replaces. An interrupt (SIGINT, SIGTERM through
+    the CLI's handlers) or an error removes the temporary file. A path that cannot be
+    written is a SpecError naming it.
     """
-    from rubinperf.errors import SpecError
+    from rubinperf.errors import SpecError, shorten
 
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
     tmp = None
     try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+        target = _regular_target(path)
+        blocked = _block_signals()
+        try:  # the temporary file's name is known before any signal handler can run
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        finally:
+            _unblock_signals(blocked)
         with os.fdopen(fd, mode) as fh:
             fh.write(data)
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
+        os.chmod(tmp, _file_mode(target))
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         _discard(tmp)
-        raise SpecError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise SpecError(f"{shorten(str(path))}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         _discard(tmp)
         raise
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular_target(path: Path) -> Path:
+    """The file to replace: `path`, or the target of the symbolic link(s) at `path`; refuse anything
+    that exists and is not a regular file."""
+    from rubinperf.errors import SpecError, shorten
+
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise FileNotFoundError(2, f"no such directory {target.parent}") from None
+        return target
+    if not stat.S_ISREG(st.st_mode):
+        what = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        via = f" (the target of the link {shorten(str(path))})" if target != path else ""
+        raise SpecError(f"{shorten(str(target))}{via}: is {what}, not a regular file; refusing to replace it")
+    return target
+
+
+def _block_signals():
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _unblock_signals(old) -> None:
+    import signal
+
+    if old is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _file_mode(path: Path) -> int:
@@ -151,26 +201,188 @@ def _discard(tmp) -> None:
             pass
 
 
-def table(title: str, columns: list[tuple[str, str]], rows: list[list[str]], caption: str | None = None):
-    """A rich Table; columns are (header, justify)."""
-    from rich.table import Table
+# ---------------------------------------------------------------- tables that fit the console
 
-    t = Table(title=title, caption=caption, header_style="bold", title_justify="left", caption_justify="left")
-    for header, justify in columns:
-        t.add_column(header, justify=justify)
-    for r in rows:
-        t.add_row(*r)
-    return t
+# --wide (set by the commands that have it): every column, at its natural width.
+_WIDE = False
+PIPE_WIDTH = 200  # output that is not a terminal, and no COLUMNS: tables as wide as they need, up to this
+
+
+def set_wide(wide: bool) -> None:
+    global _WIDE
+    _WIDE = bool(wide)
+
+
+def col(header: str, justify: str = "right", short: str | None = None, drop: int = 0, wrap: bool | None = None,
+        min_width: int = 0, fold: bool = False):
+    """A column of `table`: `short` is the header used when the table must shrink; `drop` > 0
+    makes the column optional, the highest value left out first when the table does not fit;
+    `wrap` lets its cells wrap at spaces (default: left-justified columns), down to `min_width`;
+    `fold` lets a word longer than that continue on the next line (formulas, which have no spaces)."""
+    return {"header": header, "justify": justify, "short": short or header, "drop": drop,
+            "wrap": justify == "left" if wrap is None else wrap, "min_width": min_width, "fold": fold}
+
+
+def _colspec(c) -> dict:
+    if isinstance(c, dict):
+        return c
+    header, justify = c[0], c[1]
+    return col(header, justify)
+
+
+class FitTable:
+    """A table that fits the width it is printed in (never cutting a cell with '...').
+
+    When the boxed table is too wide: a lighter style (no box), then the short headers, then
+    text columns wrapped at spaces, then optional columns left out (named in the caption;
+    --wide shows every column). Numbers never wrap. Rendered by print_out."""
+
+    def __init__(self, title, columns, rows, caption=None):
+        self.title, self.caption = title, caption
+        self.cols = [_colspec(c) for c in columns]
+        self.rows = [[str(x) for x in r] for r in rows]
+
+    # widths
+    def _natural(self, i: int, short: bool) -> int:
+        from rich.cells import cell_len
+
+        head = self.cols[i]["short" if short else "header"]
+        cells = [head] + [r[i] for r in self.rows]
+        return max(cell_len(line) for c in cells for line in (c.split("\n") or [""]))
+
+    def _minimum(self, i: int, short: bool) -> int:
+        from rich.cells import cell_len
+
+        c = self.cols[i]
+        if not c["wrap"]:  # numbers do not wrap
+            return self._natural(i, short)
+        head = c["short" if short else "header"]
+        words = [w for cell in [head] + [r[i] for r in self.rows] for w in cell.split()]
+        if c.get("fold"):
+            words = [w for w in head.split()]
+        return min(max([cell_len(w) for w in words] + [1, c["min_width"]]), self._natural(i, short))
+
+    def natural_width(self) -> int:
+        n = len(self.cols)
+        return sum(self._natural(i, False) for i in range(n)) + 3 * n + 1
+
+    def build(self, width: int):
+        from rich import box
+
+        n = len(self.cols)
+        keep = list(range(n))
+        if _WIDE or self.natural_width() <= width:
+            return self._rich(keep, short=False, boxed=True, widths=None)
+        dropped = []
+
+        def need(ids, measure):  # compact style: two spaces between columns, no edges
+            return sum(measure(i, True) for i in ids) + 2 * (len(ids) - 1)
+
+        while True:
+            if need(keep, self._natural) <= width:
+                return self._rich(keep, short=True, boxed=False, widths=None, dropped=dropped, width=width)
+            if need(keep, self._minimum) <= width:
+                return self._rich(keep, short=True, boxed=False, widths=self._shrink(keep, width), dropped=dropped,
+                                  width=width)
+            optional = [i for i in keep if self.cols[i]["drop"] > 0]
+            if not optional:  # nothing left to leave out: fold what must be folded (still no '...')
+                return self._rich(keep, short=True, boxed=False, widths=self._shrink(keep, width), dropped=dropped,
+                                  width=width)
+            worst = max(optional, key=lambda i: (self.cols[i]["drop"], i))
+            keep.remove(worst)
+            dropped.append(self.cols[worst]["header"])
+
+    def _shrink(self, keep, width) -> dict:
+        """Widths for the kept columns: natural, the widest wrappable ones narrowed down to fit."""
+        widths = {i: self._natural(i, True) for i in keep}
+        mins = {i: self._minimum(i, True) for i in keep}
+        budget = width - 2 * (len(keep) - 1)
+        while sum(widths.values()) > budget:
+            slack = [i for i in keep if widths[i] > mins[i]]
+            if not slack:
+                break
+            i = max(slack, key=lambda j: widths[j] - mins[j])
+            widths[i] -= 1
+        return widths
+
+    def _rich(self, keep, short, boxed, widths, dropped=(), width=None):
+        from rich import box
+        from rich.table import Table
+
+        caption = self.caption
+        if dropped:
+            note = f"(left out to fit {width} columns: {', '.join(dropped)}; --wide shows every column)"
+            caption = f"{caption}\n{note}" if caption else note
+        style = {} if boxed else dict(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+        t = Table(title=self.title, caption=caption, header_style="bold", title_justify="left", caption_justify="left",
+                  **style)
+        for i in keep:
+            c = self.cols[i]
+            t.add_column(c["short"] if short else c["header"], justify=c["justify"], overflow="fold",
+                         no_wrap=widths is None, width=None if widths is None else widths[i])
+        for r in self.rows:
+            t.add_row(*[r[i] for i in keep])
+        return t
+
+
+def table(title: str, columns: list, rows: list[list[str]], caption: str | None = None) -> FitTable:
+    """A table that fits the console; columns are (header, justify) or `col(...)` records."""
+    return FitTable(title, columns, rows, caption)
+
+
+def console_width() -> int:
+    """The width output is laid out for: the terminal's, else $COLUMNS, else PIPE_WIDTH."""
+    from rich.console import Console
+
+    console = Console()
+    if console.is_terminal:
+        return console.width
+    try:
+        cols = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        cols = 0
+    return cols if cols > 0 else PIPE_WIDTH
 
 
 def print_out(renderable) -> None:
     from rich.console import Console
 
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:  # piped or redirected: don't squeeze tables into 80 columns
-        console = Console(soft_wrap=False, width=200)
-    console.print(renderable)
+    width = console_width()
+    if isinstance(renderable, FitTable):
+        if _WIDE:
+            width = max(width, renderable.natural_width())
+        renderable = renderable.build(width)
+    console = Console(soft_wrap=False, width=width)
+    console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
+    with _stdout_errors():
+        console.print(renderable)
+
+
+def _reader_gone() -> None:
+    from rubinperf.console import silence_stdout
+
+    silence_stdout()
+    raise SystemExit(0)
 
 
 def emit_text(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    with _stdout_errors():
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+class _stdout_errors:
+    """A write to standard output that fails (a full disk) is a one-line error, not a traceback."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        if typ is None or not issubclass(typ, OSError):
+            return False
+        from rubinperf.console import silence_stdout
+        from rubinperf.errors import SpecError
+
+        silence_stdout()
+        if issubclass(typ, BrokenPipeError):  # the reader has gone (| head): done, successfully, quietly
+            raise SystemExit(0)
+        raise SpecError(f"cannot write to standard output: {exc.strerror or exc}") from None

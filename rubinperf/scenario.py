@@ -16,6 +16,8 @@ DEFAULT_HARDWARE = ("gb300-nvl72", "vr-nvl72")
 # The seed's engine shapes: DEP2 prefill, Wide-EP DEP32 decode, TP8 low-latency decode.
 DEFAULT_ENGINES = (("dep2", "prefill", 1), ("dep32", "decode", 16), ("tp8", "decode", 1))
 DEFAULT_CONTEXT = 131072
+MAX_BATCH = 1 << 20       # requests per rank: far beyond any HBM's KV capacity (as pareto --max-batch)
+MAX_DRAFT_TOKENS = 64     # drafted tokens per verify step: real drafts verify a handful
 DEFAULT_NEW_TOKENS = 32768
 
 # Balancedness (mean rank load / max rank load), published-results.md: EPLB on / off.
@@ -45,6 +47,21 @@ def _finite(name: str, value) -> None:
         raise SpecError(f"--{name}: expected a finite number, got {value}")
 
 
+def _count(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) < 1e15 else f"{v:.3g}"
+
+
+def check_phase_options(layout: Layout, phase: str | None, new_tokens=None, draft_tokens=None, acceptance=None) -> None:
+    """Options given on the command line for a step of the other phase are an error (they would be ignored)."""
+    phase = phase or default_phase(layout)
+    if phase == "prefill":
+        for name, value in (("acceptance", acceptance), ("draft-tokens", draft_tokens)):
+            if value is not None:
+                raise SpecError(f"--{name}: applies to decode steps only, and this {layout.name} step is prefill")
+    elif phase == "decode" and new_tokens is not None:
+        raise SpecError(f"--new-tokens: applies to prefill steps only, and this {layout.name} step is decode")
+
+
 def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
                draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True,
                engram_placement: str | None = None) -> Point:
@@ -55,13 +72,15 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
     phase = phase or default_phase(layout)
     if phase not in ("prefill", "decode"):
         raise SpecError(f"--phase: expected prefill or decode, got {phase!r}")
+
     context = DEFAULT_CONTEXT if context is None else context
     if context < 0:
         raise SpecError(f"--context: expected a non-negative token count, got {context}")
     if batch is None:
         batch = next((b for name, ph, b in DEFAULT_ENGINES if name == layout.name and ph == phase), 1)
-    if batch <= 0:
-        raise SpecError(f"--batch: expected a positive number of requests per rank, got {batch}")
+    if not 1 <= batch <= MAX_BATCH:
+        raise SpecError(f"--batch: expected between 1 and {MAX_BATCH:,} requests (decode) or sequences (prefill) "
+                        f"per rank, got {batch:g}")
     new_tokens = DEFAULT_NEW_TOKENS if new_tokens is None else new_tokens
     if phase == "prefill":
         if new_tokens <= 0:
@@ -70,18 +89,25 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
             raise SpecError(f"--new-tokens: expected at least one new token per sequence (--batch {batch}), got {new_tokens}")
     per_seq = new_tokens / batch if phase == "prefill" else 0
     if context + per_seq > model.max_context_tokens:
-        raise SpecError(f"--context: {context + per_seq:.0f} tokens exceed {model.name}'s maximum of {model.max_context_tokens}")
+        if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
+            raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
+                            f"context of {model.max_context_tokens:,} tokens")
+        what = f"{_count(context)} cached + {_count(per_seq)} new tokens" if per_seq else f"{_count(context)} tokens"
+        raise SpecError(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
     k = model.draft_tokens if draft_tokens is None else draft_tokens
-    if k < 0:
-        raise SpecError(f"--draft-tokens: expected 0 or more, got {k}")
+    if not 0 <= k <= MAX_DRAFT_TOKENS:
+        raise SpecError(f"--draft-tokens: expected 0 to {MAX_DRAFT_TOKENS}, got {k}")
     if acceptance is None:
         acceptance = min(model.mean_accepted_tokens, k + 1)
     if not 1 <= acceptance <= k + 1:
         raise SpecError(f"--acceptance: expected between 1 and draft tokens + 1 = {k + 1}, got {acceptance}")
     bal, draft_bal = BALANCEDNESS[eplb]
     if balancedness is not None:
-        if not 0 < balancedness <= 1:
-            raise SpecError(f"--balancedness: expected a value in (0, 1], got {balancedness}")
+        lowest = 1 / layout.ranks if layout.kind == "dep" else 0.01
+        if not lowest <= balancedness <= 1:
+            why = (f"mean/max load over {layout.ranks} ranks is at least 1/{layout.ranks}" if layout.kind == "dep"
+                   else "TP has no expert imbalance; the value is not used")
+            raise SpecError(f"--balancedness: expected a value in [{lowest:.3g}, 1] for {layout.name} ({why}), got {balancedness:g}")
         bal = balancedness
     if layout.kind == "tp":
         bal = draft_bal = 1.0  # every rank holds a slice of every expert: no expert imbalance

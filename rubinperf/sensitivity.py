@@ -108,6 +108,10 @@ def tornado_plot(records: list[dict], path: str, swing: float, top: int | None =
 
     from rubinperf.report import write_atomic
 
+    from rubinperf.render_serving import PLOT_SUFFIXES
+
+    if not path.lower().endswith(PLOT_SUFFIXES):  # .pgf, .ps, .eps would make matplotlib run LaTeX or ghostscript
+        raise SpecError(f"--plot {path}: expected a file ending in {', '.join(PLOT_SUFFIXES)}")
     rows = [r for r in records if r["elasticity"]][: top or None][::-1]
     if not rows:
         raise SpecError("--plot: every elasticity is zero, nothing to plot")

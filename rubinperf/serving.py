@@ -437,10 +437,16 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
 # ---------------------------------------------------------------- sweeps
 
 
+MAX_BATCH_LIMIT = 1 << 20  # requests per rank: far beyond any HBM's KV capacity, and exact in float64
+
+
 def batch_grid(max_batch: float = DEFAULT_MAX_BATCH) -> np.ndarray:
     """Every batch 1..128, then 48 geometric steps to `max_batch`."""
     if not max_batch >= 1:
         raise SpecError(f"--max-batch: expected at least 1, got {max_batch}")
+    if max_batch > MAX_BATCH_LIMIT:
+        shown = str(max_batch) if len(str(max_batch)) <= 24 else f"{str(max_batch)[:12]}... ({len(str(max_batch))} digits)"
+        raise SpecError(f"--max-batch: expected at most {MAX_BATCH_LIMIT:,} requests per rank or instance, got {shown}")
     dense = np.arange(1, min(128, max_batch) + 1, dtype=float)
     tail = np.round(np.geomspace(128, max_batch, 48)) if max_batch > 128 else np.array([])
     return np.unique(np.concatenate([dense, tail, [float(math.floor(max_batch))]]))
@@ -452,6 +458,7 @@ class Sweep:
 
     runs: list[Serving]
     skipped: list[str]
+    notes: list[str] = field(default_factory=list)   # defaults changed to make a rack work, said aloud
 
     def hardware_names(self) -> list[str]:
         return list(dict.fromkeys(r.hw.name for r in self.runs))
@@ -486,10 +493,16 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
     """
     batches = batch_grid() if batches is None else np.asarray(batches, dtype=float)
     decode_layouts = [parse_layout(x) if isinstance(x, str) else x for x in (decode_layouts or DEFAULT_DECODE_LAYOUTS)]
-    plans = []
+    plans, notes = [], []
     for m, hw, w in setups:
         check_workload(m, w)
-        for pl in (prefill_layouts or [w.prefill_layout]):
+        defaults = [w.prefill_layout]
+        if not prefill_layouts:
+            chosen, note = default_prefill_layout(m, hw, w, eplb=eplb)
+            defaults = [chosen]
+            if note:
+                notes.append(f"{hw.name}: {note}")
+        for pl in (prefill_layouts or defaults):
             pl = parse_layout(pl) if isinstance(pl, str) else pl
             for dl in decode_layouts:
                 plans.append((m, hw, w, pl, dl))
@@ -515,4 +528,27 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
         runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key]))
     if progress:
         progress(len(plans), len(plans), "done")
-    return Sweep(runs=runs, skipped=skipped)
+    return Sweep(runs=runs, skipped=skipped, notes=notes)
+
+
+def default_prefill_layout(m: Model, hw, w: Workload, eplb: bool = True) -> tuple[Layout, str]:
+    """The workload's prefill layout, or, when its weights do not fit this rack's HBM (DEP2 of a
+    large model on an 8-GPU H200 or B200), the smallest DEP layout that fits; with a note saying so.
+    When none fits, the workload's layout is kept (its points are reported infeasible, with why)."""
+    wanted = parse_layout(w.prefill_layout)
+
+    def fits(layout: Layout) -> bool:
+        try:
+            check_layout(layout, m, hw)
+            return prefill_plan(m, hw, w, layout, eplb=eplb).feasible
+        except SpecError:
+            return False
+
+    if fits(wanted):
+        return wanted, ""
+    for n in range(wanted.ranks + 1, hw.nvlink_domain_size + 1):
+        candidate = Layout(wanted.kind, n)
+        if fits(candidate):
+            return candidate, (f"prefill {wanted.name} (the workload's) does not fit; using {candidate.name}, the "
+                               f"smallest {wanted.kind.upper()} prefill layout that does (--prefill-layout to choose)")
+    return wanted, ""

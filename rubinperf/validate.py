@@ -13,9 +13,10 @@ from pathlib import Path
 
 from rubinperf.errors import SpecError
 from rubinperf.report import fmt_time
-from rubinperf.specs.loader import REPO_ROOT, read_toml
+from rubinperf.bundled import folder
+from rubinperf.specs.loader import read_toml
 
-POINTS_FILE = REPO_ROOT / "validation" / "published.toml"
+POINTS_FILE = folder("validation") / "published.toml"
 
 
 @dataclass(frozen=True)
@@ -197,8 +198,8 @@ def _summary(model: str, hardware: str, workload: str):
 def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
     s = _summary(p.model, hardware, p.workload or "agentx")
     pick = s.peak if p.interactivity is None else s.at_interactivity(p.interactivity)
-    if pick is None:
-        return 0.0, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
+    if pick is None:  # no prediction at all: reported as unreachable, never as 0 or inf
+        return None, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
     r = pick.record
     return r["tokens_per_s_per_gpu"], (f"{hardware} {r['decode_layout']} x {r['batch_per_rank']:g}, "
                                        f"{r['tokens_per_s_per_user']:.0f} tok/s/user, decode {r['decode_bound']}")
@@ -213,8 +214,9 @@ def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
         raise SpecError(f"point {p.id}: a ratio needs baseline_hardware")
     top, why_top = _throughput(p, p.hardware)
     base, why_base = _throughput(p, p.baseline_hardware)
-    ratio = top / base if base else float("inf")
-    return ratio, f"{why_top}; {why_base}"
+    if top is None or base is None or not base > 0:
+        return None, f"{why_top}; {why_base}"
+    return top / base, f"{why_top}; {why_base}"
 
 
 METRICS = {
@@ -241,12 +243,14 @@ def validate(points: list[RefPoint]) -> list[dict]:
         except SpecError as exc:  # a name or an operating point of this point is wrong: say which point
             msg = str(exc)
             raise SpecError(msg if msg.startswith(f"point {p.id}:") else f"point {p.id}: {msg}") from None
-        ratio = predicted / p.published
+        reachable = predicted is not None and math.isfinite(predicted)
+        ratio = predicted / p.published if reachable else None
         records.append({
             "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,
-            "phase": p.phase, "published": p.published, "predicted": predicted, "ratio": ratio,
-            "band": list(p.band), "in_band": p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
-            "previous": p.previous, "moved": predicted / p.previous if p.previous else None,
+            "phase": p.phase, "published": p.published, "predicted": predicted if reachable else None, "ratio": ratio,
+            "band": list(p.band), "in_band": reachable and p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
+            "reachable": reachable, "previous": p.previous,
+            "moved": predicted / p.previous if p.previous and reachable else None,
             "detail": why, "source": p.source, "note": p.note,
         })
     return records

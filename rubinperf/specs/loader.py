@@ -21,7 +21,7 @@ else:  # pragma: no cover
 
 from rubinperf.errors import SpecError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
 
 # Sanity range of any non-zero number in a spec, in SI units. Nothing a GPU, a rack or a model
 # has comes near either end (peaks ~1e16 FLOP/s, capacities ~1e12 B, latencies ~1e-6 s); a value
@@ -53,17 +53,40 @@ def numeric_fields(cls) -> list[str]:
     return [f.name for f in spec_fields(cls) if hints[f.name] in (float, int)]
 
 
+NAME_MAX = 255  # bytes in one path component (Linux, macOS); a longer name cannot be a file
+
+
 def resolve_path(name_or_path: str, kind: str) -> Path:
     """A bundled spec name (`gb300-nvl72`) or a path to a user's TOML file."""
+    from rubinperf.errors import shorten
+
+    shown = shorten(name_or_path)
+    if "\0" in name_or_path:
+        raise SpecError(f"{shown!r}: a {kind} name or path cannot contain a NUL character")
     p = Path(name_or_path)
-    if p.suffix == ".toml" or "/" in name_or_path or p.exists() and p.is_file():
-        if not p.is_file():
-            raise SpecError(f"{name_or_path}: no such {kind} spec file")
-        return p
-    bundled = REPO_ROOT / kind_dir(kind) / f"{name_or_path}.toml"
+    too_long = any(len(part.encode("utf-8", "surrogateescape")) > NAME_MAX for part in p.parts)
+    as_path = p.suffix == ".toml" or "/" in name_or_path
+    if too_long:
+        if as_path:
+            raise SpecError(f"{shown}: no such {kind} spec file (a path component is over {NAME_MAX} bytes)")
+        raise SpecError(f"unknown {kind} '{shown}' (a name of {len(name_or_path.encode('utf-8', 'replace')):,} bytes; "
+                        f"known: {', '.join(bundled_names(kind))})")
+    try:
+        if as_path or p.is_file():
+            if not p.is_file():
+                if p.exists():
+                    raise SpecError(f"{shown}: not a file (a {kind} spec is a .toml file)")
+                raise SpecError(f"{shown}: no such {kind} spec file")
+            return p
+    except OSError as exc:  # a directory without search permission, a loop of links, ...
+        raise SpecError(f"{shown}: cannot read {kind} spec: {exc.strerror or exc}") from None
+    bundled = bundled_dir(kind) / f"{name_or_path}.toml"
     if not bundled.is_file():
-        known = ", ".join(bundled_names(kind)) or "none"
-        raise SpecError(f"unknown {kind} '{name_or_path}' (known: {known}; or give a path to a .toml file)")
+        names = bundled_names(kind)
+        near = [n for n in names if n.startswith(name_or_path.lower()) or name_or_path.lower().startswith(n)]
+        near = near or __import__("difflib").get_close_matches(name_or_path.lower(), names, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        raise SpecError(f"unknown {kind} '{shown}' ({hint}known: {', '.join(names)}; or give a path to a .toml file)")
     return bundled
 
 
@@ -71,24 +94,43 @@ def kind_dir(kind: str) -> str:
     return {"hardware": "hardware", "model": "models", "workload": "examples"}[kind]
 
 
+def bundled_dir(kind: str) -> Path:
+    """The folder of bundled specs of one kind: inside the installed package, or the checkout's."""
+    from rubinperf.bundled import folder
+
+    return folder(kind_dir(kind))
+
+
 def bundled_names(kind: str) -> list[str]:
-    d = REPO_ROOT / kind_dir(kind)
+    """Names of the bundled specs of one kind. None at all is a broken install: an error, never an empty list."""
+    d = bundled_dir(kind)
     names = sorted(p.stem for p in d.glob("*.toml"))
-    if kind == "workload":
-        return names
+    if not names:
+        raise SpecError(f"no bundled {kind} specs found in {d} (a broken install: reinstall rubinperf)")
     return names
 
 
 def read_toml(path: Path) -> dict:
+    import os
+    import stat
+
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise SpecError(f"{path}: cannot read: {what} (expected a .toml file)")
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise SpecError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:

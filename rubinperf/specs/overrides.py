@@ -83,10 +83,15 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
 def apply_overrides(assignments: list[str] | None, **records):
     """Return the records (hardware=, model=, workload=) with every `key=value` applied, in the order given."""
     out = dict(records)
+    from rubinperf.errors import shorten
+
     for text in assignments or []:
         key, sep, value = text.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise SpecError(f"--set {text!r}: expected key=value, e.g. hbm_bandwidth=30TB/s")
+            raise SpecError(f"--set {shorten(text)!r}: expected key=value, e.g. hbm_bandwidth=30TB/s")
+        if len(key) > 200 or len(value) > 10_000:  # no field is named so, no value is written so
+            raise SpecError(f"--set {shorten(text)!r}: expected key=value with a spec field name and a value, "
+                            "e.g. hbm_bandwidth=30TB/s")
         kind, field = _resolve(key.strip(), out)
         rec = out[kind]
         f = next(f for f in spec_fields(type(rec)) if f.name == field)

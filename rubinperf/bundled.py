@@ -1,0 +1,42 @@
+"""Where the bundled specs live.
+
+The top-level folders of the source tree (`hardware/`, `models/`, ...) are the single
+source of the bundled specs. A wheel carries copies of them inside the package, as
+`rubinperf/_data/<folder>/` (the build hook in `setup.py` copies every folder named in
+SPEC_FOLDERS at build time); an editable install or a plain checkout reads the folders
+beside the package. This module is also read by `setup.py`, so it imports nothing but the
+standard library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Top-level folders shipped inside the wheel as package data. A new spec folder (e.g.
+# `stacks/`) is shipped by adding its name here; folders that do not exist are skipped.
+SPEC_FOLDERS = ("hardware", "models", "examples", "validation", "stacks")
+
+DATA_DIR = "_data"  # rubinperf/_data/<folder> inside an installed wheel
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the checkout, when run from one
+
+
+def data_root() -> Path:
+    """The folder that holds the bundled spec folders: inside the installed package when
+    the wheel carried them, else the source checkout beside the package."""
+    from importlib import resources
+
+    try:
+        packaged = resources.files("rubinperf") / DATA_DIR
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - rubinperf is not importable as a package
+        packaged = None
+    if packaged is not None and packaged.is_dir():
+        return Path(str(packaged))
+    return SOURCE_ROOT
+
+
+def folder(name: str) -> Path:
+    """One bundled folder (`hardware`, `models`, `examples`, `validation`, ...)."""
+    if name not in SPEC_FOLDERS:  # pragma: no cover - a programming error
+        raise KeyError(f"{name} is not a bundled folder (known: {', '.join(SPEC_FOLDERS)})")
+    return data_root() / name

@@ -1,0 +1,108 @@
+"""Every table fits the console: nothing cut with '…', no line wider than COLUMNS; --wide shows all."""
+
+from __future__ import annotations
+
+import pytest
+from rich.cells import cell_len
+
+COMMANDS = {
+    "estimate": ["estimate"],
+    "breakdown": ["estimate", "-H", "vr-nvl72", "-l", "dep32", "--breakdown"],
+    "pareto": ["pareto", "--max-batch", "256"],
+    "compare": ["compare", "--max-batch", "256"],
+    "validate": ["validate"],
+    "sensitivity": ["sensitivity", "--top", "8"],
+    "list hardware": ["list", "hardware"],
+    "list models": ["list", "models"],
+}
+# Words that must appear whole (a cell folded across lines would split them).
+WHOLE = {
+    "estimate": ["gb300-nvl72", "vr-nvl72", "prefill", "compute", "memory", "tok/s/GPU"],
+    "breakdown": ["memory", "floor", "target"],
+    "pareto": ["gb300-nvl72", "tok/s/user", "tok/s/GPU", "memory"],
+    "compare": ["gb300-nvl72", "vr-nvl72", "tok/s/GPU", "tok/s/user"],
+    "validate": ["vr-tp8-single-user", "gb300-throughput-at-196", "in band", "MISS", "0.80-1.25"],
+    "sensitivity": ["hbm_bandwidth_bytes_per_s", "hbm_interleaved_bandwidth_factor", "-0.7726"],
+    "list hardware": ["gb300-nvl72", "gb200-nvl72", "PFLOP/s", "TB/s"],
+    "list models": ["deepseek-v4.1-flash", "deepseek-v3", "top-6"],
+}
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    return {}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_fits_the_console(cli, monkeypatch, name, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    r = cli(*COMMANDS[name])
+    assert r.code in (0, 1), r  # validate exits 1 when a point misses its band
+    assert r.out.strip()
+    assert "…" not in r.out, r.out
+    for word in WHOLE[name]:
+        assert word in r.out, f"{name} at COLUMNS={width}: {word!r} is split or missing\n{r.out}"
+    widest = max(cell_len(line.rstrip()) for line in r.out.splitlines())
+    assert widest <= width, f"{name} at COLUMNS={width}: a line of {widest} columns\n{r.out}"
+
+
+def test_fitting_leaves_out_columns_and_says_so(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("estimate")
+    assert "left out to fit 80 columns" in r.out and "--wide" in r.out
+    assert "tok/s/GPU" in r.out and "tok/s/user" in r.out and "step" in r.out
+
+
+def test_wide_shows_every_column(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli("estimate", "--wide")
+    assert r.code == 0
+    for header in ("batch/rank", "context", "SOL", "% roofline", "largest kernel"):
+        assert header in r.out
+    assert "left out" not in r.out and "…" not in r.out
+    r = cli("validate", "--wide")
+    assert "metric" in r.out and "why" in r.out and "…" not in r.out
+
+
+def test_wide_on_every_table_command(cli):
+    for argv in (["estimate", "--wide", "-q"], ["pareto", "--wide", "-q", "--max-batch", "16"],
+                 ["compare", "--wide", "-q", "--max-batch", "16"], ["validate", "--wide", "-q"]):
+        assert cli(*argv).code in (0, 1), argv
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_terminal_chart_sizes_itself(cli, monkeypatch, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    r = cli("pareto", "-H", "vr-nvl72", "--max-batch", "64")
+    chart = r.out[r.out.index("tok/s/GPU\n"):]
+    lines = chart.splitlines()
+    axis = next(line for line in lines if "└" in line)
+    assert width - 6 <= cell_len(axis.rstrip()) <= width  # the chart uses the width it has
+    assert max(cell_len(line.rstrip()) for line in lines) <= width
+
+
+def _all_help(cli):
+    import typer
+
+    from rubinperf.cli import app
+
+    root = typer.main.get_command(app)
+    out = {"": cli("--help").out}
+    for name, cmd in root.commands.items():
+        out[name] = cli(name, "--help").out
+        for sub in getattr(cmd, "commands", {}) or {}:
+            out[f"{name} {sub}"] = cli(name, sub, "--help").out
+    return out
+
+
+def test_help_texts_print_plain_brackets_and_claim_only_their_options(cli):
+    helps = _all_help(cli)
+    assert len(helps) > 10
+    for name, text in helps.items():
+        assert "\\[" not in text, name
+    assert "[default: 1024]" in helps["pareto"]
+    for name in ("compare", "explain", "estimate", "validate"):
+        assert "--plot" not in helps[name], name
+    for name in ("pareto", "sensitivity"):
+        assert "--plot" in helps[name]
