@@ -14,7 +14,7 @@ from pathlib import Path
 
 # Top-level folders shipped inside the wheel as package data. A new spec folder (e.g.
 # `stacks/`) is shipped by adding its name here; folders that do not exist are skipped.
-SPEC_FOLDERS = ("hardware", "models", "examples", "validation", "stacks")
+SPEC_FOLDERS = ("hardware", "models", "examples", "validation", "stacks", "calibration")
 
 DATA_DIR = "_data"  # rubinperf/_data/<folder> inside an installed wheel
 

@@ -439,6 +439,12 @@ class _Pretty(PrettyPrinter):
     def _print_Min(self, e):
         return self._helper_print_function(e.func, e.args, func_name="min")
 
+    def _print_ceiling(self, e):  # as a named function: sympy's ASCII form of the brackets fails
+        return self._helper_print_function(e.func, e.args, func_name="ceil")
+
+    def _print_floor(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="floor")
+
 
 class _Latex(LatexPrinter):
     def _print_Symbol(self, expr, style="plain"):

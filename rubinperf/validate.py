@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rubinperf.errors import SpecError
 from rubinperf.report import fmt_time
-from rubinperf.bundled import folder
+from rubinperf.bundled import data_root, folder
 from rubinperf.specs.loader import read_toml
 
 POINTS_FILE = folder("validation") / "published.toml"
@@ -164,7 +164,7 @@ def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
 
     if not p.data or p.launch not in ("graph", "eager"):
         raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
-    _, rows = read_csv(REPO_ROOT / p.data)
+    _, rows = read_csv(data_root() / p.data)
     stats = predict(rows, load_hardware(p.hardware))["modes"][p.launch]
     return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
                                      f"max SOL/measured {stats['max_sol_over_measured']:.2f}")

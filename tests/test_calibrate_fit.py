@@ -192,7 +192,7 @@ def test_calibrated_toml_keeps_every_other_line(h200, tmp_path):
         if f.name not in ("hbm_stream_efficiency", "mma_prologue_s", "split_k_max", "sources", "path"):
             assert getattr(hw, f.name) == getattr(h200, f.name), f.name
     with pytest.raises(SpecError, match="no line for"):
-        fit.rewrite_efficiency("[efficiency]\nsource = 'x'\n", {"hbm_stream_efficiency": 0.5}, "y")
+        fit.calibrated_toml(src, {"no_such_field": 0.5}, "y")
 
 
 def test_calibrated_toml_is_checked_by_the_strict_loader(h200, tmp_path):

@@ -18,11 +18,11 @@ COMMANDS = {
 # Words that must appear whole (a cell folded across lines would split them).
 WHOLE = {
     "estimate": ["gb300-nvl72", "vr-nvl72", "prefill", "compute", "memory", "tok/s/GPU"],
-    "breakdown": ["memory", "floor", "target"],
+    "breakdown": ["memory", "latency", "target"],
     "pareto": ["gb300-nvl72", "tok/s/user", "tok/s/GPU", "memory"],
     "compare": ["gb300-nvl72", "vr-nvl72", "tok/s/GPU", "tok/s/user"],
     "validate": ["vr-tp8-single-user", "gb300-throughput-at-196", "in band", "MISS", "0.80-1.25"],
-    "sensitivity": ["hbm_bandwidth_bytes_per_s", "hbm_interleaved_bandwidth_factor", "-0.7726"],
+    "sensitivity": ["hbm_bandwidth_bytes_per_s", "hbm_stream_efficiency", "elasticity"],
     "list hardware": ["gb300-nvl72", "gb200-nvl72", "PFLOP/s", "TB/s"],
     "list models": ["deepseek-v4.1-flash", "deepseek-v3", "top-6"],
 }

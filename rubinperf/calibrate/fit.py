@@ -440,51 +440,6 @@ def before_after_markdown(rows: list[dict], before_hw, after_hw) -> str:
 # ---------------------------------------------------------------- calibrated TOML
 
 
-def rewrite_tables(text: str, updates: dict, sources: dict) -> str:
-    """Replace `key = value` lines of a hardware TOML, keeping every other line.
-
-    `updates` maps (section, key) to a number; `sources` maps a section to its new source string.
-    """
-    lines = text.splitlines(keepends=True)
-    section, done = None, set()
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if s.startswith("["):
-            section = s.strip("[] \t")
-            continue
-        if not s or s.startswith("#") or "=" not in s:
-            continue
-        key = s.split("=", 1)[0].strip()
-        nl = "\n" if line.endswith("\n") else ""
-        if key == "source" and section in sources:
-            lines[i] = f"source = {_toml_str(sources[section])}{nl}"
-            done.add((section, key))
-        elif (section, key) in updates:
-            lines[i] = f"{key} = {_toml_float(updates[(section, key)])}{nl}"
-            done.add((section, key))
-    wanted = [*((sec, "source") for sec in sources), *updates]
-    missing = [f"[{sec}] {k}" for sec, k in wanted if (sec, k) not in done]
-    if missing:
-        raise SpecError(f"hardware TOML: no line for {', '.join(missing)}")
-    return "".join(lines)
-
-
-def rewrite_efficiency(text: str, updates: dict, source: str) -> str:
-    """Replace values in the [efficiency] table of a hardware TOML, keeping every other line."""
-    return rewrite_tables(text, {("efficiency", k): v for k, v in updates.items()}, {"efficiency": source})
-
-
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
-
-
-def _toml_float(v: float) -> str:
-    if isinstance(v, int) and not isinstance(v, bool):  # counts (split_k_max) stay integers
-        return str(v)
-    s = f"{v:.3g}"
-    return s if any(c in s for c in ".en") else s + ".0"
-
-
 CALIBRATED_NOTE = " (calibrated: "
 
 
@@ -498,11 +453,15 @@ def calibrated_toml(path, updates: dict, source: str) -> str:
 
     from rubinperf.specs.hardware import Hardware
     from rubinperf.specs.loader import build_spec, spec_fields, tomllib
+    from rubinperf.specs.rewrite import rewrite_tables
 
     path = Path(path)
     text = path.read_text()
     data = tomllib.loads(text)
     where = {f.name: f.metadata["section"] for f in spec_fields(Hardware)}
+    unknown = [k for k in updates if k not in where]
+    if unknown:
+        raise SpecError(f"hardware TOML: no line for {', '.join(unknown)} (not a hardware field)")
     keyed = {(where[k], k): v for k, v in updates.items()}
     sources = {"efficiency": source}
     for sec in sorted({sec for sec, _ in keyed} - {"efficiency"}):

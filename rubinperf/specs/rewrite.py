@@ -6,8 +6,8 @@ breaks on anything but one `key = value` per line (a multi-line source string, a
 through tomlkit, which parses the document and writes back every byte it was not asked
 to change.
 
-Use: `rewrite_tables(text, {(section, key): number}, {section: new_source})`, the same
-call as `rubinperf.calibrate.fit.rewrite_tables`, of which it is the replacement.
+Use: `rewrite_tables(text, {(section, key): number}, {section: new_source})`
+(`rubinperf.calibrate.fit.calibrated_toml` writes calibrated specs through it).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from rubinperf.errors import SpecError
 
 
 def _number(v: float):
-    """Three significant digits (what a fit can claim), as a TOML float."""
+    """Three significant digits (what a fit can claim), as a TOML float; counts stay integers."""
     import tomlkit
 
+    if isinstance(v, int) and not isinstance(v, bool):
+        return tomlkit.item(v)
     v = float(v)
     if not math.isfinite(v):
         raise SpecError(f"hardware TOML: cannot write a non-finite value {v!r}")
