@@ -38,7 +38,8 @@ class Cost:
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
 
     def __add__(self, other: "Cost") -> "Cost":
-        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
+        a, b = self.__dict__, other.__dict__
+        return Cost(*[a[f] + b[f] for f in _COST_FIELDS])
 
     def __radd__(self, other):
         if other == 0:
@@ -46,7 +47,8 @@ class Cost:
         return NotImplemented
 
     def __mul__(self, k) -> "Cost":
-        return Cost(*(getattr(self, f.name) * k for f in dataclasses.fields(self)))
+        a = self.__dict__
+        return Cost(*[a[f] * k for f in _COST_FIELDS])
 
     __rmul__ = __mul__
 
@@ -66,6 +68,9 @@ class Cost:
     @staticmethod
     def of_flops(peak: str, flops) -> "Cost":
         return Cost(**{f"{peak}_flops": flops})
+
+
+_COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
 
 
 # Kernel families: each selects the efficiency and the overlap rule the roofline applies.
@@ -167,7 +172,8 @@ class KernelTime:
         return self.sol_s / self.expected_s
 
     def __add__(self, other: "KernelTime") -> "KernelTime":
-        return KernelTime(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
+        a, b = self.__dict__, other.__dict__
+        return KernelTime(*[a[f] + b[f] for f in _TIME_FIELDS])
 
     def __radd__(self, other):
         if other == 0:
@@ -175,6 +181,10 @@ class KernelTime:
         return NotImplemented
 
     def __mul__(self, k) -> "KernelTime":
-        return KernelTime(*(getattr(self, f.name) * k for f in dataclasses.fields(self)))
+        a = self.__dict__
+        return KernelTime(*[a[f] * k for f in _TIME_FIELDS])
 
     __rmul__ = __mul__
+
+
+_TIME_FIELDS = tuple(f.name for f in dataclasses.fields(KernelTime))

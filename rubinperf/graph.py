@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cached_property
 
 from rubinperf import kernels as K
 from rubinperf.architecture import Weight, attention_weights, draft_layer_weights, embedding_weights, ffn_weights
@@ -66,7 +67,7 @@ class Op:
         if isinstance(self.kernels, Kernel):
             object.__setattr__(self, "kernels", (self.kernels,))
 
-    @property
+    @cached_property
     def cost(self) -> Cost:
         """The op's total work (all its kernels), per rank, one occurrence."""
         return sum((k.cost for k in self.kernels), Cost())

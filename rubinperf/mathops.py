@@ -36,7 +36,12 @@ def _nonnegative(v) -> bool:
     return v.is_nonnegative is True if hasattr(v, "is_nonnegative") else v >= 0
 
 
+_PLAIN = (int, float)
+
+
 def smax(*values):
+    if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
+        return builtins.max(values)
     if _is_symbolic(values):
         import sympy
 
@@ -49,6 +54,8 @@ def smax(*values):
 
 
 def smin(*values):
+    if all(type(v) in _PLAIN for v in values):
+        return builtins.min(values)
     if _is_symbolic(values):
         import sympy
 
@@ -62,6 +69,8 @@ def smin(*values):
 
 def sceil(x):
     """Ceiling for numbers and arrays; sympy's ceiling for symbols."""
+    if type(x) in _PLAIN:
+        return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
     if _is_symbolic((x,)):
         import sympy
 
@@ -75,6 +84,8 @@ def sceil(x):
 
 def sfloor(x):
     """Floor for numbers and arrays; sympy's floor for symbols."""
+    if type(x) in _PLAIN:
+        return float(math.floor(x)) if math.isfinite(x) else float(x)
     if _is_symbolic((x,)):
         import sympy
 
