@@ -94,6 +94,10 @@ class Model:
             raise SpecError(f"{self.path}: {key}: {why}")
 
         n_all = self.num_layers + self.draft_layers
+        if self.replay_start_layer < self.num_layers and self.replay_tokens < 1:
+            bad("indexer.replay_tokens", f"expected at least 1 token when bounded replay starts at layer "
+                f"{self.replay_start_layer} (a replayed layer with no tokens does no work; to turn replay off, "
+                f"set replay_start_layer to {self.num_layers} or more)")
         if self.attention_kind not in ATTENTION_KINDS:
             bad("attention.attention_kind", f"expected one of {', '.join(ATTENTION_KINDS)}, got {self.attention_kind!r}")
         if self.engram_placement not in ENGRAM_PLACEMENTS:
