@@ -150,7 +150,10 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         out = (_linear(w["o_proj"], tokens, layout, split="k"),)
     else:
         groups = w["o_down"]
-        out = (K.gemm(tokens, groups.n, groups.k, weight=groups.dtype, act="fp8", groups=groups.count // layout.tp),
+        # TP splits the groups over ranks; wider than the group count, each rank holds part of one group's heads.
+        per_rank = max(1, groups.count // layout.tp)
+        k_in = groups.k * min(1.0, groups.count / layout.tp)
+        out = (K.gemm(tokens, groups.n, k_in, weight=groups.dtype, act="fp8", groups=per_rank),
                _linear(w["o_up"], tokens, layout, split="k"))
     ops.append(Op("output projection", out, part=part))
     if layout.tp > 1:
