@@ -106,8 +106,9 @@ LAUNCH_OPT = typer.Option("eager", "--launch",
                           autocompletion=complete_words("eager", "graph"))
 
 
-def _run_kernel(kind: str, kernel_fn, hardware: str, as_json: bool, shape: dict, sets=None, quiet: bool = False,
-                launch: str = "eager"):
+def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bool, shape: dict, sets=None,
+                quiet: bool = False, launch: str = "eager", causal: bool = False):
+    """Build the catalog's kernel `kind` at `shape_values`, time it on the hardware and print its record."""
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.records import kernel_record
     from rubinperf.specs.hardware import load_hardware
@@ -116,7 +117,9 @@ def _run_kernel(kind: str, kernel_fn, hardware: str, as_json: bool, shape: dict,
     if launch not in LAUNCH_MODES:
         raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
     hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
-    kern = kernel_fn()
+    from rubinperf.kernels.catalog import build
+
+    kern = build(kind, shape_values, dtype=dtype, causal=causal)
     rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
     _emit(rec, as_json, _kernel_table, quiet=quiet)
 
@@ -179,13 +182,11 @@ def kernel_gemm(
 
     Example: rubinperf kernel gemm --m 16 --n 7168 --k 2048 --dtype fp8 --hardware h200 --json
     """
-    from rubinperf.kernels import gemm
-
     for name, v in (("m", m), ("n", n), ("k", k)):
         _positive(name, v)
     d = _dtype(dtype)
-    out = "fp32" if d == "fp32" else "bf16"
-    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("gemm", dict(m=m, n=n, k=k), d, hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet,
+                launch=launch)
 
 
 @kernel_app.command("grouped-gemm")
@@ -206,15 +207,14 @@ def kernel_grouped_gemm(
 
     Example: rubinperf kernel grouped-gemm --tokens 768 --groups 256 --n 4096 --k 7168 --dtype fp8
     """
-    from rubinperf.kernels import experts_touched, grouped_gemm
+    from rubinperf.kernels import experts_touched
 
     for name, v in (("tokens", tokens), ("groups", groups), ("n", n), ("k", k)):
         _positive(name, v)
     d = _dtype(dtype)
-    act = "fp8" if d == "fp4" else d
-    out = "fp32" if d == "fp32" else "bf16"
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
-    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("grouped-gemm", dict(tokens=tokens, groups=groups, n=n, k=k), d, hardware, as_json, shape, sets=sets,
+                quiet=quiet, launch=launch)
 
 
 @kernel_app.command("attention")
@@ -237,8 +237,6 @@ def kernel_attention(
 
     Example: rubinperf kernel attention --batch 8 --heads 64 --kv-heads 8 --q-len 1 --kv-len 32768 --head-dim 128
     """
-    from rubinperf.kernels import attention
-
     for name, v in (("batch", batch), ("heads", heads), ("q-len", q_len), ("kv-len", kv_len), ("head-dim", head_dim), ("kv-heads", kv_heads)):
         _positive(name, v)
     if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
@@ -247,7 +245,9 @@ def kernel_attention(
         raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
     d = _dtype(dtype)
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
-    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("attention", dict(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len,
+                                  head_dim=head_dim), d, hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch,
+                causal=causal)
 
 
 @kernel_app.command("copy")
@@ -263,10 +263,9 @@ def kernel_copy(
 
     Example: rubinperf kernel copy --bytes 4e9 --hardware h200
     """
-    from rubinperf.kernels import copy
-
     _positive("bytes", nbytes)
-    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("copy", {"bytes": nbytes}, None, hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet,
+                launch=launch)
 
 
 # ---------------------------------------------------------------- estimate

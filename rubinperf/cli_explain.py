@@ -17,7 +17,9 @@ from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
 from rubinperf import report
 from rubinperf.errors import SpecError
 
-GENERIC = ("gemm", "grouped-gemm", "attention", "copy", "all-reduce", "all-to-all")
+from rubinperf.kernels.catalog import CATALOG  # noqa: E402  (no numpy or sympy behind it)
+
+GENERIC = tuple(CATALOG)
 SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
             "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
 

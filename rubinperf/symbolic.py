@@ -114,41 +114,22 @@ def lambdify(expr, symbols: list):
 
 # ---------------------------------------------------------------- generic kernels
 
+def _kernel_shapes() -> dict:
+    from rubinperf.kernels.catalog import CATALOG
+
+    return {name: kind.shapes for name, kind in CATALOG.items()}
+
+
 # kind -> shape names that become symbols. Other options (dtype, causal, ranks) are structure.
-KERNEL_SHAPES = {
-    "gemm": ("m", "n", "k"),
-    "grouped-gemm": ("tokens", "groups", "n", "k"),
-    "attention": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
-    "copy": ("bytes",),
-    "all-reduce": ("bytes",),
-    "all-to-all": ("bytes",),
-}
+KERNEL_SHAPES = _kernel_shapes()
 
 
 def generic_kernel(kind: str, shape: dict, dtype: str | None = None, causal: bool = False, ranks: int = 8,
                    gpus_per_tray=None) -> Kernel:
-    """A generic kernel, exactly as the `kernel` command builds it; `shape` values may be numbers or symbols."""
-    from rubinperf import kernels as K
+    """A generic kernel, exactly as the `kernel` command builds it (`kernels.catalog`); shape values may be symbols."""
+    from rubinperf.kernels.catalog import build
 
-    s = shape
-    if kind == "gemm":
-        d = dtype or "bf16"
-        return K.gemm(s["m"], s["n"], s["k"], weight=d, act=d, out="fp32" if d == "fp32" else "bf16")
-    if kind == "grouped-gemm":
-        d = dtype or "fp4"
-        act = "fp8" if d == "fp4" else d
-        return K.grouped_gemm(s["tokens"], s["groups"], s["n"], s["k"], weight=d, act=act,
-                              out="fp32" if d == "fp32" else "bf16")
-    if kind == "attention":
-        return K.attention(s["batch"], s["heads"], s["q_len"], s["kv_len"], s["head_dim"], dtype=dtype or "bf16",
-                           kv_heads=s.get("kv_heads"), causal=causal)
-    if kind == "copy":
-        return K.copy(s["bytes"])
-    if kind == "all-reduce":
-        return K.all_reduce(s["bytes"], ranks, gpus_per_tray=gpus_per_tray)
-    if kind == "all-to-all":
-        return K.all_to_all(s["bytes"], ranks, gpus_per_tray=gpus_per_tray)
-    raise SpecError(f"unknown kernel '{kind}' (known: {', '.join(KERNEL_SHAPES)})")
+    return build(kind, shape, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=gpus_per_tray)
 
 
 def shape_symbols(kind: str) -> dict:

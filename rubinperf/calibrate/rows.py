@@ -83,7 +83,8 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
 def row_kernel(row: dict) -> Kernel:
     """The Kernel of one measured row's work (what its `flops` and `bytes` columns count), from the model's
     own kernel functions; `row_kernels` gives the kernels the measured implementation ran to do it."""
-    from rubinperf.kernels import attention, copy, gemm, grouped_gemm
+    from rubinperf.kernels import copy
+    from rubinperf.kernels.catalog import build
 
     fam = row["family"]
     if fam in PROBES:
@@ -96,14 +97,9 @@ def row_kernel(row: dict) -> Kernel:
         return Kernel("stream", Cost(activation_bytes=row["nbytes"], launches=1), ctas=row["ctas"],
                       in_flight_bytes_per_cta=row["inflight_bytes"])
     if fam == "gemm":
-        d = row["dtype"]
-        return gemm(row["m"], row["n"], row["k"], weight=d, act=d, out="bf16")
-    if fam == "grouped_gemm":
-        d = row["dtype"]
-        return grouped_gemm(row["rows"], row["groups"], row["n"], row["k"], weight=d, act=d, out="bf16",
-                            touched=row.get("touched"))
+        return build("gemm", row, dtype=row["dtype"])
+    if fam == "grouped_gemm":  # rows already multiplied by top-k, as the catalog's tokens
+        return build("grouped-gemm", {**row, "tokens": row["rows"]}, dtype=row["dtype"])
     if fam in ("attention_decode", "attention_prefill"):
-        return attention(row["batch"], row["heads"], row["q_len"], row["kv_len"], row["head_dim"], dtype=row["dtype"],
-                         kv_heads=row["kv_heads"], causal=bool(row["causal"]), v_head_dim=row.get("v_head_dim") or None,
-                         shared_kv=bool(row.get("shared_kv")))
+        return build("attention", row, dtype=row["dtype"], causal=bool(row["causal"]))
     raise SpecError(f"unknown kernel family '{fam}'")
