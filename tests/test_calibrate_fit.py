@@ -13,7 +13,8 @@ import pytest
 
 from rubinperf.calibrate import fit
 from rubinperf.calibrate.collectives import SIZES, message_elements, rank_counts
-from rubinperf.calibrate.plan import KERNEL_COLUMNS, kernel_plan, read_csv, row_cost, rows_to_csv, shapes_plan
+from rubinperf.calibrate.plan import (KERNEL_COLUMNS, SHAPES_COLUMNS, kernel_plan, read_csv, row_cost, rows_to_csv,
+                                      shapes_plan)
 from rubinperf.calibrate.rows import modelled, row_kernels
 from rubinperf.errors import SpecError
 from rubinperf.kernels import attention, copy, gemm, grouped_gemm
@@ -66,6 +67,48 @@ def test_row_cost_is_the_models_kernel_functions():
     assert row_cost({"family": "copy", "dtype": "bf16", "nbytes": 1 << 20}) == copy(1 << 20).cost
     launch = row_cost({"family": "launch", "dtype": ""})
     assert launch.launches == 1 and launch.flops == 0 and launch.bytes == 0
+
+
+def test_plan_covers_the_families_and_shapes():
+    plan = kernel_plan()
+    fams = {r["family"] for r in plan}
+    assert fams == {"launch", "copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill"}
+    ms = {r["m"] for r in plan if r["family"] == "gemm"}
+    assert min(ms) == 1 and max(ms) == 16384
+    assert {r["dtype"] for r in plan if r["family"] == "gemm"} == {"bf16", "fp8"}
+    groups = {r["groups"] for r in plan if r["family"] == "grouped_gemm"}
+    assert min(groups) <= 8 and max(groups) >= 128
+    assert len(kernel_plan(quick=True)) < len(plan) / 3
+
+
+def test_csv_round_trip(tmp_path):
+    rows = [r for r in synthetic_kernels(load_hardware("h200"), TRUE_KERNELS) if r["family"] in
+            ("launch", "copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill")]
+    for r in rows:
+        c = row_cost(r)
+        r.update(impl="synthetic", flops=float(c.flops), bytes=float(c.bytes))
+    p = tmp_path / "m.csv"
+    p.write_text(rows_to_csv(rows, SHAPES_COLUMNS))
+    kind, back = read_csv(p)
+    assert kind == "kernels" and len(back) == len(rows)
+    assert {b["mode"] for b in back} == {"graph", "eager"}
+    for a, b in zip(rows, back):
+        assert b["measured_s"] == a["measured_s"]
+        assert row_cost(b) == row_cost(a)
+        assert b["causal"] is bool(a.get("causal", False))
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("a,b\n1,2\n", "not a calibration CSV"),
+    ("family,dtype,measured_s\nlaunch,,1e-6\n", "missing column"),
+    (",".join(KERNEL_COLUMNS) + "\n" + "launch" + "," * (len(KERNEL_COLUMNS) - 1) + "\n", "measured_s"),
+    (",".join(KERNEL_COLUMNS) + "\n", "no measurements"),
+])
+def test_bad_csv_is_a_spec_error(tmp_path, text, fragment):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(SpecError, match=fragment):
+        read_csv(p)
 
 
 def test_attention_by_bmm_is_timed_as_its_three_kernels():
