@@ -173,8 +173,11 @@ def _render(rec: dict) -> None:
         fam = [[b["family"], str(b["n"]), f"{b['median_ratio']:.2f}", f"{b['worst_ratio']:.2f}",
                 f"{a['median_ratio']:.2f}", f"{a['worst_ratio']:.2f}", f"{a['max_sol_over_measured']:.2f}"]
                for b, a in zip(rec["families_before"], rec["families_after"])]
-        cols = [("family", "left"), ("rows", "right"), ("before median", "right"), ("before worst", "right"),
-                ("after median", "right"), ("after worst", "right"), ("max SOL/measured", "right")]
+        col = report.col
+        cols = [col("family", "left", min_width=17, wrap=False), col("rows"),
+                col("before median", short="bef. med.", drop=2), col("before worst", short="bef. worst", drop=3),
+                col("after median", short="median"), col("after worst", short="worst"),
+                col("max SOL/measured", short="SOL/meas", drop=1)]
         report.print_out(report.table("measured / expected time per kernel family", cols, fam))
         ho = rec.get("heldout") or {}
         if ho:
@@ -182,8 +185,10 @@ def _render(rec: dict) -> None:
                       f"{v['max_sol_over_measured']:.2f}", v["worst_row"]] for m, v in ho["modes"].items()]
             rows_.append(["all", str(ho["n"]), f"{ho['median_abs_log']:.3f}", f"{ho['worst_abs_log']:.3f}",
                           f"{ho['max_sol_over_measured']:.2f}", ho["worst_row"]])
-            cols = [("launch", "left"), ("rows", "right"), ("median |ln|", "right"), ("worst |ln|", "right"),
-                    ("max SOL/meas", "right"), ("worst row", "left")]
+            col = report.col
+            cols = [col("launch", "left", wrap=False), col("rows"), col("median |ln|", short="median"),
+                    col("worst |ln|", short="worst"), col("max SOL/meas", short="SOL/meas", drop=1),
+                    col("worst row", "left", min_width=20)]
             report.print_out(report.table(f"error on rows the fit did not see ({ho['folds']}-fold cross-validation)",
                                           cols, rows_))
     else:
