@@ -176,9 +176,16 @@ def published_points(records: list[dict], path=None) -> list[dict]:
 
 
 def interactivity_basis(records: list[dict]) -> str:
-    """How the records' interactivity is summarised: the record says (`interactivity_statistic`), else the mean."""
+    """How the records' interactivity is summarised, as the record says (`interactivity_stat`: mean,
+    p50, p90), else the mean."""
     first = records[0] if records else {}
-    return str(first.get("interactivity_statistic") or "mean")
+    stat = str(first.get("interactivity_stat") or "mean")
+    return stat.upper() if stat.lower().startswith("p") else stat
+
+
+def _basis_words(records: list[dict]) -> str:
+    basis = interactivity_basis(records)
+    return "P90 too" if basis == "P90" else f"the {basis}"
 
 
 def frontier_assumptions(records: list[dict], targets=INTERACTIVITY_TARGETS) -> list[str]:
@@ -216,7 +223,7 @@ def frontier_figure(records: list[dict], title: str = "", published: list[dict] 
     if published:
         caption.append("Published (validation/published.toml): "
                        + "; ".join(f"[{i + 1}] {s}" for i, s in enumerate(sources))
-                       + (". Published interactivity is P90, the model's the " + interactivity_basis(records) + "."
+                       + (f". Published interactivity is P90; the model's is {_basis_words(records)}."
                           if any(p["p90"] for p in published) else "."))
     else:
         caption.append("No published point for this model, workload and these racks.")

@@ -116,8 +116,8 @@ def test_assumptions_caption(agentx):
     for word in ("model deepseek-v4.1-flash", "workload agentx", "interactivity: mean", "k = 5",
                  "acceptance 3.51", "196 and 387 tok/s/user", "decode layout"):
         assert word in text, word
-    assert "interactivity: p90" in " ".join(plots.frontier_assumptions([{**r, "interactivity_statistic": "p90"}
-                                                                         for r in agentx]))
+    p90 = [{**r, "interactivity_stat": "p90"} for r in agentx]
+    assert "interactivity: P90" in " ".join(plots.frontier_assumptions(p90))
 
 
 # ---------------------------------------------------------------- the figures
