@@ -10,14 +10,43 @@ import sys
 import warnings
 from typing import List, Optional
 
-import typer
 
-from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
-from rubinperf.errors import SpecError
+def _import_typer():
+    """typer, imported as if rich were not installed.
+
+    rubinperf's help and usage errors are click's plain text (rich_markup_mode=None, and
+    typer.core.rich = None below), and its tracebacks are off, so typer never uses
+    typer.rich_utils; yet typer.core and typer.main import it, with rich.markdown,
+    markdown_it, rich.traceback and pygments: about half of the start-up of every command.
+    typer supports running without rich (its ImportError fallbacks set rich = None), which is
+    exactly what rubinperf asks for. rich itself is unaffected: hidden only while typer's
+    modules load, and imported by rubinperf's tables as usual. A typer imported earlier (by
+    another module of the process) is used as it is."""
+    if "typer" in sys.modules:
+        return sys.modules["typer"]
+    missing = object()
+    saved = sys.modules.get("rich", missing)
+    sys.modules["rich"] = None  # `import rich` inside typer raises ImportError
+    try:
+        import typer
+    finally:
+        if saved is missing:
+            del sys.modules["rich"]
+        else:
+            sys.modules["rich"] = saved
+    return typer
+
+
+typer = _import_typer()
+
+from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide  # noqa: E402
+from rubinperf.errors import SpecError  # noqa: E402
 
 # typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
-# off (rich_markup_mode=None), so plain help would read '\[default: 1024]'. Help is plain here.
+# off (rich_markup_mode=None), so plain help would read '\[default: 1024]'. Help is plain here
+# (already so when typer was imported by _import_typer; this covers a typer imported before).
 typer.core.rich = None
+typer.main.rich = None
 
 app = typer.Typer(
     name="rubinperf",

@@ -427,10 +427,6 @@ def sensitivity(
         from rubinperf.render_serving import check_plot_path
 
         check_plot_path(plot)
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise SpecError("--plot needs matplotlib: pip install 'rubinperf[plot]'") from None
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)

@@ -1,4 +1,4 @@
-"""Tables, a terminal chart and an optional matplotlib plot for `pareto` and `compare` (presentation only).
+"""Tables, a terminal chart and the --plot entry (drawn by rubinperf.plots) for `pareto` and `compare` (presentation only).
 
 Everything here reads records built by `rubinperf.pareto` / `rubinperf.serving`; nothing
 computes a formula.
@@ -6,16 +6,12 @@ computes a formula.
 
 from __future__ import annotations
 
-import io
 import math
-from pathlib import Path
 
 from rubinperf import report
-from rubinperf.errors import SpecError
 
 MARKERS = ("●", "▲", "■", "◆", "✚", "★")
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _usd(v) -> str:
@@ -156,147 +152,18 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
 
 
 def check_plot_path(path: str) -> None:
-    """Fail before any work when --plot cannot be written: unknown suffix, no directory, or a
-    PNG/PDF without matplotlib (SVG needs nothing: it is written directly when matplotlib is absent)."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in PLOT_SUFFIXES:
-        raise SpecError(f"--plot {path}: expected a file ending in {', '.join(PLOT_SUFFIXES)}")
-    parent = Path(path).parent
-    if not parent.is_dir():
-        raise SpecError(f"--plot {path}: no such directory {parent}")
-    try:
-        report._regular_target(Path(path))  # a device, FIFO or socket is refused before any work
-    except SpecError as exc:
-        raise SpecError(f"--plot {exc}") from None
-    if suffix != ".svg" and not _has_matplotlib():
-        raise SpecError(f"--plot {path}: {suffix.lstrip('.').upper()} needs matplotlib, an optional extra: "
-                        "pip install 'rubinperf[plot]' (an .svg file needs nothing)")
+    """Fail before any work when --plot cannot be written (see `rubinperf.plots.check_plot_path`)."""
+    from rubinperf.plots import check_plot_path as check
 
-
-def _has_matplotlib() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("matplotlib") is not None
+    check(path)
 
 
 def plot_file(records: list[dict], path: str, title: str = "") -> None:
-    """Write the frontiers (and the other feasible points, faint) as PNG, SVG or PDF, atomically.
+    """Write the frontier figure (layouts labelled, published points, interactivity targets, assumptions)
+    as PNG, SVG or PDF, atomically; matplotlib (the `plot` extra) draws it: `rubinperf.plots`."""
+    from rubinperf.plots import plot_frontier
 
-    matplotlib draws it when installed (the `plot` extra); without it an SVG is written directly."""
-    check_plot_path(path)
-    suffix = Path(path).suffix.lower()
-    if not any(_series(records, hw)[1] for hw in _racks(records)):
-        raise SpecError(f"--plot {path}: no feasible point to plot (every swept point is infeasible; "
-                        "run without --plot to see why)")
-    if not _has_matplotlib():
-        report.write_atomic(path, svg_chart(records, title))
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
-    for k, hw in enumerate(_racks(records)):
-        rest, front = _series(records, hw)
-        color = f"C{k}"
-        ax.scatter([r["tokens_per_s_per_user"] for r in rest], [r["tokens_per_s_per_gpu"] for r in rest],
-                   s=4, color=color, alpha=0.2, linewidths=0)
-        ax.plot([r["tokens_per_s_per_user"] for r in front], [r["tokens_per_s_per_gpu"] for r in front],
-                "-o", ms=2.5, color=color, label=f"{hw} frontier")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(X_LABEL)
-    ax.set_ylabel(Y_LABEL)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=suffix.lstrip("."))
-    plt.close(fig)
-    report.write_atomic(path, buf.getvalue())
-
-
-X_LABEL = "tokens/s per user (decode interactivity)"
-Y_LABEL = "tokens/s per GPU (cached + uncached input + output)"
-SVG_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-
-
-def _racks(records):
-    return list(dict.fromkeys(r["hardware"] for r in records))
-
-
-def _series(records, hw):
-    mine = [r for r in records if r["hardware"] == hw and r["feasible"]
-            and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
-    rest = [r for r in mine if not r["on_frontier"]]
-    front = sorted((r for r in mine if r["on_frontier"]), key=lambda r: r["tokens_per_s_per_user"])
-    return rest, front
-
-
-def svg_chart(records: list[dict], title: str = "") -> str:
-    """The frontier plot as a self-contained log-log SVG (no matplotlib needed)."""
-    from xml.sax.saxutils import escape
-
-    W, H, L, R, T, B = 800, 550, 90, 20, 40, 60
-    pts = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
-           'font-family="sans-serif" font-size="12">', f'<rect width="{W}" height="{H}" fill="white"/>']
-    if title:
-        out.append(f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>')
-    if not pts:
-        out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no feasible points</text></svg>')
-        return "\n".join(out) + "\n"
-    lx = [math.log10(r["tokens_per_s_per_user"]) for r in pts]
-    ly = [math.log10(r["tokens_per_s_per_gpu"]) for r in pts]
-    x0, x1 = math.floor(min(lx) * 4) / 4, math.ceil(max(lx) * 4) / 4 or 1
-    y0, y1 = math.floor(min(ly) * 4) / 4, math.ceil(max(ly) * 4) / 4 or 1
-    x1, y1 = max(x1, x0 + 0.25), max(y1, y0 + 0.25)
-
-    def px(v):
-        return L + (math.log10(v) - x0) / (x1 - x0) * (W - L - R)
-
-    def py(v):
-        return H - B - (math.log10(v) - y0) / (y1 - y0) * (H - T - B)
-
-    out.append(f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="none" stroke="#444"/>')
-    for axis, lo, hi in (("x", x0, x1), ("y", y0, y1)):
-        for d in range(math.floor(lo), math.ceil(hi) + 1):
-            for m in (1, 2, 5):
-                v = m * 10 ** d
-                if not lo <= math.log10(v) <= hi:
-                    continue
-                label = escape(report.si(v)) if m == 1 or hi - lo < 1.5 else ""
-                if axis == "x":
-                    x = px(v)
-                    out.append(f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{H - B}" stroke="#ddd"/>')
-                    if label:
-                        out.append(f'<text x="{x:.1f}" y="{H - B + 16}" text-anchor="middle">{label}</text>')
-                else:
-                    y = py(v)
-                    out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
-                    if label:
-                        out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
-    out.append(f'<text x="{(L + W - R) / 2}" y="{H - 18}" text-anchor="middle">{escape(X_LABEL)} (log)</text>')
-    out.append(f'<text x="18" y="{(T + H - B) / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 18 {(T + H - B) / 2})">{escape(Y_LABEL)} (log)</text>')
-    for k, hw in enumerate(_racks(records)):
-        color = SVG_COLORS[k % len(SVG_COLORS)]
-        rest, front = _series(records, hw)
-        for r in rest:
-            out.append(f'<circle cx="{px(r["tokens_per_s_per_user"]):.1f}" cy="{py(r["tokens_per_s_per_gpu"]):.1f}" '
-                       f'r="1.5" fill="{color}" fill-opacity="0.25"/>')
-        if front:
-            path = " ".join(f'{px(r["tokens_per_s_per_user"]):.1f},{py(r["tokens_per_s_per_gpu"]):.1f}' for r in front)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        ly_ = T + 18 + 18 * k
-        out.append(f'<line x1="{W - R - 190}" y1="{ly_ - 4}" x2="{W - R - 170}" y2="{ly_ - 4}" stroke="{color}" stroke-width="2"/>')
-        out.append(f'<text x="{W - R - 164}" y="{ly_}">{escape(hw)} frontier</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    plot_frontier(records, path, title=title)
 
 
 # ---------------------------------------------------------------- compare

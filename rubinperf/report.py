@@ -75,8 +75,59 @@ def fmt_num(value, digits: int = 3) -> str:
 
 
 def to_json(records) -> str:
-    """Strict JSON: a non-finite number (a ratio over zero, an unreachable point) becomes null."""
-    return json.dumps(_finite(records), indent=2, default=_jsonable, allow_nan=False)
+    """Strict JSON: a non-finite number (a ratio over zero, an unreachable point) becomes null.
+
+    The text is exactly json.dumps(..., indent=2) of the records with non-finite numbers as null;
+    `_indented` writes it about twice as fast (json's C encoder does not indent, its Python one is
+    generic), and anything it does not know (a non-string key, another type) goes to json.dumps."""
+    try:
+        return _indented(records, "")
+    except _Generic:
+        return json.dumps(_finite(records), indent=2, default=_jsonable, allow_nan=False)
+
+
+class _Generic(Exception):
+    """A value _indented leaves to json.dumps."""
+
+
+_float_repr = float.__repr__
+_int_repr = int.__repr__
+_enc_str = json.encoder.encode_basestring_ascii  # C
+
+
+def _indented(x, pad: str) -> str:
+    """json.dumps(_finite(x), indent=2) for str/int/float/bool/None, lists, tuples, str-keyed dicts and
+    numpy values; raises _Generic for anything else."""
+    t = type(x)
+    if t is str:
+        return _enc_str(x)
+    if t is float:
+        return _float_repr(x) if math.isfinite(x) else "null"
+    if t is int:
+        return _int_repr(x)
+    if x is None:
+        return "null"
+    if x is True:
+        return "true"
+    if x is False:
+        return "false"
+    inner = pad + "  "
+    if t is dict:
+        if not x:
+            return "{}"
+        parts = []
+        for k, v in x.items():
+            if type(k) is not str:
+                raise _Generic
+            parts.append(f"{inner}{_enc_str(k)}: {_indented(v, inner)}")
+        return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
+    if t is list or t is tuple:
+        if not x:
+            return "[]"
+        return "[\n" + ",\n".join([inner + _indented(v, inner) for v in x]) + "\n" + pad + "]"
+    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
+        return _indented(x.tolist(), pad)
+    raise _Generic
 
 
 def _finite(x):

@@ -96,50 +96,8 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
 
 
 def tornado_plot(records: list[dict], path: str, swing: float, top: int | None = None) -> None:
-    """Horizontal bars of the metric's change at parameter x (1 -/+ swing), largest first."""
-    try:
-        import matplotlib
+    """Horizontal bars of the metric at parameter x (1 -/+ swing) around its baseline, largest first
+    (drawn by `rubinperf.plots.tornado_figure`; matplotlib, the `plot` extra)."""
+    from rubinperf.plots import plot_tornado
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SpecError("--plot needs matplotlib: pip install 'rubinperf[plot]'") from None
-    import io
-
-    from rubinperf.report import write_atomic
-
-    from rubinperf.render_serving import PLOT_SUFFIXES
-
-    if not path.lower().endswith(PLOT_SUFFIXES):  # .pgf, .ps, .eps would make matplotlib run LaTeX or ghostscript
-        raise SpecError(f"--plot {path}: expected a file ending in {', '.join(PLOT_SUFFIXES)}")
-    rows = [r for r in records if r["elasticity"]][: top or None][::-1]
-    if not rows:
-        raise SpecError("--plot: every elasticity is zero, nothing to plot")
-    base = rows[0]["metric_value"]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
-    for i, r in enumerate(rows):
-        lo = 100 * (r["metric_low"] / base - 1)
-        hi = 100 * (r["metric_high"] / base - 1)
-        ax.barh(i, lo, color="tab:blue", height=0.7)
-        ax.barh(i, hi, color="tab:orange", height=0.7)
-        ax.text(max(lo, hi, 0) + 0.2, i, f"{r['elasticity']:+.3g}", va="center", fontsize=8)
-    ax.set_yticks(range(len(rows)), [r["parameter"] for r in rows], fontsize=8)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.margins(x=0.15)
-    r0 = rows[0]
-    ax.set_xlabel(f"change of {r0['metric_label']} (%) at parameter x {1 - swing:g} (blue) and x {1 + swing:g} (orange)")
-    ax.set_title(f"{r0['model']} {r0['layout']} {r0['phase']} on {r0['hardware']}: elasticity of {r0['metric_label']}",
-                 fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else "png"
-    try:
-        fig.savefig(buf, format=suffix)
-    except ValueError as exc:
-        raise SpecError(f"--plot {path}: {exc}") from None
-    finally:
-        plt.close(fig)
-    try:
-        write_atomic(path, buf.getvalue())
-    except OSError as exc:
-        raise SpecError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
+    plot_tornado(records, path, swing, top=top)

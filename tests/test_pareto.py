@@ -231,25 +231,6 @@ def test_serving_commands_import_nothing_heavy():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_svg_plot_needs_no_matplotlib(cli, tmp_path, monkeypatch):
-    import xml.dom.minidom
-
-    from rubinperf import render_serving
-
-    monkeypatch.setattr(render_serving, "_has_matplotlib", lambda: False)
-    path = tmp_path / "frontier.svg"
-    r = cli("pareto", *FAST, "--plot", str(path), "--no-chart")
-    assert r.code == 0, r
-    doc = xml.dom.minidom.parse(str(path))
-    lines = doc.getElementsByTagName("polyline")
-    assert len(lines) == 2                                     # one frontier per rack
-    for line in lines:                                         # inside the plot area
-        for pair in line.getAttribute("points").split():
-            x, y = map(float, pair.split(","))
-            assert 90 <= x <= 780 and 40 <= y <= 490
-    assert not list(tmp_path.glob(".frontier.svg.*"))          # no temporary file left
-
-
 def test_terminal_chart_and_progress(summaries):
     from rich.console import Console
 

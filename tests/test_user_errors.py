@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ def test_huge_max_batch(cli):
     one_line(cli("compare", "--max-batch", "99999999999999999999", "-l", "dep0", "--json"), 2, "--max-batch")
 
 
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="without matplotlib --plot stops earlier")
 def test_plot_of_a_sweep_without_feasible_points(cli, tmp_path):
     out = tmp_path / "f.svg"
     r = cli("pareto", "-H", "h200", "-l", "dep8", "--prefill-layout", "dep2", "--max-batch", "16", "--plot", str(out), "-q")
@@ -143,7 +145,8 @@ def _interrupting(target: str, signum: int) -> str:
 @pytest.mark.parametrize("target,argv", [
     ("rubinperf.engine:run_estimates", ["estimate"]),
     ("rubinperf.serving:sweep", ["pareto"]),
-    ("rubinperf.report:write_atomic", ["pareto", "--plot", "PLOT"]),
+    pytest.param("rubinperf.report:write_atomic", ["pareto", "--plot", "PLOT"],
+                 marks=pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="a plot needs matplotlib")),
     ("rubinperf.specs.loader:read_toml", ["list", "hardware"]),
 ])
 def test_interrupt_during_a_command(tmp_path, signum, status, word, target, argv):

@@ -9,12 +9,16 @@ import stat
 import subprocess
 import sys
 
+import importlib.util
+
 import pytest
 
 from conftest import REPO
 from rubinperf.errors import SpecError
 from rubinperf.report import write_atomic
 
+needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                               reason="writing a plot needs matplotlib (the plot extra)")
 PLOT = ["pareto", "-H", "vr-nvl72", "-l", "dep32", "--max-batch", "16", "-q", "--plot"]
 
 
@@ -78,6 +82,7 @@ def test_directory_is_refused(tmp_path):
     assert d.is_dir()
 
 
+@needs_mpl
 def test_symlink_is_followed_and_kept(tmp_path, cli):
     target = tmp_path / "real" / "chart.svg"
     target.parent.mkdir()
@@ -109,6 +114,7 @@ def test_error_mid_write_leaves_nothing(tmp_path, monkeypatch):
     assert p.read_text() == "kept" and leftovers(tmp_path) == []
 
 
+@needs_mpl
 def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
     """SIGTERM delivered while the data is being written: the CLI unwinds, the .tmp file goes."""
     out = tmp_path / "f.svg"

@@ -17,10 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+import stat
 from pathlib import Path
 
 from rubinperf.cost import Cost
-from rubinperf.errors import SpecError
+from rubinperf.errors import SpecError, shorten
 from rubinperf.precision import PRECISIONS
 
 FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch",
@@ -254,13 +256,49 @@ def _fmt(v) -> str:
     return str(v)
 
 
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_irregular(path: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+        raise SpecError(f"{shorten(str(path))}: is {what}, not a regular file; --from-csv reads CSV files")
+
+
+def _read_regular(path: Path) -> str:
+    """The text of a regular file (a link to one included). A FIFO, device, socket or directory is
+    refused before anything is read from it: reading a FIFO without a writer would wait forever.
+    The file is opened without blocking and checked on the open descriptor (no window between a
+    check and the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        try:  # a socket cannot be opened at all (ENXIO): name what it is
+            _refuse_irregular(path, os.stat(path).st_mode)
+        except OSError:
+            pass
+        raise SpecError(f"{shorten(str(path))}: cannot read: {exc.strerror or exc}") from None
+    try:
+        _refuse_irregular(path, os.fstat(fd).st_mode)
+        with os.fdopen(fd, "rb") as fh:
+            fd = None
+            data = fh.read()
+    except OSError as exc:
+        raise SpecError(f"{shorten(str(path))}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{shorten(str(path))}: not UTF-8 text (byte {exc.start})") from None
+
+
 def read_csv(path: str | Path) -> tuple[str, list[dict]]:
     """Read a calibration CSV: ('kernels' | 'collectives', typed rows). Bad files are a SpecError."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = _read_regular(path)
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if "family" in header:
