@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
+from rubinperf.cli_options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 # typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
@@ -107,17 +107,18 @@ LAUNCH_OPT = typer.Option("eager", "--launch",
 
 
 def _run_kernel(kind: str, kernel_fn, hardware: str, as_json: bool, shape: dict, sets=None, quiet: bool = False,
-                launch: str = "eager"):
+                launch: str = "eager", stack: str | None = None):
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.records import kernel_record
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
     from rubinperf.specs.overrides import apply_overrides
 
     if launch not in LAUNCH_MODES:
         raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
-    hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
+    hw = apply_overrides(sets, hardware=load_platform(hardware, stack))["hardware"]
     kern = kernel_fn()
     rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
+    rec["stack"] = hw.stack
     _emit(rec, as_json, _kernel_table, quiet=quiet)
 
 
@@ -170,6 +171,7 @@ def kernel_gemm(
     k: int = typer.Option(..., help="Reduction width."),
     dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -185,7 +187,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     out = "fp32" if d == "fp32" else "bf16"
-    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("gemm", lambda: gemm(m, n, k, weight=d, act=d, out=out), hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet, launch=launch, stack=stack)
 
 
 @kernel_app.command("grouped-gemm")
@@ -197,6 +199,7 @@ def kernel_grouped_gemm(
     dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4).",
                               autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -214,7 +217,7 @@ def kernel_grouped_gemm(
     act = "fp8" if d == "fp4" else d
     out = "fp32" if d == "fp32" else "bf16"
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
-    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("grouped-gemm", lambda: grouped_gemm(tokens, groups, n, k, weight=d, act=act, out=out), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch, stack=stack)
 
 
 @kernel_app.command("attention")
@@ -228,6 +231,7 @@ def kernel_attention(
     dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -247,13 +251,14 @@ def kernel_attention(
         raise SpecError(f"--q-len: expected at most --kv-len ({kv_len}), got {q_len}")
     d = _dtype(dtype)
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
-    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("attention", lambda: attention(batch, heads, q_len, kv_len, head_dim, dtype=d, kv_heads=kv_heads, causal=causal), hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch, stack=stack)
 
 
 @kernel_app.command("copy")
 def kernel_copy(
     nbytes: float = typer.Option(..., "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -266,7 +271,7 @@ def kernel_copy(
     from rubinperf.kernels import copy
 
     _positive("bytes", nbytes)
-    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet, launch=launch)
+    _run_kernel("copy", lambda: copy(nbytes), hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet, launch=launch, stack=stack)
 
 
 # ---------------------------------------------------------------- estimate
@@ -289,6 +294,7 @@ def estimate(
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
     eplb: bool = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness."),
+    stack: Optional[List[str]] = STACK_OPT,
     engram_placement: Optional[str] = typer.Option(None, help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). Default: hbm for decode, host for prefill.",
                                                    autocompletion=complete_words("hbm", "host", "peer-hbm")),
     breakdown: bool = typer.Option(False, "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound."),
@@ -319,7 +325,7 @@ def estimate(
     apply_wide(wide)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
-                            engram_placement=engram_placement, sets=sets)
+                            engram_placement=engram_placement, sets=sets, stacks=stack)
     from rubinperf.render import estimate_tables
 
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)
@@ -387,7 +393,7 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
     for name in bundled_names("hardware"):
         hw = load_hardware(name)
         recs.append({
-            "name": hw.name, "description": hw.description, "preview": hw.preview,
+            "name": hw.name, "description": hw.description, "preview": hw.preview, "default_stack": hw.default_stack,
             "fp4_dense_flops_per_s": hw.fp4_dense_flops_per_s, "fp8_dense_flops_per_s": hw.fp8_dense_flops_per_s,
             "bf16_dense_flops_per_s": hw.bf16_dense_flops_per_s, "hbm_capacity_bytes": hw.hbm_capacity_bytes,
             "hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s,
@@ -406,6 +412,48 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
                 col("HBM BW"), col("NVLink/dir", drop=2), col("domain", drop=5), col("power", drop=6),
                 col("$/GPU-h", drop=1)]
         report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
+
+    _emit(recs, as_json, render, quiet=quiet)
+
+
+@list_app.command("stacks")
+def list_stacks(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                wide: bool = WIDE_OPT):
+    """Bundled software stacks: kernel library and engine facts, and which racks name each as their default.
+
+    Example: rubinperf list stacks --json
+    """
+    from rubinperf import report
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.stack import load_stack
+
+    apply_wide(wide)
+    default_of: dict = {}
+    for name in bundled_names("hardware"):
+        hw = load_hardware(name)
+        default_of.setdefault(hw.default_stack, []).append(hw.name)
+    recs = []
+    for name in bundled_names("stack"):
+        st = load_stack(name)
+        recs.append({"name": st.name, "description": st.description, "default_for": default_of.get(st.name, []),
+                     "split_k_max": st.split_k_max, "mma_bytes_in_flight_per_sm": st.mma_bytes_in_flight_per_sm,
+                     "pdl_hidden_fraction": st.pdl_hidden_fraction, "mma_compute_efficiency": st.mma_compute_efficiency,
+                     "grouped_compute_efficiency": st.grouped_compute_efficiency,
+                     "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
+                     "eplb_target_balancedness": st.eplb_target_balancedness})
+
+    def render(rs):
+        col = report.col
+        rows = [[r["name"], ", ".join(r["default_for"]) or "—", str(r["split_k_max"]),
+                 report.si(r["mma_bytes_in_flight_per_sm"], "B"), f"{r['pdl_hidden_fraction']:.2f}",
+                 f"{r['mma_compute_efficiency']:.2f}/{r['grouped_compute_efficiency']:.2f}",
+                 report.fmt_time(r["dp_sync_per_rank_s"]), f"{r['eplb_target_balancedness']:.2f}"] for r in rs]
+        cols = [col("stack", "left", min_width=12), col("default for", "left", wrap=True, min_width=10),
+                col("split-K", drop=4), col("GEMM bytes in flight/SM", short="in flight", wrap=True, drop=3),
+                col("PDL hidden", short="PDL", drop=5), col("GEMM/MoE eff.", short="eff."),
+                col("DP sync/rank", short="DP sync", drop=2), col("EPLB bal.", short="EPLB", drop=1)]
+        report.print_out(report.table("Software stacks (stacks/*.toml; --stack NAME|PATH)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import WIDE_OPT, apply_wide
+from rubinperf.cli_options import STACK_OPT, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
@@ -30,10 +30,12 @@ QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors 
 QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
-def _setups(model: str, hardware, workload: str, sets) -> list:
-    """(model, hardware, workload) per rack, with the `--set` overrides that apply to it."""
+def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
+    """(model, platform, workload) per rack (hardware + its stack), with the `--set` overrides that apply to it."""
+    from rubinperf.cli_options import pair_stacks
+
     from rubinperf.scenario import DEFAULT_HARDWARE
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
     from rubinperf.specs.model import load_model
     from rubinperf.specs.overrides import apply_overrides
     from rubinperf.specs.workload import load_workload
@@ -42,7 +44,7 @@ def _setups(model: str, hardware, workload: str, sets) -> list:
     if len(set(names)) != len(names):
         raise SpecError(f"--hardware: a rack is listed twice ({', '.join(names)})")
     m, w = load_model(model), load_workload(workload)
-    racks = [(name, load_hardware(name)) for name in names]
+    racks = [(name, load_platform(name, stack)) for name, stack in zip(names, pair_stacks(names, stacks))]
     scoped: dict[str, list[str]] = {}
     common = []
     for text in sets or []:
@@ -62,7 +64,13 @@ def _setups(model: str, hardware, workload: str, sets) -> list:
     return out
 
 
-def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False):
+STAT_OPT = typer.Option("p90", "--interactivity-stat",
+                        help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the speed "
+                             "90% of users reach; the published figures' statistic), p50 or mean.")
+
+
+def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
+               stat="p90"):
     """The sweep, with a transient progress bar on stderr when it is a terminal."""
     import sys
 
@@ -71,7 +79,8 @@ def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens,
     if acceptance is not None and acceptance < 1:
         raise SpecError(f"--acceptance: expected at least 1 token per verify step, got {acceptance}")
     kwargs = dict(decode_layouts=decode_layouts or None, prefill_layouts=prefill_layouts or None,
-                  batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb)
+                  batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb,
+                  interactivity_stat=stat)
     if quiet or not sys.stderr.isatty():
         return sweep(setups, **kwargs)
     from rich.console import Console
@@ -108,6 +117,7 @@ def _check_any(summaries, sw):
 def pareto(
     model: str = MODEL_OPT,
     hardware: Optional[List[str]] = HW_OPT,
+    stack: Optional[List[str]] = STACK_OPT,
     workload: str = WORKLOAD_OPT,
     decode_layout: Optional[List[str]] = DECODE_OPT,
     prefill_layout: Optional[List[str]] = PREFILL_OPT,
@@ -115,6 +125,7 @@ def pareto(
     draft_tokens: Optional[int] = K_OPT,
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
+    interactivity_stat: str = STAT_OPT,
     sets: Optional[List[str]] = SET_OPT,
     as_json: bool = JSON_OPT,
     frontier_only: bool = typer.Option(False, "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier)."),
@@ -153,8 +164,12 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         check_plot_path(plot)
-    setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
+    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                    stat=interactivity_stat)
     _check_any(None, sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
@@ -176,6 +191,7 @@ def pareto(
 def compare(
     model: str = MODEL_OPT,
     hardware: Optional[List[str]] = HW_OPT,
+    stack: Optional[List[str]] = STACK_OPT,
     workload: str = WORKLOAD_OPT,
     at_interactivity: str = typer.Option("196,387", "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput."),
     decode_layout: Optional[List[str]] = DECODE_OPT,
@@ -184,6 +200,7 @@ def compare(
     draft_tokens: Optional[int] = K_OPT,
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
+    interactivity_stat: str = STAT_OPT,
     sets: Optional[List[str]] = SET_OPT,
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
@@ -217,11 +234,17 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
+    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                    stat=interactivity_stat)
     _check_any(None, sw)
     summaries = summarize(sw)
-    records = compare_records(summaries, levels)
+    stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                                      quiet, interactivity_stat)
+    records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
         report.emit_text(report.to_json(records))
         return
@@ -232,6 +255,28 @@ def compare(
     for hw, lines in notes.items():
         for line in lines:
             report.print_out(f"{hw}: {line}")
+
+
+def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,
+                    stat="p90"):
+    """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
+    sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
+    from rubinperf.pareto import summarize
+    from rubinperf.specs.stack import platform
+
+    stacks = {hw.name: hw.stack for _, hw, _ in setups}
+    m0, hw0, w0 = setups[0]
+    swapped = {}
+    for _, hw, _ in setups[1:]:
+        if hw.stack == hw0.stack or hw.stack in swapped:
+            continue
+        mixed = platform(hw0.hardware_spec(), hw.stack_spec())   # --set overrides of each part kept
+        sw = _run_sweep([(m0, mixed, w0)], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                        quiet=quiet, stat=stat)
+        got = summarize(sw)
+        if got:
+            swapped[hw.stack] = got[0]
+    return stacks, swapped
 
 
 def _levels(text: str) -> list[float]:

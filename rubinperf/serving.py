@@ -3,7 +3,10 @@
 Speculative decoding. A decode verify step runs the target over 1 + k tokens per request
 and the draft's k sequential passes; it emits `acceptance` tokens per request on average:
 
-    tokens/s per user = acceptance / step,   step = max(target + draft GPU time, CPU time)
+    tokens/s per user (mean) = acceptance / step,   step = max(target + draft GPU time, CPU time)
+
+Users differ (per-request acceptance, step fluctuation): P50 and P90 are the mean times a
+factor from rubinperf/interactivity.py; the frontier uses P90 unless asked otherwise.
 
 When k changes and no acceptance is given, the acceptance follows from a constant
 per-token acceptance rate alpha fitted to the model's (k, acceptance):
@@ -111,10 +114,16 @@ class SpecDecode:
     cpu_s: Any                 # host time (scheduling, DP sync), overlapped with the GPU
     step_s: Any                # max(target + draft, cpu)
     result: StepResult = field(repr=False, compare=False)
+    speed: dict = field(default_factory=lambda: {"mean": 1.0, "p50": 1.0, "p90": 1.0, "p10": 1.0}, compare=False)
 
     @property
     def tokens_per_s_per_user(self):
+        """The mean: mean acceptance over the step."""
         return self.acceptance / self.step_s
+
+    def tokens_per_s_per_user_at(self, stat: str):
+        """P50, P90 (the speed 90% of users reach), P10 or the mean (rubinperf/interactivity.py)."""
+        return self.tokens_per_s_per_user * self.speed[stat]
 
     @property
     def output_tokens_per_s_per_gpu(self):
@@ -140,9 +149,12 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
     b = np.asarray(batch, dtype=float)
     r = step(m, hw, layout, dataclasses.replace(point, batch=b))
     _check_times(hw, m, "decode", r.expected_s)
+    from rubinperf.interactivity import speed_factors
+
+    speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,
                       target_s=_full(r.part_s("target"), b), draft_s=_full(r.part_s("draft"), b),
-                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r)
+                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r, speed=speed)
 
 
 def _check_times(hw, m: Model, what: str, *times) -> None:
@@ -280,6 +292,7 @@ class Serving:
     prefill: PrefillPlan
     decode: SpecDecode
     decode_capacity: Capacity
+    interactivity_stat: str = "p90"   # which statistic of tokens/s per user the frontier uses (and records show)
 
     # -- feasibility
     @property
@@ -330,7 +343,8 @@ class Serving:
 
     @property
     def tokens_per_s_per_user(self):
-        return self.decode.tokens_per_s_per_user
+        """Tokens/s per user at the chosen statistic (P90 unless asked otherwise)."""
+        return self.decode.tokens_per_s_per_user_at(self.interactivity_stat)
 
     @property
     def ttft_s(self) -> float:
@@ -371,6 +385,7 @@ class Serving:
             "batch_per_rank": full(d.batch), "feasible": full(self.feasible),
             "tokens_per_s_per_gpu": full(self.tokens_per_s_per_gpu),
             "tokens_per_s_per_user": full(self.tokens_per_s_per_user),
+            **{f"tokens_per_s_per_user_{st}": full(d.tokens_per_s_per_user_at(st)) for st in ("mean", "p50", "p90", "p10")},
             "cached_tokens_per_s_per_gpu": full(self.cached_tokens_per_s_per_gpu),
             "uncached_tokens_per_s_per_gpu": full(self.uncached_tokens_per_s_per_gpu),
             "output_tokens_per_s_per_gpu": full(self.output_tokens_per_s_per_gpu),
@@ -395,7 +410,10 @@ class Serving:
             "draft_tokens": d.draft_tokens, "acceptance": d.acceptance,
             "feasible": feasible, "reason": "" if feasible else self.reason(i),
         }
-        for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "cached_tokens_per_s_per_gpu",
+        out["interactivity_stat"] = self.interactivity_stat
+        for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "tokens_per_s_per_user_mean",
+                    "tokens_per_s_per_user_p50", "tokens_per_s_per_user_p90", "tokens_per_s_per_user_p10",
+                    "cached_tokens_per_s_per_gpu",
                     "uncached_tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu",
                     "decode_output_tokens_per_s_per_decode_gpu", "decode_step_ms", "target_ms", "draft_ms", "cpu_ms"):
             out[key] = float(c[key][i])
@@ -422,7 +440,8 @@ def check_workload(m: Model, w: Workload) -> None:
 
 
 def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens: int | None = None,
-          acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None) -> Serving:
+          acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None,
+          interactivity_stat: str = "p90") -> Serving:
     """The deployment at an array of decode batches (requests per rank for DEP, per instance for TP)."""
     check_workload(m, w)
     prefill = prefill or prefill_plan(m, hw, w, eplb=eplb)
@@ -431,7 +450,8 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
     per_req = 1 + d.draft_tokens
     cap = capacity(m, hw, decode_layout, "decode", context_tokens=w.tokens_per_turn, tokens_per_request=per_req,
                    logits_per_request=per_req, reserve_bytes=w.runtime_reserve_bytes, engram_placement=m.engram_placement)
-    return Serving(hw=hw, model=m, workload=w, prefill=prefill, decode=d, decode_capacity=cap)
+    return Serving(hw=hw, model=m, workload=w, prefill=prefill, decode=d, decode_capacity=cap,
+                   interactivity_stat=interactivity_stat)
 
 
 # ---------------------------------------------------------------- sweeps
@@ -482,15 +502,19 @@ class Sweep:
 
 
 def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft_tokens=None, acceptance=None,
-          eplb: bool = True, progress=None) -> Sweep:
+          eplb: bool = True, progress=None, interactivity_stat: str = "p90") -> Sweep:
     """The deployment for every (model, rack, workload) setup, decode layout and prefill layout,
     vectorised over `batches`.
 
     `setups` is a list of (model, hardware, workload) triples (one per rack, each with its
     own `--set` overrides applied). Layouts a rack or model cannot take (experts not
     divisible, wider than the NVLink domain) are skipped with a note. `progress(done,
-    total, label)` is called before each run and once at the end.
+    total, label)` is called before each run and once at the end. `interactivity_stat` (p90, p50
+    or mean) is the statistic of tokens/s per user the frontier is drawn over.
     """
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
     batches = batch_grid() if batches is None else np.asarray(batches, dtype=float)
     decode_layouts = [parse_layout(x) if isinstance(x, str) else x for x in (decode_layouts or DEFAULT_DECODE_LAYOUTS)]
     plans, notes = [], []
@@ -525,7 +549,8 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
         key = (id(m), id(hw), id(w), pl)
         if key not in prefills:
             prefills[key] = prefill_plan(m, hw, w, pl, eplb=eplb)
-        runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key]))
+        runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key],
+                          interactivity_stat=interactivity_stat))
     if progress:
         progress(len(plans), len(plans), "done")
     return Sweep(runs=runs, skipped=skipped, notes=notes)

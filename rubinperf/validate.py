@@ -160,12 +160,12 @@ def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
     """Median |ln(measured / expected)| of the committed hardware spec on measurements it was not fitted to."""
     from rubinperf.calibrate.fit import predict
     from rubinperf.calibrate.plan import read_csv
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
     if not p.data or p.launch not in ("graph", "eager"):
         raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
     _, rows = read_csv(data_root() / p.data)
-    stats = predict(rows, load_hardware(p.hardware))["modes"][p.launch]
+    stats = predict(rows, load_platform(p.hardware))["modes"][p.launch]
     return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
                                      f"max SOL/measured {stats['max_sol_over_measured']:.2f}")
 
@@ -186,11 +186,11 @@ def _summary(model: str, hardware: str, workload: str):
     if key not in _SUMMARIES:
         from rubinperf.pareto import summarize
         from rubinperf.serving import batch_grid, sweep
-        from rubinperf.specs.hardware import load_hardware
+        from rubinperf.specs.stack import load_platform
         from rubinperf.specs.model import load_model
         from rubinperf.specs.workload import load_workload
 
-        sw = sweep([(load_model(model), load_hardware(hardware), load_workload(workload))], batches=batch_grid())
+        sw = sweep([(load_model(model), load_platform(hardware), load_workload(workload))], batches=batch_grid())
         _SUMMARIES[key] = summarize(sw)[0]
     return _SUMMARIES[key]
 
