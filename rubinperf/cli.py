@@ -353,6 +353,9 @@ def validate_cmd(
     points: Optional[str] = typer.Option(None, "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Run every point that names no stack of its own on this "
+                                        "stack (a bundled name or a path). Default: each point's stack, else its "
+                                        "hardware's default_stack."),
     wide: bool = WIDE_OPT,
 ):
     """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
@@ -368,7 +371,11 @@ def validate_cmd(
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
-    records = validate(load_points(points or POINTS_FILE))
+    if stack is not None:
+        from rubinperf.specs.stack import load_stack
+
+        load_stack(stack)   # a bad name fails once, before any point runs
+    records = validate(load_points(points or POINTS_FILE), stack=stack)
     _emit(records, as_json, validate_table, quiet=quiet)
     if not all(r["in_band"] for r in records):
         raise typer.Exit(1)

@@ -36,6 +36,8 @@ class RefPoint:
     workload: str | None = None
     interactivity: float | None = None
     baseline_hardware: str | None = None
+    stack: str | None = None            # the stack the point's hardware runs (default: the hardware's default_stack)
+    baseline_stack: str | None = None   # the stack of baseline_hardware (default: its default_stack)
     note: str = ""
     fitted: bool = False
     op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
@@ -46,10 +48,12 @@ class RefPoint:
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
-_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted",
+_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
+             "baseline_stack", "note", "fitted",
              "op", "launch", "data", "previous")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
-_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "note",
+_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
+            "baseline_stack", "note",
             "op", "launch", "data")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous")
 _NON_NEGATIVE = ("context",)
@@ -106,7 +110,7 @@ def _step(p: RefPoint, **changes):
     from rubinperf.scenario import make_point
     from rubinperf.step import step
 
-    m, (hw,) = load_specs(p.model, [p.hardware])
+    m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
     args.update(changes)
@@ -165,7 +169,7 @@ def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
     if not p.data or p.launch not in ("graph", "eager"):
         raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
     _, rows = read_csv(data_root() / p.data)
-    stats = predict(rows, load_platform(p.hardware))["modes"][p.launch]
+    stats = predict(rows, load_platform(p.hardware, p.stack))["modes"][p.launch]
     return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
                                      f"max SOL/measured {stats['max_sol_over_measured']:.2f}")
 
@@ -180,9 +184,9 @@ def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
 _SUMMARIES: dict[tuple, object] = {}
 
 
-def _summary(model: str, hardware: str, workload: str):
-    """The Pareto summary of one rack on one workload (swept once per run)."""
-    key = (model, hardware, workload)
+def _summary(model: str, hardware: str, workload: str, stack: str | None = None):
+    """The Pareto summary of one rack (on a stack) on one workload (swept once per run), at P90 interactivity."""
+    key = (model, hardware, workload, stack)
     if key not in _SUMMARIES:
         from rubinperf.pareto import summarize
         from rubinperf.serving import batch_grid, sweep
@@ -190,13 +194,13 @@ def _summary(model: str, hardware: str, workload: str):
         from rubinperf.specs.model import load_model
         from rubinperf.specs.workload import load_workload
 
-        sw = sweep([(load_model(model), load_platform(hardware), load_workload(workload))], batches=batch_grid())
+        sw = sweep([(load_model(model), load_platform(hardware, stack), load_workload(workload))], batches=batch_grid())
         _SUMMARIES[key] = summarize(sw)[0]
     return _SUMMARIES[key]
 
 
-def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
-    s = _summary(p.model, hardware, p.workload or "agentx")
+def _throughput(p: RefPoint, hardware: str, stack: str | None = None) -> tuple[float, str]:
+    s = _summary(p.model, hardware, p.workload or "agentx", stack)
     pick = s.peak if p.interactivity is None else s.at_interactivity(p.interactivity)
     if pick is None:  # no prediction at all: reported as unreachable, never as 0 or inf
         return None, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
@@ -206,14 +210,14 @@ def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
 
 
 def _throughput_metric(p: RefPoint) -> tuple[float, str]:
-    return _throughput(p, p.hardware)
+    return _throughput(p, p.hardware, p.stack)
 
 
 def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
     if not p.baseline_hardware:
         raise SpecError(f"point {p.id}: a ratio needs baseline_hardware")
-    top, why_top = _throughput(p, p.hardware)
-    base, why_base = _throughput(p, p.baseline_hardware)
+    top, why_top = _throughput(p, p.hardware, p.stack)
+    base, why_base = _throughput(p, p.baseline_hardware, p.baseline_stack)
     if top is None or base is None or not base > 0:
         return None, f"{why_top}; {why_base}"
     return top / base, f"{why_top}; {why_base}"
@@ -234,10 +238,15 @@ METRICS = {
 }
 
 
-def validate(points: list[RefPoint]) -> list[dict]:
-    """One record per point: predicted vs published, their ratio, and whether it lies in the band."""
+def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
+    """One record per point: predicted vs published, their ratio, and whether it lies in the band.
+    `stack` (--stack) runs every point that names no stack of its own on that stack."""
+    import dataclasses
+
     records = []
     for p in points:
+        if stack is not None:
+            p = dataclasses.replace(p, stack=p.stack or stack, baseline_stack=p.baseline_stack or stack)
         try:
             predicted, why = METRICS[p.metric](p)
         except SpecError as exc:  # a name or an operating point of this point is wrong: say which point
@@ -246,7 +255,7 @@ def validate(points: list[RefPoint]) -> list[dict]:
         reachable = predicted is not None and math.isfinite(predicted)
         ratio = predicted / p.published if reachable else None
         records.append({
-            "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,
+            "id": p.id, "metric": p.metric, "hardware": p.hardware, "stack": p.stack, "model": p.model, "layout": p.layout,
             "phase": p.phase, "published": p.published, "predicted": predicted if reachable else None, "ratio": ratio,
             "band": list(p.band), "in_band": reachable and p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
             "reachable": reachable, "previous": p.previous,

@@ -283,3 +283,41 @@ def test_compare_table_fits_80_columns_and_names_stacks(cli, monkeypatch):
     assert r.code == 0, r
     assert "Silicon vs software" in r.out and "vllm-rubin-nov2026" in r.out and "vllm-gb300-oct2026" in r.out
     assert max(len(line) for line in r.out.splitlines()) <= 80
+
+
+def test_validate_points_may_name_a_stack(tmp_path, cli):
+    from rubinperf.validate import load_points, validate
+
+    text = """
+[[point]]
+id = "gb300-tp8-oct"
+source = "test"
+metric = "tokens_per_s_per_user"
+hardware = "gb300-nvl72"
+layout = "tp8"
+phase = "decode"
+batch = 1
+published = 1000.0
+band = [0.1, 10.0]
+
+[[point]]
+id = "gb300-tp8-nov"
+source = "test"
+metric = "tokens_per_s_per_user"
+hardware = "gb300-nvl72"
+stack = "vllm-rubin-nov2026"
+layout = "tp8"
+phase = "decode"
+batch = 1
+published = 1000.0
+band = [0.1, 10.0]
+"""
+    p = tmp_path / "points.toml"
+    p.write_text(text)
+    oct_, nov = validate(load_points(p))
+    assert oct_["stack"] is None and nov["stack"] == "vllm-rubin-nov2026"
+    assert nov["predicted"] > oct_["predicted"]                  # the November kernels on the same rack
+    both = validate(load_points(p), stack="vllm-rubin-nov2026")
+    assert both[0]["predicted"] == both[1]["predicted"] == nov["predicted"]
+    r = cli("validate", "--points", str(p), "--stack", "vllm-gb300-oct2027")
+    assert r.code == 2 and r.err.count("\n") == 1
