@@ -69,8 +69,39 @@ STAT_OPT = typer.Option("p90", "--interactivity-stat",
                              "90% of users reach; the published figures' statistic), p50 or mean.")
 
 
+TTFT_OPT = typer.Option(None, "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + "
+                        "KV transfer) is at most this: 2s, 500ms or 0.5 (seconds).")
+TPOT_OPT = typer.Option(None, "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, "
+                        "at --interactivity-stat) is at most this: 20ms or 0.02 (seconds).")
+
+
+def _limits(ttft, tpot) -> dict:
+    from rubinperf.specs.overrides import parse_value
+
+    out = {}
+    for name, text, key in (("ttft", ttft, "max_ttft_s"), ("tpot", tpot, "max_tpot_s")):
+        if text is None:
+            continue
+        try:
+            v = parse_value(str(text), "limit_s")
+        except SpecError:
+            raise SpecError(f"--{name}: expected a time such as 2s, 500ms or 0.5, got {text!r}") from None
+        if not (v > 0 and v < float("inf")):
+            raise SpecError(f"--{name}: expected a positive time, got {text!r}")
+        out[key] = v
+    return out
+
+
 def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
-               stat="p90"):
+               stat="p90", limits=None):
+    sw = _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet, stat)
+    for key, v in (limits or {}).items():
+        setattr(sw, key, v)
+    return sw
+
+
+def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
+                stat="p90"):
     """The sweep, with a transient progress bar on stderr when it is a terminal."""
     import sys
 
@@ -126,6 +157,8 @@ def pareto(
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
     interactivity_stat: str = STAT_OPT,
+    ttft: Optional[str] = TTFT_OPT,
+    tpot: Optional[str] = TPOT_OPT,
     sets: Optional[List[str]] = SET_OPT,
     as_json: bool = JSON_OPT,
     frontier_only: bool = typer.Option(False, "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier)."),
@@ -169,7 +202,7 @@ def pareto(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat)
+                    stat=interactivity_stat, limits=_limits(ttft, tpot))
     _check_any(None, sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
@@ -201,6 +234,8 @@ def compare(
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
     interactivity_stat: str = STAT_OPT,
+    ttft: Optional[str] = TTFT_OPT,
+    tpot: Optional[str] = TPOT_OPT,
     sets: Optional[List[str]] = SET_OPT,
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
@@ -239,18 +274,20 @@ def compare(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat)
+                    stat=interactivity_stat, limits=_limits(ttft, tpot))
     _check_any(None, sw)
     summaries = summarize(sw)
     stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                                      quiet, interactivity_stat)
+                                      quiet, interactivity_stat, _limits(ttft, tpot))
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
         report.emit_text(report.to_json(records))
         return
     if quiet:
         return
-    compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)")
+    compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
+                   + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
+                             for k, v in _limits(ttft, tpot).items()))
     notes = _notes(summaries, sw)
     for hw, lines in notes.items():
         for line in lines:
@@ -258,7 +295,7 @@ def compare(
 
 
 def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,
-                    stat="p90"):
+                    stat="p90", limits=None):
     """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
     sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
     from rubinperf.pareto import summarize
@@ -272,7 +309,7 @@ def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_toke
             continue
         mixed = platform(hw0.hardware_spec(), hw.stack_spec())   # --set overrides of each part kept
         sw = _run_sweep([(m0, mixed, w0)], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                        quiet=quiet, stat=stat)
+                        quiet=quiet, stat=stat, limits=limits)
         got = summarize(sw)
         if got:
             swapped[hw.stack] = got[0]

@@ -143,10 +143,10 @@ def summarize(sw: Sweep) -> list[Summary]:
 def point_records(summary: Summary, frontier_only: bool = False) -> list[dict]:
     """Records of every swept point of a rack (or its frontier only), with `on_frontier`."""
     out = []
-    for p, front in zip(summary.picks, summary.on_frontier):
+    for p, front, ok in zip(summary.picks, summary.on_frontier, summary.feasible):
         if frontier_only and not front:
             continue
-        out.append({**p.record, "on_frontier": bool(front)})
+        out.append({**p.record, "on_frontier": bool(front), "eligible": bool(ok)})   # eligible: fits and meets --ttft/--tpot
     return out
 
 

@@ -479,9 +479,21 @@ class Sweep:
     runs: list[Serving]
     skipped: list[str]
     notes: list[str] = field(default_factory=list)   # defaults changed to make a rack work, said aloud
+    max_ttft_s: float | None = None   # --ttft: points whose time to first token is longer are left out
+    max_tpot_s: float | None = None   # --tpot: points whose time per output token (1 / tokens/s per user) is longer
 
     def hardware_names(self) -> list[str]:
         return list(dict.fromkeys(r.hw.name for r in self.runs))
+
+    def within_limits(self, r: "Serving") -> np.ndarray:
+        """Points of run `r` that meet --ttft and --tpot (TPOT at the frontier's statistic: 1 / tokens/s per user)."""
+        c = r.columns
+        keep = np.ones(c["batch_per_rank"].size, dtype=bool)
+        if self.max_ttft_s is not None:
+            keep &= r.ttft_s <= self.max_ttft_s
+        if self.max_tpot_s is not None:
+            keep &= 1.0 / np.ravel(c["tokens_per_s_per_user"]) <= self.max_tpot_s
+        return keep
 
     def points(self, hardware: str | None = None):
         """(run index, element index, tok/s/user, tok/s/GPU, feasible) arrays over every swept point."""
@@ -495,7 +507,7 @@ class Sweep:
             el.append(np.arange(size))
             x.append(np.ravel(c["tokens_per_s_per_user"]))
             y.append(np.ravel(c["tokens_per_s_per_gpu"]))
-            ok.append(np.ravel(c["feasible"]))
+            ok.append(np.ravel(c["feasible"]) & self.within_limits(r))
         if not idx:
             return tuple(np.array([]) for _ in range(5))
         return (np.concatenate(idx), np.concatenate(el), np.concatenate(x), np.concatenate(y), np.concatenate(ok))

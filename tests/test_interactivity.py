@@ -86,3 +86,21 @@ def test_cli_interactivity_stat(cli):
     assert row["tokens_per_s_per_user"] == row["tokens_per_s_per_user_mean"]
     bad = cli("compare", "--interactivity-stat", "p95")
     assert bad.code == 2 and bad.err.count("\n") == 1 and "p90, p50, mean" in bad.err
+
+
+def test_ttft_and_tpot_limits_filter_the_frontier(cli):
+    """--tpot 1.5ms keeps points of at least 1 / 1.5 ms = 667 tok/s per user (at P90); --ttft below every TTFT
+    leaves nothing to compare; a limit that is not a time is one line and exit 2."""
+    r = cli("pareto", "-H", "vr-nvl72", "--max-batch", "64", "--tpot", "1.5ms", "--json", "--frontier-only")
+    assert r.code == 0, r
+    front = r.json()
+    assert front and all(x["tokens_per_s_per_user"] >= 1 / 1.5e-3 and x["eligible"] for x in front)
+    free = cli("pareto", "-H", "vr-nvl72", "--max-batch", "64", "--json", "--frontier-only").json()
+    assert min(x["tokens_per_s_per_user"] for x in free) < 1 / 1.5e-3       # the limit did remove points
+    c = cli("compare", "-H", "vr-nvl72", "--max-batch", "64", "--ttft", "2s", "--json", "--kernels", "0").json()
+    assert all(x["ttft_ms"] <= 2000.0 for x in c if x["reachable"])
+    none = cli("compare", "-H", "vr-nvl72", "--max-batch", "64", "--ttft", "1us", "--json", "--kernels", "0").json()
+    assert not any(x["reachable"] for x in none)
+    for bad in (("--ttft", "soon"), ("--tpot", "-1ms")):
+        e = cli("compare", *bad)
+        assert e.code == 2 and e.err.count("\n") == 1, e
