@@ -75,6 +75,17 @@ TPOT_OPT = typer.Option(None, "--tpot", help="Keep only points whose time per ou
                         "at --interactivity-stat) is at most this: 20ms or 0.02 (seconds).")
 
 
+GPUS_OPT = typer.Option(None, "--total-gpus", help="Size the deployment in whole instances within this many GPUs "
+                        "(e.g. 72: 7P1D is 7 DEP2 prefill and 1 DEP32 decode instance... as the seed writes them); "
+                        "throughput is counted over all of them. Default: a continuous prefill/decode ratio.")
+
+
+def _check_gpus(total_gpus):
+    if total_gpus is not None and total_gpus < 1:
+        raise SpecError(f"--total-gpus: expected a positive number of GPUs, got {total_gpus}")
+    return total_gpus
+
+
 def _limits(ttft, tpot) -> dict:
     from rubinperf.specs.overrides import parse_value
 
@@ -93,15 +104,16 @@ def _limits(ttft, tpot) -> dict:
 
 
 def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
-               stat="p90", limits=None):
-    sw = _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet, stat)
+               stat="p90", limits=None, total_gpus=None):
+    sw = _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet, stat,
+                     total_gpus)
     for key, v in (limits or {}).items():
         setattr(sw, key, v)
     return sw
 
 
 def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
-                stat="p90"):
+                stat="p90", total_gpus=None):
     """The sweep, with a transient progress bar on stderr when it is a terminal."""
     import sys
 
@@ -111,7 +123,7 @@ def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens
         raise SpecError(f"--acceptance: expected at least 1 token per verify step, got {acceptance}")
     kwargs = dict(decode_layouts=decode_layouts or None, prefill_layouts=prefill_layouts or None,
                   batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb,
-                  interactivity_stat=stat)
+                  interactivity_stat=stat, total_gpus=total_gpus)
     if quiet or not sys.stderr.isatty():
         return sweep(setups, **kwargs)
     from rich.console import Console
@@ -159,6 +171,7 @@ def pareto(
     interactivity_stat: str = STAT_OPT,
     ttft: Optional[str] = TTFT_OPT,
     tpot: Optional[str] = TPOT_OPT,
+    total_gpus: Optional[int] = GPUS_OPT,
     sets: Optional[List[str]] = SET_OPT,
     as_json: bool = JSON_OPT,
     frontier_only: bool = typer.Option(False, "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier)."),
@@ -202,7 +215,7 @@ def pareto(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
     _check_any(None, sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
@@ -236,6 +249,7 @@ def compare(
     interactivity_stat: str = STAT_OPT,
     ttft: Optional[str] = TTFT_OPT,
     tpot: Optional[str] = TPOT_OPT,
+    total_gpus: Optional[int] = GPUS_OPT,
     sets: Optional[List[str]] = SET_OPT,
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
@@ -274,11 +288,11 @@ def compare(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
     _check_any(None, sw)
     summaries = summarize(sw)
     stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                                      quiet, interactivity_stat, _limits(ttft, tpot))
+                                      quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
         report.emit_text(report.to_json(records))
@@ -295,7 +309,7 @@ def compare(
 
 
 def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,
-                    stat="p90", limits=None):
+                    stat="p90", limits=None, total_gpus=None):
     """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
     sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
     from rubinperf.pareto import summarize
@@ -309,7 +323,7 @@ def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_toke
             continue
         mixed = platform(hw0.hardware_spec(), hw.stack_spec())   # --set overrides of each part kept
         sw = _run_sweep([(m0, mixed, w0)], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                        quiet=quiet, stat=stat, limits=limits)
+                        quiet=quiet, stat=stat, limits=limits, total_gpus=total_gpus)
         got = summarize(sw)
         if got:
             swapped[hw.stack] = got[0]

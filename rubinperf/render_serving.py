@@ -33,6 +33,8 @@ def _ratio(v) -> str:
 
 def _config(r: dict, prefill: bool = False) -> str:
     text = f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+    if r.get("pools"):
+        text = f"{r['pools']} {text}"
     return f"{text} (prefill {r['prefill_layout']})" if prefill else text
 
 

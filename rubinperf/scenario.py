@@ -94,7 +94,8 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
             raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
                             f"context of {model.max_context_tokens:,} tokens")
-        what = f"{_count(context)} cached + {_count(per_seq)} new tokens" if per_seq else f"{_count(context)} tokens"
+        what = (f"{_count(context)} cached + {_count(per_seq)} new tokens (--new-tokens)" if per_seq
+                else f"{_count(context)} tokens")
         raise SpecError(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
     k = model.draft_tokens if draft_tokens is None else draft_tokens
     if not 0 <= k <= MAX_DRAFT_TOKENS:

@@ -148,7 +148,7 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
                        engram_placement=m.engram_placement)
     b = np.asarray(batch, dtype=float)
     r = step(m, hw, layout, dataclasses.replace(point, batch=b))
-    _check_times(hw, m, "decode", r.expected_s)
+    _check_times(hw, m, f"{layout.name} decode", r.expected_s)
     from rubinperf.interactivity import speed_factors
 
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
@@ -163,7 +163,8 @@ def _check_times(hw, m: Model, what: str, *times) -> None:
         t = np.asarray(t, dtype=float)
         if not (np.all(np.isfinite(t)) and np.all(t > 0)):
             raise SpecError(f"{hw.name} with {m.name}: {what} times are not finite positive numbers; "
-                            "a rate, size or floor in the specs is out of range")
+                            "a rate, size or floor in the specs is out of range, or the layout splits the model "
+                            "finer than its shapes allow")
 
 
 def _full(x, like):
@@ -273,7 +274,7 @@ def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: 
                    tokens_per_request=new / seqs, logits_per_request=1, reserve_bytes=w.runtime_reserve_bytes,
                    engram_placement=w.prefill_engram_placement, engram_peer_gpus=w.engram_peer_gpus)
     transfer = sent / link_rate + latency
-    _check_times(hw, m, "prefill", r.expected_s, transfer, load_ttft + r.expected_s)
+    _check_times(hw, m, f"{layout.name} prefill", r.expected_s, transfer, load_ttft + r.expected_s)
     return PrefillPlan(layout=layout, seqs=seqs, new_tokens=float(new), context=float(context), chunks_per_turn=chunks,
                        step_s=float(r.expected_s), load_s=load_ttft / chunks, load_ttft_s=load_ttft,
                        transfer_s=transfer, capacity=cap, bound=r.bound, result=r)
@@ -293,16 +294,53 @@ class Serving:
     decode: SpecDecode
     decode_capacity: Capacity
     interactivity_stat: str = "p90"   # which statistic of tokens/s per user the frontier uses (and records show)
+    total_gpus: int | None = None     # --total-gpus: whole prefill and decode instances within this many GPUs
+
+    # -- whole instances (--total-gpus)
+    @cached_property
+    def pools(self):
+        """(prefill instances, decode instances) per batch point, or None for the continuous ratio.
+
+        For each count of decode instances nd (of D GPUs) that fits, the prefill instances (of P GPUs) are
+        the fewest that keep up, np = ceil(nd D x decode turns/s per GPU / (P x prefill turns/s per GPU)),
+        capped by the GPUs left; turns/s = min(np P x prefill rate, nd D x decode rate). The pick is the
+        nd with the most turns/s (ties: fewer GPUs). np P + nd D never exceeds total_gpus."""
+        if self.total_gpus is None:
+            return None
+        N, P, D = int(self.total_gpus), self.prefill.layout.ranks, self.decode.layout.ranks
+        dr = np.ravel(np.broadcast_to(np.asarray(self.decode_turns_per_s_per_gpu, dtype=float),
+                                      np.shape(self.decode.batch)))
+        pr = float(self.prefill.turns_per_s_per_gpu)
+        best_turns = np.zeros_like(dr)
+        best = (np.zeros(dr.shape, dtype=int), np.zeros(dr.shape, dtype=int))
+        for nd in range(1, N // D + 1):
+            room = (N - nd * D) // P
+            if room < 1:
+                break
+            need = np.ceil(nd * D * dr / (P * pr) - 1e-9) if pr > 0 else np.full(dr.shape, room)
+            npf = np.clip(need, 1, room).astype(int)
+            turns = np.minimum(npf * P * pr, nd * D * dr)
+            better = turns > best_turns * (1 + 1e-12)
+            best_turns = np.where(better, turns, best_turns)
+            best = (np.where(better, npf, best[0]), np.where(better, nd, best[1]))
+        shape = np.shape(self.decode.batch)
+        return best[0].reshape(shape), best[1].reshape(shape), best_turns.reshape(shape)
 
     # -- feasibility
     @property
     def feasible(self):
-        return self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible
+        ok = self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible
+        if self.pools is not None:
+            ok = ok & (self.pools[1] >= 1)
+        return ok
 
     def reason(self, i=None) -> str:
         """Why point `i` (or the whole run) is infeasible; '' when it is feasible."""
         if not self.prefill.feasible:
             return self.prefill.reason
+        if self.pools is not None and not np.any(self.pools[1] >= 1):
+            return (f"--total-gpus {self.total_gpus}: no room for one {self.prefill.layout.name} prefill and one "
+                    f"{self.decode.layout.name} decode instance")
         b = self.decode.batch if i is None else np.asarray(self.decode.batch)[i]
         b = np.max(b) if np.ndim(b) else b
         return self.decode_capacity.reason(b)
@@ -314,6 +352,9 @@ class Serving:
 
     @property
     def prefill_gpus_per_decode_gpu(self):
+        if self.pools is not None:
+            npf, nd, _ = self.pools
+            return np.where(nd > 0, npf * self.prefill.layout.ranks / np.maximum(nd * self.decode.layout.ranks, 1), np.inf)
         return self.decode_turns_per_s_per_gpu / self.prefill.turns_per_s_per_gpu
 
     @property
@@ -322,6 +363,8 @@ class Serving:
 
     @property
     def turns_per_s_per_gpu(self):
+        if self.pools is not None:   # whole instances: every one of the deployment's GPUs is counted
+            return self.pools[2] / self.total_gpus
         return self.decode_turns_per_s_per_gpu * self.decode_gpu_fraction
 
     @property
@@ -421,6 +464,11 @@ class Serving:
         out["requests_per_decode_gpu"] = out["batch_per_rank"] * d.layout.dp / d.layout.ranks
         out["prefill_gpus_per_decode_gpu"] = float(c["prefill_gpus_per_decode_gpu"][i])
         out["decode_gpu_share"] = 1.0 / (1.0 + out["prefill_gpus_per_decode_gpu"])
+        if self.pools is not None:
+            npf, nd = int(np.asarray(self.pools[0])[i]), int(np.asarray(self.pools[1])[i])
+            used = npf * p.layout.ranks + nd * d.layout.ranks
+            out.update(total_gpus=self.total_gpus, prefill_instances=npf, decode_instances=nd, pools=f"{npf}P{nd}D",
+                       gpus_used=used)
         out.update({
             "prefill_step_ms": p.step_s * 1e3, "prefill_seqs": p.seqs, "prefill_new_tokens": p.new_tokens,
             "prefill_chunks_per_turn": p.chunks_per_turn, "prefill_bound": p.bound,
@@ -441,7 +489,7 @@ def check_workload(m: Model, w: Workload) -> None:
 
 def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens: int | None = None,
           acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None,
-          interactivity_stat: str = "p90") -> Serving:
+          interactivity_stat: str = "p90", total_gpus: int | None = None) -> Serving:
     """The deployment at an array of decode batches (requests per rank for DEP, per instance for TP)."""
     check_workload(m, w)
     prefill = prefill or prefill_plan(m, hw, w, eplb=eplb)
@@ -451,7 +499,7 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
     cap = capacity(m, hw, decode_layout, "decode", context_tokens=w.tokens_per_turn, tokens_per_request=per_req,
                    logits_per_request=per_req, reserve_bytes=w.runtime_reserve_bytes, engram_placement=m.engram_placement)
     return Serving(hw=hw, model=m, workload=w, prefill=prefill, decode=d, decode_capacity=cap,
-                   interactivity_stat=interactivity_stat)
+                   interactivity_stat=interactivity_stat, total_gpus=total_gpus)
 
 
 # ---------------------------------------------------------------- sweeps
@@ -514,7 +562,7 @@ class Sweep:
 
 
 def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft_tokens=None, acceptance=None,
-          eplb: bool = True, progress=None, interactivity_stat: str = "p90") -> Sweep:
+          eplb: bool = True, progress=None, interactivity_stat: str = "p90", total_gpus: int | None = None) -> Sweep:
     """The deployment for every (model, rack, workload) setup, decode layout and prefill layout,
     vectorised over `batches`.
 
@@ -562,7 +610,7 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
         if key not in prefills:
             prefills[key] = prefill_plan(m, hw, w, pl, eplb=eplb)
         runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key],
-                          interactivity_stat=interactivity_stat))
+                          interactivity_stat=interactivity_stat, total_gpus=total_gpus))
     if progress:
         progress(len(plans), len(plans), "done")
     return Sweep(runs=runs, skipped=skipped, notes=notes)

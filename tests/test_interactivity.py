@@ -104,3 +104,49 @@ def test_ttft_and_tpot_limits_filter_the_frontier(cli):
     for bad in (("--ttft", "soon"), ("--tpot", "-1ms")):
         e = cli("compare", *bad)
         assert e.code == 2 and e.err.count("\n") == 1, e
+
+
+# ---------------------------------------------------------------- whole deployments (--total-gpus)
+
+@pytest.mark.parametrize("total", [72, 144, 1000])
+def test_integer_pools_never_exceed_total_gpus(total):
+    hw = load_platform("gb300-nvl72")
+    for dl in ("dep8", "dep32", "tp8"):
+        s = serve(V41, hw, AGENTX, parse_layout(dl), batch_grid(256), total_gpus=total)
+        cont = serve(V41, hw, AGENTX, parse_layout(dl), batch_grid(256))
+        npf, nd, _ = s.pools
+        P, D = s.prefill.layout.ranks, s.decode.layout.ranks
+        assert np.all(npf * P + nd * D <= total) and np.all(nd >= 1) and np.all(npf >= 1)
+        assert npf.dtype.kind == "i" and nd.dtype.kind == "i"
+        # whole instances, every GPU counted, never beat the continuous ratio
+        assert np.all(s.tokens_per_s_per_gpu <= cont.tokens_per_s_per_gpu * (1 + 1e-9))
+        rec = s.record(0)
+        assert rec["pools"] == f"{rec['prefill_instances']}P{rec['decode_instances']}D" and rec["gpus_used"] <= total
+
+
+def test_integer_pools_hand_derived():
+    """One decode instance of D GPUs needs np = ceil(D x decode rate / (P x prefill rate)) prefill instances of P
+    GPUs; with room for it, turns/s = min(np P prefill rate, D decode rate) and tok/s/GPU = that x tokens per
+    turn / total GPUs."""
+    hw = load_platform("vr-nvl72")
+    s = serve(V41, hw, AGENTX, parse_layout("dep32"), np.array([16.0]), total_gpus=40)   # room for one DEP32 only
+    cont = serve(V41, hw, AGENTX, parse_layout("dep32"), np.array([16.0]))
+    P, D = cont.prefill.layout.ranks, 32
+    pr, dr = float(cont.prefill.turns_per_s_per_gpu), float(np.ravel(cont.decode_turns_per_s_per_gpu)[0])
+    need = int(np.ceil(D * dr / (P * pr) - 1e-9))
+    npf = min(need, (40 - D) // P)
+    assert (int(s.pools[0][0]), int(s.pools[1][0])) == (npf, 1)
+    want = min(npf * P * pr, D * dr) * AGENTX.tokens_per_turn / 40
+    assert float(np.ravel(s.tokens_per_s_per_gpu)[0]) == pytest.approx(want, rel=1e-12)
+
+
+def test_total_gpus_on_the_cli(cli):
+    r = cli("compare", "--total-gpus", "72", "--json", "--kernels", "0", "--max-batch", "128")
+    assert r.code == 0, r
+    for x in r.json():
+        if x["reachable"]:
+            assert x["gpus_used"] <= 72 and x["total_gpus"] == 72
+    few = cli("pareto", "--total-gpus", "2", "-H", "gb300-nvl72", "--json", "--max-batch", "16")
+    assert few.code in (0, 2) and "Traceback" not in few.err
+    bad = cli("compare", "--total-gpus", "0")
+    assert bad.code == 2 and bad.err.count("\n") == 1
