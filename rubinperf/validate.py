@@ -38,6 +38,8 @@ class RefPoint:
     baseline_hardware: str | None = None
     stack: str | None = None            # the stack the point's hardware runs (default: the hardware's default_stack)
     baseline_stack: str | None = None   # the stack of baseline_hardware (default: its default_stack)
+    interactivity_stat: str | None = None   # tokens_per_s_per_user: p90, p50 or mean (default: mean, the step's)
+    fixed_acceptance: bool = False      # the run forced every request to the mean acceptance: only the step spreads
     note: str = ""
     fitted: bool = False
     op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
@@ -49,11 +51,11 @@ class RefPoint:
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
-             "baseline_stack", "note", "fitted",
+             "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
              "op", "launch", "data", "previous")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
-            "baseline_stack", "note",
+            "baseline_stack", "interactivity_stat", "note",
             "op", "launch", "data")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous")
 _NON_NEGATIVE = ("context",)
@@ -69,8 +71,10 @@ def _check_types(where: str, raw: dict) -> None:
             if v < 0 or (v == 0 and key in _POSITIVE):
                 raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
                                 f"number, got {v!r}")
-        if key == "fitted" and not isinstance(v, bool):
-            raise SpecError(f"{where}: fitted: expected true or false, got {v!r}")
+        if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
+            raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
+        if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
+            raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
 
 
 def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
@@ -123,7 +127,17 @@ def _step(p: RefPoint, **changes):
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
     r = _step(p)
-    return float(r.tokens_per_s_per_user), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+    mean = float(r.tokens_per_s_per_user)
+    why = f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+    if p.interactivity_stat in (None, "mean"):
+        return mean, why
+    from rubinperf.interactivity import speed_factors
+
+    pt, hw = r.point, r.hw
+    nu = 1e12 if p.fixed_acceptance else float(hw.acceptance_concentration)
+    f = speed_factors(int(pt.k(r.model)), float(pt.accepted(r.model)), nu, float(hw.step_time_spread))[p.interactivity_stat]
+    return mean * f, (f"{why}; {p.interactivity_stat.upper()} = {f:.3f} x mean {mean:,.0f}"
+                      + (" (fixed acceptance: step spread only)" if p.fixed_acceptance else ""))
 
 
 def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import HARDWARE_NAMES
@@ -321,3 +322,33 @@ band = [0.1, 10.0]
     assert both[0]["predicted"] == both[1]["predicted"] == nov["predicted"]
     r = cli("validate", "--points", str(p), "--stack", "vllm-gb300-oct2027")
     assert r.code == 2 and r.err.count("\n") == 1
+
+
+def test_validate_single_user_points_at_p90(tmp_path):
+    """A P90 point is the mean times the stack's P90 factor; with a fixed acceptance only the step spreads:
+    exp(-1.2816 x 0.05) = 0.938 of the mean."""
+    from rubinperf.validate import load_points, validate
+
+    base = """
+[[point]]
+id = "x"
+source = "test"
+metric = "tokens_per_s_per_user"
+hardware = "vr-nvl72"
+layout = "tp8"
+phase = "decode"
+batch = 1
+context = 32768
+acceptance = 3.51
+published = 1000.0
+band = [0.1, 10.0]
+"""
+    p = tmp_path / "p.toml"
+    p.write_text(base + base.replace('id = "x"', 'id = "y"\ninteractivity_stat = "p90"\nfixed_acceptance = true')
+                 + base.replace('id = "x"', 'id = "z"\ninteractivity_stat = "p90"'))
+    mean, fixed, spread = validate(load_points(p))
+    assert fixed["predicted"] / mean["predicted"] == pytest.approx(np.exp(-1.2816 * 0.05), rel=2e-3)
+    assert spread["predicted"] < fixed["predicted"] < mean["predicted"]
+    p.write_text(base.replace('id = "x"', 'id = "x"\ninteractivity_stat = "p95"'))
+    with pytest.raises(SpecError, match="interactivity_stat"):
+        load_points(p)
