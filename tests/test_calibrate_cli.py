@@ -74,6 +74,12 @@ def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
     bundled = load_platform("h200")
     assert hw.sources["hardware.compute"] == bundled.sources["hardware.compute"] and hw.hbm_bandwidth_bytes_per_s == 4.8e12
     assert rec["stack_toml"] == str(tmp_path / "pytorch-2.11.toml") and rec["toml"] == str(tmp_path / "h200.toml")
+    # the committed files are this fit, both of them (every value; sources aside)
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_stack
+
+    assert load_stack(str(tmp_path / "pytorch-2.11.toml")) == load_stack("pytorch-2.11")
+    assert load_hardware(str(tmp_path / "h200.toml")) == load_hardware("h200")
 
 
 def test_from_csv_table_output(tmp_path, capsys):
