@@ -39,7 +39,7 @@ def _import_typer():
 
 typer = _import_typer()
 
-from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide  # noqa: E402
+from rubinperf.cli_options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide  # noqa: E402
 from rubinperf.errors import SpecError  # noqa: E402
 
 # typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
@@ -136,20 +136,21 @@ LAUNCH_OPT = typer.Option("eager", "--launch",
 
 
 def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bool, shape: dict, sets=None,
-                quiet: bool = False, launch: str = "eager", causal: bool = False):
-    """Build the catalog's kernel `kind` at `shape_values`, time it on the hardware and print its record."""
+                quiet: bool = False, launch: str = "eager", causal: bool = False, stack: str | None = None):
+    """Build the catalog's kernel `kind` at `shape_values`, time it on the platform and print its record."""
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.records import kernel_record
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
     from rubinperf.specs.overrides import apply_overrides
 
     if launch not in LAUNCH_MODES:
         raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
-    hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
+    hw = apply_overrides(sets, hardware=load_platform(hardware, stack))["hardware"]
     from rubinperf.kernels.catalog import build
 
     kern = build(kind, shape_values, dtype=dtype, causal=causal)
     rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
+    rec["stack"] = hw.stack
     _emit(rec, as_json, _kernel_table, quiet=quiet)
 
 
@@ -202,6 +203,7 @@ def kernel_gemm(
     k: int = typer.Option(..., help="Reduction width."),
     dtype: str = typer.Option("bf16", help=f"Operand format: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -215,7 +217,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     _run_kernel("gemm", dict(m=m, n=n, k=k), d, hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet,
-                launch=launch)
+                launch=launch, stack=stack)
 
 
 @kernel_app.command("grouped-gemm")
@@ -227,6 +229,7 @@ def kernel_grouped_gemm(
     dtype: str = typer.Option("fp4", help=f"Weight format: {DTYPES} (activations the same, FP8 for FP4).",
                               autocompletion=complete_words(*DTYPE_WORDS)),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -243,7 +246,7 @@ def kernel_grouped_gemm(
     d = _dtype(dtype)
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
     _run_kernel("grouped-gemm", dict(tokens=tokens, groups=groups, n=n, k=k), d, hardware, as_json, shape, sets=sets,
-                quiet=quiet, launch=launch)
+                quiet=quiet, launch=launch, stack=stack)
 
 
 @kernel_app.command("attention")
@@ -257,6 +260,7 @@ def kernel_attention(
     dtype: str = typer.Option("bf16", help=f"Format of Q, K, V: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS)),
     causal: bool = typer.Option(False, "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions."),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -276,13 +280,14 @@ def kernel_attention(
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
     _run_kernel("attention", dict(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len,
                                   head_dim=head_dim), d, hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch,
-                causal=causal)
+                causal=causal, stack=stack)
 
 
 @kernel_app.command("copy")
 def kernel_copy(
     nbytes: float = typer.Option(..., "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."),
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     launch: str = LAUNCH_OPT,
     as_json: bool = JSON_OPT,
     sets: Optional[List[str]] = SET_OPT,
@@ -294,7 +299,7 @@ def kernel_copy(
     """
     _positive("bytes", nbytes)
     _run_kernel("copy", {"bytes": nbytes}, None, hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet,
-                launch=launch)
+                launch=launch, stack=stack)
 
 
 # ---------------------------------------------------------------- estimate
@@ -317,6 +322,7 @@ def estimate(
     acceptance: Optional[float] = typer.Option(None, help="Decode: mean tokens emitted per verify step. Default: the model's (3.51)."),
     balancedness: Optional[float] = typer.Option(None, help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without."),
     eplb: bool = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness."),
+    stack: Optional[List[str]] = STACK_OPT,
     engram_placement: Optional[str] = typer.Option(None, help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). Default: hbm for decode, host for prefill.",
                                                    autocompletion=complete_words("hbm", "host", "peer-hbm")),
     breakdown: bool = typer.Option(False, "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound."),
@@ -347,7 +353,7 @@ def estimate(
     apply_wide(wide)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
-                            engram_placement=engram_placement, sets=sets)
+                            engram_placement=engram_placement, sets=sets, stacks=stack)
     from rubinperf.render import estimate_tables
 
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)
@@ -375,6 +381,9 @@ def validate_cmd(
     points: Optional[str] = typer.Option(None, "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON records."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Run every point that names no stack of its own on this "
+                                        "stack (a bundled name or a path). Default: each point's stack, else its "
+                                        "hardware's default_stack."),
     wide: bool = WIDE_OPT,
 ):
     """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
@@ -390,7 +399,11 @@ def validate_cmd(
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
-    records = validate(load_points(points or POINTS_FILE))
+    if stack is not None:
+        from rubinperf.specs.stack import load_stack
+
+        load_stack(stack)   # a bad name fails once, before any point runs
+    records = validate(load_points(points or POINTS_FILE), stack=stack)
     _emit(records, as_json, validate_table, quiet=quiet)
     if not all(r["in_band"] for r in records):
         raise typer.Exit(1)
@@ -415,7 +428,7 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
     for name in bundled_names("hardware"):
         hw = load_hardware(name)
         recs.append({
-            "name": hw.name, "description": hw.description, "preview": hw.preview,
+            "name": hw.name, "description": hw.description, "preview": hw.preview, "default_stack": hw.default_stack,
             "fp4_dense_flops_per_s": hw.fp4_dense_flops_per_s, "fp8_dense_flops_per_s": hw.fp8_dense_flops_per_s,
             "bf16_dense_flops_per_s": hw.bf16_dense_flops_per_s, "hbm_capacity_bytes": hw.hbm_capacity_bytes,
             "hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s,
@@ -434,6 +447,48 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
                 col("HBM BW"), col("NVLink/dir", drop=2), col("domain", drop=5), col("power", drop=6),
                 col("$/GPU-h", drop=1)]
         report.print_out(report.table("Hardware (dense peaks per GPU)", cols, rows))
+
+    _emit(recs, as_json, render, quiet=quiet)
+
+
+@list_app.command("stacks")
+def list_stacks(as_json: bool = typer.Option(False, "--json", help="Print JSON records."), quiet: bool = QUIET_OPT,
+                wide: bool = WIDE_OPT):
+    """Bundled software stacks: kernel library and engine facts, and which racks name each as their default.
+
+    Example: rubinperf list stacks --json
+    """
+    from rubinperf import report
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.stack import load_stack
+
+    apply_wide(wide)
+    default_of: dict = {}
+    for name in bundled_names("hardware"):
+        hw = load_hardware(name)
+        default_of.setdefault(hw.default_stack, []).append(hw.name)
+    recs = []
+    for name in bundled_names("stack"):
+        st = load_stack(name)
+        recs.append({"name": st.name, "description": st.description, "default_for": default_of.get(st.name, []),
+                     "split_k_max": st.split_k_max, "mma_bytes_in_flight_per_sm": st.mma_bytes_in_flight_per_sm,
+                     "pdl_hidden_fraction": st.pdl_hidden_fraction, "mma_compute_efficiency": st.mma_compute_efficiency,
+                     "grouped_compute_efficiency": st.grouped_compute_efficiency,
+                     "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
+                     "eplb_target_balancedness": st.eplb_target_balancedness})
+
+    def render(rs):
+        col = report.col
+        rows = [[r["name"], ", ".join(r["default_for"]) or "—", str(r["split_k_max"]),
+                 report.si(r["mma_bytes_in_flight_per_sm"], "B"), f"{r['pdl_hidden_fraction']:.2f}",
+                 f"{r['mma_compute_efficiency']:.2f}/{r['grouped_compute_efficiency']:.2f}",
+                 report.fmt_time(r["dp_sync_per_rank_s"]), f"{r['eplb_target_balancedness']:.2f}"] for r in rs]
+        cols = [col("stack", "left", min_width=12), col("default for", "left", wrap=True, min_width=10),
+                col("split-K", drop=4), col("GEMM bytes in flight/SM", short="in flight", wrap=True, drop=3),
+                col("PDL hidden", short="PDL", drop=5), col("GEMM/MoE eff.", short="eff."),
+                col("DP sync/rank", short="DP sync", drop=2), col("EPLB bal.", short="EPLB", drop=1)]
+        report.print_out(report.table("Software stacks (stacks/*.toml; --stack NAME|PATH)", cols, rows))
 
     _emit(recs, as_json, render, quiet=quiet)
 

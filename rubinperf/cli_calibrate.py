@@ -43,7 +43,7 @@ def calibrate(
     quantization, and the host launch of a lone kernel, so that the roofline's expected times
     match the measurements (least absolute log error). It reports the error on rows each fit
     did not see (two-fold cross-validation), per launch mode. Writes the measurements CSV and
-    <hardware>.toml into --out-dir. Needs PyTorch with CUDA, except with --from-csv.
+    <hardware>.toml (silicon fields) and <stack>.toml (kernel-library fields) into --out-dir. Needs PyTorch with CUDA, except with --from-csv.
 
     Examples:
 
@@ -54,9 +54,9 @@ def calibrate(
     from rubinperf.calibrate import fit
     from rubinperf.calibrate.plan import read_csv
     from rubinperf.report import write_atomic
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
-    hw = load_hardware(hardware)
+    hw = load_platform(hardware)
     out = Path(out_dir) if out_dir else Path("calibration") / hw.name
     if suite not in ("kernels", "shapes"):
         raise SpecError(f"--suite: expected 'kernels' or 'shapes', got {suite!r}")
@@ -107,17 +107,27 @@ def calibrate(
         result = fit.fit_kernels(rows, hw) if kind == "kernels" else fit.fit_collectives(rows, hw)
     except SpecError as exc:  # nothing fittable in these measurements: name the file
         raise SpecError(f"{csv_path}: {exc}") from None
-    source = fit.efficiency_source(env, command, result, hw.sources.get("efficiency", ""), fit_command)
-    try:
-        text = fit.calibrated_toml(hw.path, {f: result.after[f] for f in result.fitted}, source)
-    except SpecError as exc:
-        raise SpecError(f"{hw.path}: {exc}") from None
+    hw_updates, stack_updates = fit.split_updates({f: result.after[f] for f in result.fitted})
     _make_dir(out)
     toml_path = out / f"{hw.name}.toml"
-    write_atomic(toml_path, text)
+    texts = []
+    for spec, path, updates, target in (("hardware", hw.path, hw_updates, toml_path),
+                                        ("stack", hw.stack_path, stack_updates, out / f"{hw.stack}.toml")):
+        if not updates:
+            continue
+        old = hw.sources.get(f"{spec}.efficiency", "")
+        source = fit.efficiency_source(env, command, result, old, fit_command)
+        try:
+            texts.append((target, fit.calibrated_toml(path, updates, source, kind=spec)))
+        except SpecError as exc:
+            raise SpecError(f"{path}: {exc}") from None
+    for target, text in texts:
+        write_atomic(target, text)
+    stack_toml = str(out / f"{hw.stack}.toml") if stack_updates else ""
 
     rec = {
-        "hardware": hw.name, "kind": kind, "measurements": result.n, "csv": str(csv_path), "toml": str(toml_path),
+        "hardware": hw.name, "stack": hw.stack, "kind": kind, "measurements": result.n, "csv": str(csv_path),
+        "toml": str(toml_path) if hw_updates else "", "stack_toml": stack_toml,
         "gpu": env.get("gpu"), "fit": [{"field": f, "before": result.before[f], "after": result.after[f],
                                         "fitted": f in result.fitted} for f in result.after],
         "method": result.method, "objective": result.objective, "objective_before": result.loss_before,
@@ -164,7 +174,7 @@ def _render(rec: dict) -> None:
             for f in rec["fit"]]
     caption = (f"{rec['measurements']} measurements on {rec['gpu'] or 'an unknown GPU'}; {rec['method']}; "
                f"{rec['objective']} {rec['objective_before']:.4f} -> {rec['objective_after']:.4f}\n"
-               f"wrote {rec['toml']}" + ("" if rec["csv"] == "" else f"; measurements in {rec['csv']}")
+               "wrote " + " and ".join(p for p in (rec["toml"], rec["stack_toml"]) if p) + ("" if rec["csv"] == "" else f"; measurements in {rec['csv']}")
                + "".join(f"\nnote: {n}" for n in rec["notes"]))
     report.print_out(report.table(f"Calibrated efficiency table of {rec['hardware']} ({rec['kind']})",
                                   [("field", "left"), ("before", "right"), ("after", "right"), ("", "left")], rows,

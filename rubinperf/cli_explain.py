@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import BYTES, TOKENS, WIDE_OPT, apply_wide
+from rubinperf.cli_options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide
 
 from rubinperf import report
 from rubinperf.errors import SpecError
@@ -40,14 +40,14 @@ QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors 
 QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
-def _step_setup(model, hardware, layout, sets, **point):
+def _step_setup(model, hardware, layout, sets, stack=None, **point):
     from rubinperf.engine import load_specs
     from rubinperf.layout import parse_layout
     from rubinperf.scenario import make_point
 
     from rubinperf.scenario import check_phase_options
 
-    m, (hw,) = load_specs(model, [hardware], sets)
+    m, (hw,) = load_specs(model, [hardware], sets, [stack] if stack else None)
     lay = parse_layout(layout)
     check_phase_options(lay, point.get("phase"), point.get("new_tokens"), point.get("draft_tokens"), point.get("acceptance"))
     return m, hw, lay, make_point(m, hw, lay, **point)
@@ -68,6 +68,7 @@ def explain(
                                  "(case-insensitive): megamoe, 'mqa logits', 'draft: lm head'."),
     model: str = MODEL_OPT,
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     layout: str = LAYOUT_OPT,
     phase: Optional[str] = PHASE_OPT,
     batch: Optional[float] = BATCH_OPT,
@@ -124,10 +125,10 @@ def explain(
                        ("acceptance", acceptance), ("balancedness", balancedness)):
             if v is not None:
                 raise SpecError(f"--{opt}: applies to step ops, not to the generic kernel {kind}")
-        from rubinperf.specs.hardware import load_hardware
+        from rubinperf.specs.stack import load_platform
         from rubinperf.specs.overrides import apply_overrides
 
-        hw = apply_overrides(sets, hardware=load_hardware(hardware))["hardware"]
+        hw = apply_overrides(sets, hardware=load_platform(hardware, stack))["hardware"]
         shape = _generic_shape(kind, {**shape_opts, "batch": batch}, dtype, ranks)
         if launch not in ("eager", "graph"):
             raise SpecError(f"--launch: expected eager or graph, got {launch!r}")
@@ -139,7 +140,7 @@ def explain(
     if given:
         raise SpecError(f"--{given[0].replace('_', '-')}: a shape option of the generic kernels "
                         f"({', '.join(GENERIC)}); step ops take their shapes from the model")
-    mod, hw, lay, point = _step_setup(model, hardware, layout, sets, phase=phase, batch=batch, context=context,
+    mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
     ss = S.symbolic_step(mod, hw, lay, point)
@@ -385,6 +386,7 @@ def _print_step_latex(st):
 def sensitivity(
     model: str = MODEL_OPT,
     hardware: str = HW_OPT,
+    stack: Optional[str] = STACK_ONE_OPT,
     layout: str = LAYOUT_OPT,
     phase: Optional[str] = PHASE_OPT,
     batch: Optional[float] = typer.Option(None, help="Requests (decode) or sequences (prefill) per rank. Default: 16 for dep32 decode, else 1."),
@@ -404,7 +406,7 @@ def sensitivity(
     quiet: bool = QUIET_PLOT_OPT,
     wide: bool = WIDE_OPT,
 ):
-    """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware and
+    """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware, stack and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.
 
     Examples:
@@ -427,7 +429,7 @@ def sensitivity(
         from rubinperf.render_serving import check_plot_path
 
         check_plot_path(plot)
-    mod, hw, lay, point = _step_setup(model, hardware, layout, sets, phase=phase, batch=batch, context=context,
+    mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
     records = run(mod, hw, lay, point, metric=metric, swing=swing)

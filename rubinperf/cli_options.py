@@ -74,3 +74,38 @@ class BytesType(_click.ParamType):
 
 TOKENS = TokensType()
 BYTES = BytesType()
+
+
+# ---------------------------------------------------------------- software stacks
+
+STACK_ONE_HELP = ("Software stack: a bundled name (rubinperf list stacks) or a path to a stack TOML file. "
+                  "Default: the stack the hardware file names (default_stack).")
+STACK_HELP = (STACK_ONE_HELP + " Give it once for every rack, or once per --hardware in the same order: "
+              "-H gb300-nvl72 -H vr-nvl72 --stack vllm-rubin-nov2026 --stack vllm-rubin-nov2026 runs both racks "
+              "on the November software.")
+
+
+def _complete_stacks(incomplete: str):
+    from rubinperf.specs.loader import bundled_names
+
+    try:
+        return [n for n in bundled_names("stack") if n.startswith(incomplete)]
+    except SpecError:
+        return []
+
+
+STACK_ONE_OPT = typer.Option(None, "--stack", help=STACK_ONE_HELP, autocompletion=_complete_stacks)
+STACK_OPT = typer.Option(None, "--stack", help=STACK_HELP, autocompletion=_complete_stacks)
+
+
+def pair_stacks(racks: list, stacks) -> list:
+    """The stack of each rack: none given -> each rack's default (None); one -> every rack; one per rack -> in order."""
+    stacks = list(stacks or [])
+    if not stacks:
+        return [None] * len(racks)
+    if len(stacks) == 1:
+        return stacks * len(racks)
+    if len(stacks) == len(racks):
+        return stacks
+    raise SpecError(f"--stack: given {len(stacks)} times for {len(racks)} racks ({', '.join(racks)}); "
+                    "give it once for every rack or once per --hardware, in order")

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import WIDE_OPT, apply_wide
+from rubinperf.cli_options import STACK_OPT, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
@@ -30,10 +30,12 @@ QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors 
 QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
 
 
-def _setups(model: str, hardware, workload: str, sets) -> list:
-    """(model, hardware, workload) per rack, with the `--set` overrides that apply to it."""
+def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
+    """(model, platform, workload) per rack (hardware + its stack), with the `--set` overrides that apply to it."""
+    from rubinperf.cli_options import pair_stacks
+
     from rubinperf.scenario import DEFAULT_HARDWARE
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
     from rubinperf.specs.model import load_model
     from rubinperf.specs.overrides import apply_overrides
     from rubinperf.specs.workload import load_workload
@@ -42,7 +44,7 @@ def _setups(model: str, hardware, workload: str, sets) -> list:
     if len(set(names)) != len(names):
         raise SpecError(f"--hardware: a rack is listed twice ({', '.join(names)})")
     m, w = load_model(model), load_workload(workload)
-    racks = [(name, load_hardware(name)) for name in names]
+    racks = [(name, load_platform(name, stack)) for name, stack in zip(names, pair_stacks(names, stacks))]
     scoped: dict[str, list[str]] = {}
     common = []
     for text in sets or []:
@@ -62,7 +64,56 @@ def _setups(model: str, hardware, workload: str, sets) -> list:
     return out
 
 
-def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False):
+STAT_OPT = typer.Option("p90", "--interactivity-stat",
+                        help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the speed "
+                             "90% of users reach; the published figures' statistic), p50 or mean.")
+
+
+TTFT_OPT = typer.Option(None, "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + "
+                        "KV transfer) is at most this: 2s, 500ms or 0.5 (seconds).")
+TPOT_OPT = typer.Option(None, "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, "
+                        "at --interactivity-stat) is at most this: 20ms or 0.02 (seconds).")
+
+
+GPUS_OPT = typer.Option(None, "--total-gpus", help="Size the deployment in whole instances within this many GPUs "
+                        "(e.g. 72: 7P1D is 7 DEP2 prefill and 1 DEP32 decode instance... as the seed writes them); "
+                        "throughput is counted over all of them. Default: a continuous prefill/decode ratio.")
+
+
+def _check_gpus(total_gpus):
+    if total_gpus is not None and total_gpus < 1:
+        raise SpecError(f"--total-gpus: expected a positive number of GPUs, got {total_gpus}")
+    return total_gpus
+
+
+def _limits(ttft, tpot) -> dict:
+    from rubinperf.specs.overrides import parse_value
+
+    out = {}
+    for name, text, key in (("ttft", ttft, "max_ttft_s"), ("tpot", tpot, "max_tpot_s")):
+        if text is None:
+            continue
+        try:
+            v = parse_value(str(text), "limit_s")
+        except SpecError:
+            raise SpecError(f"--{name}: expected a time such as 2s, 500ms or 0.5, got {text!r}") from None
+        if not (v > 0 and v < float("inf")):
+            raise SpecError(f"--{name}: expected a positive time, got {text!r}")
+        out[key] = v
+    return out
+
+
+def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
+               stat="p90", limits=None, total_gpus=None):
+    sw = _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet, stat,
+                     total_gpus)
+    for key, v in (limits or {}).items():
+        setattr(sw, key, v)
+    return sw
+
+
+def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens, acceptance, eplb, quiet=False,
+                stat="p90", total_gpus=None):
     """The sweep, with a transient progress bar on stderr when it is a terminal."""
     import sys
 
@@ -71,7 +122,8 @@ def _run_sweep(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens,
     if acceptance is not None and acceptance < 1:
         raise SpecError(f"--acceptance: expected at least 1 token per verify step, got {acceptance}")
     kwargs = dict(decode_layouts=decode_layouts or None, prefill_layouts=prefill_layouts or None,
-                  batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb)
+                  batches=batch_grid(max_batch), draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb,
+                  interactivity_stat=stat, total_gpus=total_gpus)
     if quiet or not sys.stderr.isatty():
         return sweep(setups, **kwargs)
     from rich.console import Console
@@ -108,6 +160,7 @@ def _check_any(summaries, sw):
 def pareto(
     model: str = MODEL_OPT,
     hardware: Optional[List[str]] = HW_OPT,
+    stack: Optional[List[str]] = STACK_OPT,
     workload: str = WORKLOAD_OPT,
     decode_layout: Optional[List[str]] = DECODE_OPT,
     prefill_layout: Optional[List[str]] = PREFILL_OPT,
@@ -115,6 +168,10 @@ def pareto(
     draft_tokens: Optional[int] = K_OPT,
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
+    interactivity_stat: str = STAT_OPT,
+    ttft: Optional[str] = TTFT_OPT,
+    tpot: Optional[str] = TPOT_OPT,
+    total_gpus: Optional[int] = GPUS_OPT,
     sets: Optional[List[str]] = SET_OPT,
     as_json: bool = JSON_OPT,
     frontier_only: bool = typer.Option(False, "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier)."),
@@ -153,8 +210,12 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         check_plot_path(plot)
-    setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
+    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
     _check_any(None, sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
@@ -176,6 +237,7 @@ def pareto(
 def compare(
     model: str = MODEL_OPT,
     hardware: Optional[List[str]] = HW_OPT,
+    stack: Optional[List[str]] = STACK_OPT,
     workload: str = WORKLOAD_OPT,
     at_interactivity: str = typer.Option("196,387", "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput."),
     decode_layout: Optional[List[str]] = DECODE_OPT,
@@ -184,6 +246,10 @@ def compare(
     draft_tokens: Optional[int] = K_OPT,
     acceptance: Optional[float] = ACC_OPT,
     eplb: bool = EPLB_OPT,
+    interactivity_stat: str = STAT_OPT,
+    ttft: Optional[str] = TTFT_OPT,
+    tpot: Optional[str] = TPOT_OPT,
+    total_gpus: Optional[int] = GPUS_OPT,
     sets: Optional[List[str]] = SET_OPT,
     kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
     as_json: bool = JSON_OPT,
@@ -217,21 +283,51 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    setups = _setups(model, hardware, workload, sets)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet)
+    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
+    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
     _check_any(None, sw)
     summaries = summarize(sw)
-    records = compare_records(summaries, levels)
+    stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                                      quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
         report.emit_text(report.to_json(records))
         return
     if quiet:
         return
-    compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)")
+    compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
+                   + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
+                             for k, v in _limits(ttft, tpot).items()))
     notes = _notes(summaries, sw)
     for hw, lines in notes.items():
         for line in lines:
             report.print_out(f"{hw}: {line}")
+
+
+def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,
+                    stat="p90", limits=None, total_gpus=None):
+    """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
+    sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
+    from rubinperf.pareto import summarize
+    from rubinperf.specs.stack import platform
+
+    stacks = {hw.name: hw.stack for _, hw, _ in setups}
+    m0, hw0, w0 = setups[0]
+    swapped = {}
+    for _, hw, _ in setups[1:]:
+        if hw.stack == hw0.stack or hw.stack in swapped:
+            continue
+        mixed = platform(hw0.hardware_spec(), hw.stack_spec())   # --set overrides of each part kept
+        sw = _run_sweep([(m0, mixed, w0)], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                        quiet=quiet, stat=stat, limits=limits, total_gpus=total_gpus)
+        got = summarize(sw)
+        if got:
+            swapped[hw.stack] = got[0]
+    return stacks, swapped
 
 
 def _levels(text: str) -> list[float]:

@@ -8,7 +8,7 @@ from rubinperf.errors import SpecError
 from rubinperf.layout import parse_layout
 from rubinperf.records import step_record
 from rubinperf.scenario import DEFAULT_ENGINES, DEFAULT_HARDWARE, make_point
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.specs.overrides import apply_overrides
 from rubinperf.step import step
@@ -37,22 +37,24 @@ def _for_phase(options: dict, phase: str) -> dict:
     return {k: v for k, v in options.items() if k not in drop}
 
 
-def load_specs(model: str, hardware=None, sets=None):
-    """The model and hardware records with `--set` overrides applied to each."""
+def load_specs(model: str, hardware=None, sets=None, stacks=None):
+    """The model and platform (hardware + stack) records with `--set` overrides applied to each."""
+    from rubinperf.cli_options import pair_stacks
+
     names = list(hardware or DEFAULT_HARDWARE)
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise SpecError(f"--hardware: {', '.join(twice)} is listed twice (each rack once)")
     m = load_model(model)
     hws = []
-    for name in names:
-        specs = apply_overrides(sets, hardware=load_hardware(name), model=m)
+    for name, stack in zip(names, pair_stacks(names, stacks)):
+        specs = apply_overrides(sets, hardware=load_platform(name, stack), model=m)
         hws.append(specs["hardware"])
     return specs["model"], hws
 
 
-def run_estimates(model: str, hardware=None, layouts=None, sets=None, **options) -> list[dict]:
-    m, hws = load_specs(model, hardware, sets)
+def run_estimates(model: str, hardware=None, layouts=None, sets=None, stacks=None, **options) -> list[dict]:
+    m, hws = load_specs(model, hardware, sets, stacks)
     from rubinperf.scenario import default_phase
 
     if layouts:

@@ -143,10 +143,10 @@ def summarize(sw: Sweep) -> list[Summary]:
 def point_records(summary: Summary, frontier_only: bool = False) -> list[dict]:
     """Records of every swept point of a rack (or its frontier only), with `on_frontier`."""
     out = []
-    for p, front in zip(summary.picks, summary.on_frontier):
+    for p, front, ok in zip(summary.picks, summary.on_frontier, summary.feasible):
         if frontier_only and not front:
             continue
-        out.append({**p.record, "on_frontier": bool(front)})
+        out.append({**p.record, "on_frontier": bool(front), "eligible": bool(ok)})   # eligible: fits and meets --ttft/--tpot
     return out
 
 
@@ -184,13 +184,22 @@ def ratio_terms(base: Pick, other: Pick) -> dict:
 METRICS = ("peak", "interactivity", "single_user")
 
 
-def compare_records(summaries: list[Summary], levels=(196.0, 387.0)) -> list[dict]:
+def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dict | None = None,
+                    swapped: dict | None = None) -> list[dict]:
     """One record per rack and compared point: peak throughput, throughput at each interactivity
     level, best single-user speed; with ratios to the first rack, the ratio's terms, and every
-    decode kernel's GPU time per output token, largest first."""
+    decode kernel's GPU time per output token, largest first.
+
+    Silicon vs software: `stacks` maps each rack to the stack it ran; `swapped` maps a stack name to
+    the Summary of the first (baseline) rack run on that stack. For rack B on stack sB against the
+    baseline A on sA, the ratio B(sB) / A(sA) splits exactly into
+        hardware = B(sB) / A(sB)   (the same stack on both racks)
+        software = A(sB) / A(sA)   (the same rack, the other stack),
+    whose product is the whole ratio (A(sB) cancels)."""
     if not summaries:
         return []
     base = summaries[0]
+    stacks, swapped = stacks or {}, swapped or {}
     wanted = [("peak", None)] + [("interactivity", float(v)) for v in levels] + [("single_user", None)]
     out = []
     for s in summaries:
@@ -199,7 +208,7 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0)) -> list[dic
             ref = _chosen(base, metric, level)
             rec = {"hardware": s.hardware, "metric": metric, "target_tokens_per_s_per_user": level,
                    "reachable": pick is not None, "max_tokens_per_s_per_user": s.max_interactivity,
-                   "baseline": base.hardware}
+                   "baseline": base.hardware, "stack": stacks.get(s.hardware), "baseline_stack": stacks.get(base.hardware)}
             if pick is None:
                 rec["note"] = (f"cannot reach {level:,.0f} tok/s/user (its fastest is {s.max_interactivity:,.0f})"
                                if metric == "interactivity" else "no feasible point")
@@ -214,12 +223,30 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0)) -> list[dic
                     t = ratio_terms(ref, pick)
                     rec["ratio_terms"] = t["factors"]
                     rec["ratio_terms_product"] = t["product"]
+                if s is not base:
+                    rec.update(split_ratio(pick, ref, key, metric, level, stacks.get(s.hardware),
+                                           stacks.get(base.hardware), swapped))
                 rec["ratio_usd_per_m_tokens"] = pick.record["usd_per_m_tokens"] / ref.record["usd_per_m_tokens"]
                 rec["ratio_tokens_per_s_per_kw"] = pick.record["tokens_per_s_per_kw"] / ref.record["tokens_per_s_per_kw"]
             else:
                 rec["ratio"] = None
             out.append(rec)
     return out
+
+
+def split_ratio(pick: Pick, ref: Pick, key: str, metric: str, level, stack, base_stack, swapped: dict) -> dict:
+    """The hardware and software parts of pick / ref (see compare_records); None where the baseline rack
+    on the other stack cannot reach the point."""
+    whole = pick.record[key] / ref.record[key]
+    if stack is None or stack == base_stack:
+        return {"ratio_hardware": whole, "ratio_software": 1.0, "swapped_value": ref.record[key]}
+    other = swapped.get(stack)
+    mid = _chosen(other, metric, level) if other is not None else None
+    if mid is None:
+        return {"ratio_hardware": None, "ratio_software": None, "swapped_value": None}
+    value = mid.record[key]
+    return {"ratio_hardware": pick.record[key] / value, "ratio_software": value / ref.record[key],
+            "swapped_value": value}
 
 
 def _chosen(s: Summary, metric: str, level):

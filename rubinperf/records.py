@@ -66,5 +66,6 @@ def step_record(r) -> dict:
         "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
         "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
         "bound": r.bound,
+        "stack": getattr(r.hw, "stack", None),
         "breakdown": breakdown,
     }

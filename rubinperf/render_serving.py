@@ -29,6 +29,8 @@ def _ratio(v) -> str:
 
 def _config(r: dict, prefill: bool = False) -> str:
     text = f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+    if r.get("pools"):
+        text = f"{r['pools']} {text}"
     return f"{text} (prefill {r['prefill_layout']})" if prefill else text
 
 
@@ -169,11 +171,17 @@ def plot_file(records: list[dict], path: str, title: str = "") -> None:
 # ---------------------------------------------------------------- compare
 
 
+def _stat_words(r: dict) -> str:
+    stat = r.get("interactivity_stat") or "mean"
+    return {"p90": "P90: the speed 90% of users reach", "p50": "P50, the median user", "mean": "mean"}[stat]
+
+
 def _metric_label(r: dict) -> str:
     if r["metric"] == "peak":
         return "peak throughput"
     if r["metric"] == "interactivity":
-        return f"at ≥ {report.fmt_num(r['target_tokens_per_s_per_user'])} tok/s/user"
+        stat = r.get("interactivity_stat") or ""
+        return f"at {stat.upper() + ' ' if stat and stat != 'mean' else ''}≥ {report.fmt_num(r['target_tokens_per_s_per_user'])} tok/s/user"
     return "best single-user speed"
 
 
@@ -188,7 +196,10 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     first = next((r for r in records if r.get("model")), records[0])
 
     col = report.col
-    cols = ([col("", "left", min_width=20)] + [col(hw, wrap=True, min_width=16) for hw in hardware]
+    stack_of = {r["hardware"]: r.get("stack") for r in records}
+    cols = ([col("", "left", min_width=20)]
+            + [col(f"{hw} ({stack_of[hw]})" if stack_of.get(hw) else hw, short=hw, wrap=True, min_width=16)
+               for hw in hardware]
             + [col(f"{hw} / {base}", wrap=True, min_width=8) for hw in others])
     rows = []
     for metric, level in keys:
@@ -234,8 +245,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     title = (f"{first.get('model', '')} on workload {first.get('workload', '')}: "
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
-               "interactivity = decode tokens/s per user (mean, speculative decoding included); "
-               "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else ""))
+               f"interactivity = decode tokens/s per user ({_stat_words(first)}, speculative decoding included); "
+               "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
+               + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
     report.print_out(report.table(title, cols, rows, caption=caption))
 
     # Where the throughput ratios come from.
@@ -269,6 +281,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
         cap = ("tok/s/GPU ratio = requests-per-GPU ratio × step speed-up × acceptance ratio × decode-share ratio "
                "(× tokens per output token, the same workload); decode share = decode GPUs / all GPUs")
         report.print_out(report.table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
+        _split_table(by, keys, base, hw)
 
     if kernels > 0:
         for metric, level in keys:
@@ -276,6 +289,32 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             if not all(r["reachable"] for r in recs):
                 continue
             report.print_out(_kernel_table(recs, kernels))
+
+
+def _split_table(by: dict, keys: list, base: str, hw: str) -> None:
+    """Silicon vs software: each ratio of `hw` (its stack) over `base` (its stack) as hardware x software."""
+    col = report.col
+    first = by[(hw, keys[0][0], keys[0][1])]
+    st, st0 = first.get("stack"), first.get("baseline_stack")
+    if not st or not st0:
+        return
+    cols = [col("point", "left", min_width=10), col("whole ratio", short="whole"),
+            col(f"silicon: {hw} / {base}, both on {st}", short="silicon", wrap=True, min_width=10),
+            col(f"software: {base} on {st} / on {st0}", short="software", wrap=True, min_width=10)]
+    rows = []
+    for metric, level in keys:
+        r = by[(hw, metric, level)]
+        label = _metric_label(r)
+        if r.get("ratio") is None:
+            rows.append([label, "—", "—", "—"])
+            continue
+        h, sw = r.get("ratio_hardware"), r.get("ratio_software")
+        rows.append([label, _ratio(r["ratio"]), _ratio(h) if h is not None else f"— ({base} on {st} cannot)",
+                     _ratio(sw) if sw is not None else "—"])
+    cap = (f"whole = {hw} on {st} / {base} on {st0} = silicon × software: silicon compares the racks on the same "
+           f"stack ({st}), software compares {base} on {st} with {base} on {st0}; ask for {base} with another "
+           f"stack with -H {base} --stack NAME")
+    report.print_out(report.table(f"Silicon vs software in {hw} / {base}", cols, rows, caption=cap))
 
 
 def _kernel_table(recs: list[dict], n: int):

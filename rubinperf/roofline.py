@@ -49,10 +49,14 @@ def parallelism(kern: Kernel, hw):
         return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
     m_tiles = sceil(kern.rows / hw.mma_tile_rows)
     tiles = kern.groups * m_tiles * sceil(kern.n / hw.mma_tile_cols)
-    split = smax(1.0, smin(sfloor(sms / tiles), hw.split_k_max, sfloor(kern.k / hw.split_k_min_depth)))
+    if not _nonzero(tiles):  # an empty slice (a dimension split over more ranks than it has): no work to spread
+        return 1.0, 1.0, 1.0
+    per_tile = sms / tiles
+    split = smax(1.0, smin(sfloor(per_tile), hw.split_k_max, sfloor(kern.k / hw.split_k_min_depth)))
     ctas = tiles * split
     exact = ctas / sms
-    waves = exact + hw.wave_quantization * (sceil(exact) - exact)
+    # (ceil of exact - 1e-9: an exact whole number of waves stays whole where the symbolic path rounds 81 to 81.0000001)
+    waves = exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
     return ctas, exact / waves, m_tiles * hw.mma_tile_rows / kern.rows
 
 

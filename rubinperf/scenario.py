@@ -20,8 +20,10 @@ MAX_BATCH = 1 << 20       # requests per rank: far beyond any HBM's KV capacity 
 MAX_DRAFT_TOKENS = 64     # drafted tokens per verify step: real drafts verify a handful
 DEFAULT_NEW_TOKENS = 32768
 
-# Balancedness (mean rank load / max rank load), published-results.md: EPLB on / off.
-BALANCEDNESS = {True: (0.94, 0.89), False: (0.35, 0.21)}
+def stack_balancedness(hw, eplb: bool) -> tuple:
+    """(target, draft) balancedness (mean rank load / max rank load) the stack's EPLB reaches, on or off."""
+    pre = "eplb" if eplb else "no_eplb"
+    return getattr(hw, f"{pre}_target_balancedness"), getattr(hw, f"{pre}_draft_balancedness")
 
 
 def default_phase(layout: Layout) -> str:
@@ -92,7 +94,8 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
             raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
                             f"context of {model.max_context_tokens:,} tokens")
-        what = f"{_count(context)} cached + {_count(per_seq)} new tokens" if per_seq else f"{_count(context)} tokens"
+        what = (f"{_count(context)} cached + {_count(per_seq)} new tokens (--new-tokens)" if per_seq
+                else f"{_count(context)} tokens")
         raise SpecError(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
     k = model.draft_tokens if draft_tokens is None else draft_tokens
     if not 0 <= k <= MAX_DRAFT_TOKENS:
@@ -101,7 +104,7 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         acceptance = min(model.mean_accepted_tokens, k + 1)
     if not 1 <= acceptance <= k + 1:
         raise SpecError(f"--acceptance: expected between 1 and draft tokens + 1 = {k + 1}, got {acceptance}")
-    bal, draft_bal = BALANCEDNESS[eplb]
+    bal, draft_bal = stack_balancedness(hw, eplb)
     if balancedness is not None:
         lowest = 1 / layout.ranks if layout.kind == "dep" else 0.01
         if not lowest <= balancedness <= 1:

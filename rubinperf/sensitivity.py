@@ -64,8 +64,11 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
     common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
               "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
 
-    units = {f.name: f.metadata["unit"] for f in spec_fields(Hardware)}
-    params = [("hardware", name, units[name], "") for name in numeric_fields(Hardware)]
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+
+    meta = {f.name: f.metadata for f in spec_fields(Platform)}
+    params = [(meta[name]["spec"], name, meta[name]["unit"], "") for name in numeric_fields(Platform)
+              if name not in STACK_POINT_FIELDS]
     params += [("operating point", name, POINT_UNITS[name], POINT_DOC[name])
                for name in point_parameters(model, layout, point.phase)]
     floats = S.hardware_fields()
@@ -73,12 +76,13 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
     records = []
     for group, name, u, doc in params:
         rec = {**common, "parameter": name, "group": group, "unit": u, "doc": doc}
-        if group == "hardware" and name not in floats:
+        if group in ("hardware", "stack") and name not in floats:
             rec.update(value=float(getattr(hw, name)), elasticity=None, metric_low=None, metric_high=None,
-                       discrete=True, note="integer structure (trays, domains): not varied")
+                       discrete=True, note=("integer structure (trays, domains): not varied" if group == "hardware"
+                                            else "integer kernel-library choice (tiles, split-K): not varied"))
             records.append(rec)
             continue
-        s = S.hardware_symbol(name) if group == "hardware" else S.point_symbol(name)
+        s = S.hardware_symbol(name) if group in ("hardware", "stack") else S.point_symbol(name)
         value = float(ss.values[s])
         if s in used and value != 0:
             e = S.evaluate(sympy.diff(smooth, s), ss.values) * value / base

@@ -3,7 +3,10 @@
 Speculative decoding. A decode verify step runs the target over 1 + k tokens per request
 and the draft's k sequential passes; it emits `acceptance` tokens per request on average:
 
-    tokens/s per user = acceptance / step,   step = max(target + draft GPU time, CPU time)
+    tokens/s per user (mean) = acceptance / step,   step = max(target + draft GPU time, CPU time)
+
+Users differ (per-request acceptance, step fluctuation): P50 and P90 are the mean times a
+factor from rubinperf/interactivity.py; the frontier uses P90 unless asked otherwise.
 
 When k changes and no acceptance is given, the acceptance follows from a constant
 per-token acceptance rate alpha fitted to the model's (k, acceptance):
@@ -111,10 +114,16 @@ class SpecDecode:
     cpu_s: Any                 # host time (scheduling, DP sync), overlapped with the GPU
     step_s: Any                # max(target + draft, cpu)
     result: StepResult = field(repr=False, compare=False)
+    speed: dict = field(default_factory=lambda: {"mean": 1.0, "p50": 1.0, "p90": 1.0, "p10": 1.0}, compare=False)
 
     @property
     def tokens_per_s_per_user(self):
+        """The mean: mean acceptance over the step."""
         return self.acceptance / self.step_s
+
+    def tokens_per_s_per_user_at(self, stat: str):
+        """P50, P90 (the speed 90% of users reach), P10 or the mean (rubinperf/interactivity.py)."""
+        return self.tokens_per_s_per_user * self.speed[stat]
 
     @property
     def output_tokens_per_s_per_gpu(self):
@@ -139,10 +148,13 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
                        engram_placement=m.engram_placement)
     b = np.asarray(batch, dtype=float)
     r = step(m, hw, layout, dataclasses.replace(point, batch=b))
-    _check_times(hw, m, "decode", r.expected_s)
+    _check_times(hw, m, f"{layout.name} decode", r.expected_s)
+    from rubinperf.interactivity import speed_factors
+
+    speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,
                       target_s=_full(r.part_s("target"), b), draft_s=_full(r.part_s("draft"), b),
-                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r)
+                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r, speed=speed)
 
 
 def _check_times(hw, m: Model, what: str, *times) -> None:
@@ -151,7 +163,8 @@ def _check_times(hw, m: Model, what: str, *times) -> None:
         t = np.asarray(t, dtype=float)
         if not (np.all(np.isfinite(t)) and np.all(t > 0)):
             raise SpecError(f"{hw.name} with {m.name}: {what} times are not finite positive numbers; "
-                            "a rate, size or floor in the specs is out of range")
+                            "a rate, size or floor in the specs is out of range, or the layout splits the model "
+                            "finer than its shapes allow")
 
 
 def _full(x, like):
@@ -261,7 +274,7 @@ def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: 
                    tokens_per_request=new / seqs, logits_per_request=1, reserve_bytes=w.runtime_reserve_bytes,
                    engram_placement=w.prefill_engram_placement, engram_peer_gpus=w.engram_peer_gpus)
     transfer = sent / link_rate + latency
-    _check_times(hw, m, "prefill", r.expected_s, transfer, load_ttft + r.expected_s)
+    _check_times(hw, m, f"{layout.name} prefill", r.expected_s, transfer, load_ttft + r.expected_s)
     return PrefillPlan(layout=layout, seqs=seqs, new_tokens=float(new), context=float(context), chunks_per_turn=chunks,
                        step_s=float(r.expected_s), load_s=load_ttft / chunks, load_ttft_s=load_ttft,
                        transfer_s=transfer, capacity=cap, bound=r.bound, result=r)
@@ -280,16 +293,54 @@ class Serving:
     prefill: PrefillPlan
     decode: SpecDecode
     decode_capacity: Capacity
+    interactivity_stat: str = "p90"   # which statistic of tokens/s per user the frontier uses (and records show)
+    total_gpus: int | None = None     # --total-gpus: whole prefill and decode instances within this many GPUs
+
+    # -- whole instances (--total-gpus)
+    @cached_property
+    def pools(self):
+        """(prefill instances, decode instances) per batch point, or None for the continuous ratio.
+
+        For each count of decode instances nd (of D GPUs) that fits, the prefill instances (of P GPUs) are
+        the fewest that keep up, np = ceil(nd D x decode turns/s per GPU / (P x prefill turns/s per GPU)),
+        capped by the GPUs left; turns/s = min(np P x prefill rate, nd D x decode rate). The pick is the
+        nd with the most turns/s (ties: fewer GPUs). np P + nd D never exceeds total_gpus."""
+        if self.total_gpus is None:
+            return None
+        N, P, D = int(self.total_gpus), self.prefill.layout.ranks, self.decode.layout.ranks
+        dr = np.ravel(np.broadcast_to(np.asarray(self.decode_turns_per_s_per_gpu, dtype=float),
+                                      np.shape(self.decode.batch)))
+        pr = float(self.prefill.turns_per_s_per_gpu)
+        best_turns = np.zeros_like(dr)
+        best = (np.zeros(dr.shape, dtype=int), np.zeros(dr.shape, dtype=int))
+        for nd in range(1, N // D + 1):
+            room = (N - nd * D) // P
+            if room < 1:
+                break
+            need = np.ceil(nd * D * dr / (P * pr) - 1e-9) if pr > 0 else np.full(dr.shape, room)
+            npf = np.clip(need, 1, room).astype(int)
+            turns = np.minimum(npf * P * pr, nd * D * dr)
+            better = turns > best_turns * (1 + 1e-12)
+            best_turns = np.where(better, turns, best_turns)
+            best = (np.where(better, npf, best[0]), np.where(better, nd, best[1]))
+        shape = np.shape(self.decode.batch)
+        return best[0].reshape(shape), best[1].reshape(shape), best_turns.reshape(shape)
 
     # -- feasibility
     @property
     def feasible(self):
-        return self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible
+        ok = self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible
+        if self.pools is not None:
+            ok = ok & (self.pools[1] >= 1)
+        return ok
 
     def reason(self, i=None) -> str:
         """Why point `i` (or the whole run) is infeasible; '' when it is feasible."""
         if not self.prefill.feasible:
             return self.prefill.reason
+        if self.pools is not None and not np.any(self.pools[1] >= 1):
+            return (f"--total-gpus {self.total_gpus}: no room for one {self.prefill.layout.name} prefill and one "
+                    f"{self.decode.layout.name} decode instance")
         b = self.decode.batch if i is None else np.asarray(self.decode.batch)[i]
         b = np.max(b) if np.ndim(b) else b
         return self.decode_capacity.reason(b)
@@ -301,6 +352,9 @@ class Serving:
 
     @property
     def prefill_gpus_per_decode_gpu(self):
+        if self.pools is not None:
+            npf, nd, _ = self.pools
+            return np.where(nd > 0, npf * self.prefill.layout.ranks / np.maximum(nd * self.decode.layout.ranks, 1), np.inf)
         return self.decode_turns_per_s_per_gpu / self.prefill.turns_per_s_per_gpu
 
     @property
@@ -309,6 +363,8 @@ class Serving:
 
     @property
     def turns_per_s_per_gpu(self):
+        if self.pools is not None:   # whole instances: every one of the deployment's GPUs is counted
+            return self.pools[2] / self.total_gpus
         return self.decode_turns_per_s_per_gpu * self.decode_gpu_fraction
 
     @property
@@ -330,7 +386,8 @@ class Serving:
 
     @property
     def tokens_per_s_per_user(self):
-        return self.decode.tokens_per_s_per_user
+        """Tokens/s per user at the chosen statistic (P90 unless asked otherwise)."""
+        return self.decode.tokens_per_s_per_user_at(self.interactivity_stat)
 
     @property
     def ttft_s(self) -> float:
@@ -371,6 +428,7 @@ class Serving:
             "batch_per_rank": full(d.batch), "feasible": full(self.feasible),
             "tokens_per_s_per_gpu": full(self.tokens_per_s_per_gpu),
             "tokens_per_s_per_user": full(self.tokens_per_s_per_user),
+            **{f"tokens_per_s_per_user_{st}": full(d.tokens_per_s_per_user_at(st)) for st in ("mean", "p50", "p90", "p10")},
             "cached_tokens_per_s_per_gpu": full(self.cached_tokens_per_s_per_gpu),
             "uncached_tokens_per_s_per_gpu": full(self.uncached_tokens_per_s_per_gpu),
             "output_tokens_per_s_per_gpu": full(self.output_tokens_per_s_per_gpu),
@@ -395,7 +453,10 @@ class Serving:
             "draft_tokens": d.draft_tokens, "acceptance": d.acceptance,
             "feasible": feasible, "reason": "" if feasible else self.reason(i),
         }
-        for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "cached_tokens_per_s_per_gpu",
+        out["interactivity_stat"] = self.interactivity_stat
+        for key in ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "tokens_per_s_per_user_mean",
+                    "tokens_per_s_per_user_p50", "tokens_per_s_per_user_p90", "tokens_per_s_per_user_p10",
+                    "cached_tokens_per_s_per_gpu",
                     "uncached_tokens_per_s_per_gpu", "output_tokens_per_s_per_gpu",
                     "decode_output_tokens_per_s_per_decode_gpu", "decode_step_ms", "target_ms", "draft_ms", "cpu_ms"):
             out[key] = float(c[key][i])
@@ -403,6 +464,11 @@ class Serving:
         out["requests_per_decode_gpu"] = out["batch_per_rank"] * d.layout.dp / d.layout.ranks
         out["prefill_gpus_per_decode_gpu"] = float(c["prefill_gpus_per_decode_gpu"][i])
         out["decode_gpu_share"] = 1.0 / (1.0 + out["prefill_gpus_per_decode_gpu"])
+        if self.pools is not None:
+            npf, nd = int(np.asarray(self.pools[0])[i]), int(np.asarray(self.pools[1])[i])
+            used = npf * p.layout.ranks + nd * d.layout.ranks
+            out.update(total_gpus=self.total_gpus, prefill_instances=npf, decode_instances=nd, pools=f"{npf}P{nd}D",
+                       gpus_used=used)
         out.update({
             "prefill_step_ms": p.step_s * 1e3, "prefill_seqs": p.seqs, "prefill_new_tokens": p.new_tokens,
             "prefill_chunks_per_turn": p.chunks_per_turn, "prefill_bound": p.bound,
@@ -422,7 +488,8 @@ def check_workload(m: Model, w: Workload) -> None:
 
 
 def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens: int | None = None,
-          acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None) -> Serving:
+          acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None,
+          interactivity_stat: str = "p90", total_gpus: int | None = None) -> Serving:
     """The deployment at an array of decode batches (requests per rank for DEP, per instance for TP)."""
     check_workload(m, w)
     prefill = prefill or prefill_plan(m, hw, w, eplb=eplb)
@@ -431,7 +498,8 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
     per_req = 1 + d.draft_tokens
     cap = capacity(m, hw, decode_layout, "decode", context_tokens=w.tokens_per_turn, tokens_per_request=per_req,
                    logits_per_request=per_req, reserve_bytes=w.runtime_reserve_bytes, engram_placement=m.engram_placement)
-    return Serving(hw=hw, model=m, workload=w, prefill=prefill, decode=d, decode_capacity=cap)
+    return Serving(hw=hw, model=m, workload=w, prefill=prefill, decode=d, decode_capacity=cap,
+                   interactivity_stat=interactivity_stat, total_gpus=total_gpus)
 
 
 # ---------------------------------------------------------------- sweeps
@@ -459,9 +527,21 @@ class Sweep:
     runs: list[Serving]
     skipped: list[str]
     notes: list[str] = field(default_factory=list)   # defaults changed to make a rack work, said aloud
+    max_ttft_s: float | None = None   # --ttft: points whose time to first token is longer are left out
+    max_tpot_s: float | None = None   # --tpot: points whose time per output token (1 / tokens/s per user) is longer
 
     def hardware_names(self) -> list[str]:
         return list(dict.fromkeys(r.hw.name for r in self.runs))
+
+    def within_limits(self, r: "Serving") -> np.ndarray:
+        """Points of run `r` that meet --ttft and --tpot (TPOT at the frontier's statistic: 1 / tokens/s per user)."""
+        c = r.columns
+        keep = np.ones(c["batch_per_rank"].size, dtype=bool)
+        if self.max_ttft_s is not None:
+            keep &= r.ttft_s <= self.max_ttft_s
+        if self.max_tpot_s is not None:
+            keep &= 1.0 / np.ravel(c["tokens_per_s_per_user"]) <= self.max_tpot_s
+        return keep
 
     def points(self, hardware: str | None = None):
         """(run index, element index, tok/s/user, tok/s/GPU, feasible) arrays over every swept point."""
@@ -475,22 +555,26 @@ class Sweep:
             el.append(np.arange(size))
             x.append(np.ravel(c["tokens_per_s_per_user"]))
             y.append(np.ravel(c["tokens_per_s_per_gpu"]))
-            ok.append(np.ravel(c["feasible"]))
+            ok.append(np.ravel(c["feasible"]) & self.within_limits(r))
         if not idx:
             return tuple(np.array([]) for _ in range(5))
         return (np.concatenate(idx), np.concatenate(el), np.concatenate(x), np.concatenate(y), np.concatenate(ok))
 
 
 def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft_tokens=None, acceptance=None,
-          eplb: bool = True, progress=None) -> Sweep:
+          eplb: bool = True, progress=None, interactivity_stat: str = "p90", total_gpus: int | None = None) -> Sweep:
     """The deployment for every (model, rack, workload) setup, decode layout and prefill layout,
     vectorised over `batches`.
 
     `setups` is a list of (model, hardware, workload) triples (one per rack, each with its
     own `--set` overrides applied). Layouts a rack or model cannot take (experts not
     divisible, wider than the NVLink domain) are skipped with a note. `progress(done,
-    total, label)` is called before each run and once at the end.
+    total, label)` is called before each run and once at the end. `interactivity_stat` (p90, p50
+    or mean) is the statistic of tokens/s per user the frontier is drawn over.
     """
+    from rubinperf.interactivity import check_stat
+
+    check_stat(interactivity_stat)
     batches = batch_grid() if batches is None else np.asarray(batches, dtype=float)
     decode_layouts = [parse_layout(x) if isinstance(x, str) else x for x in (decode_layouts or DEFAULT_DECODE_LAYOUTS)]
     plans, notes = [], []
@@ -525,7 +609,8 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
         key = (id(m), id(hw), id(w), pl)
         if key not in prefills:
             prefills[key] = prefill_plan(m, hw, w, pl, eplb=eplb)
-        runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key]))
+        runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key],
+                          interactivity_stat=interactivity_stat, total_gpus=total_gpus))
     if progress:
         progress(len(plans), len(plans), "done")
     return Sweep(runs=runs, skipped=skipped, notes=notes)

@@ -53,21 +53,29 @@ def sym(name: str, nonnegative: bool = False) -> sympy.Symbol:
 
 @functools.lru_cache(maxsize=None)
 def hardware_fields() -> dict[str, bool]:
-    """Float Hardware fields that become symbols -> whether each may be zero (cached: do not mutate)."""
-    hints = get_type_hints(Hardware)
-    return {f.name: not f.metadata["positive"] for f in spec_fields(Hardware) if hints[f.name] is float}
+    """Float fields of a platform (hardware and stack) that become symbols -> whether each may be zero
+    (cached: do not mutate). The stack's EPLB balancedness is not one: it only sets the operating
+    point's default, and the point's balancedness is a symbol of its own."""
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+
+    hints = get_type_hints(Platform)
+    return {f.name: not f.metadata["positive"] for f in spec_fields(Platform)
+            if hints[f.name] is float and f.name not in STACK_POINT_FIELDS}
 
 
 def structural_hardware_fields() -> list[str]:
-    """Integer Hardware fields: they shape the graph (tray boundaries, domain size) and stay numbers."""
+    """Integer platform fields: they shape the graph (tray boundaries, domain size) or the kernel's tiling
+    (tile sizes, split-K) and stay numbers."""
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+
     floats = hardware_fields()
-    return [f for f in numeric_fields(Hardware) if f not in floats]
+    return [f for f in numeric_fields(Platform) if f not in floats and f not in STACK_POINT_FIELDS]
 
 
 def hardware_symbol(name: str) -> sympy.Symbol:
     fields = hardware_fields()
     if name not in fields:
-        raise SpecError(f"'{name}' is not a float hardware field")
+        raise SpecError(f"'{name}' is not a float hardware or stack field")
     return sym(name, fields[name])
 
 

@@ -36,6 +36,10 @@ class RefPoint:
     workload: str | None = None
     interactivity: float | None = None
     baseline_hardware: str | None = None
+    stack: str | None = None            # the stack the point's hardware runs (default: the hardware's default_stack)
+    baseline_stack: str | None = None   # the stack of baseline_hardware (default: its default_stack)
+    interactivity_stat: str | None = None   # tokens_per_s_per_user: p90, p50 or mean (default: mean, the step's)
+    fixed_acceptance: bool = False      # the run forced every request to the mean acceptance: only the step spreads
     note: str = ""
     fitted: bool = False
     op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
@@ -46,10 +50,12 @@ class RefPoint:
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
-_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "note", "fitted",
+_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
+             "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
              "op", "launch", "data", "previous")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
-_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "note",
+_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
+            "baseline_stack", "interactivity_stat", "note",
             "op", "launch", "data")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous")
 _NON_NEGATIVE = ("context",)
@@ -65,8 +71,10 @@ def _check_types(where: str, raw: dict) -> None:
             if v < 0 or (v == 0 and key in _POSITIVE):
                 raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
                                 f"number, got {v!r}")
-        if key == "fitted" and not isinstance(v, bool):
-            raise SpecError(f"{where}: fitted: expected true or false, got {v!r}")
+        if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
+            raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
+        if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
+            raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
 
 
 def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
@@ -106,7 +114,7 @@ def _step(p: RefPoint, **changes):
     from rubinperf.scenario import make_point
     from rubinperf.step import step
 
-    m, (hw,) = load_specs(p.model, [p.hardware])
+    m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
     args.update(changes)
@@ -119,7 +127,17 @@ def _step(p: RefPoint, **changes):
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
     r = _step(p)
-    return float(r.tokens_per_s_per_user), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+    mean = float(r.tokens_per_s_per_user)
+    why = f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+    if p.interactivity_stat in (None, "mean"):
+        return mean, why
+    from rubinperf.interactivity import speed_factors
+
+    pt, hw = r.point, r.hw
+    nu = 1e12 if p.fixed_acceptance else float(hw.acceptance_concentration)
+    f = speed_factors(int(pt.k(r.model)), float(pt.accepted(r.model)), nu, float(hw.step_time_spread))[p.interactivity_stat]
+    return mean * f, (f"{why}; {p.interactivity_stat.upper()} = {f:.3f} x mean {mean:,.0f}"
+                      + (" (fixed acceptance: step spread only)" if p.fixed_acceptance else ""))
 
 
 def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
@@ -160,12 +178,12 @@ def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
     """Median |ln(measured / expected)| of the committed hardware spec on measurements it was not fitted to."""
     from rubinperf.calibrate.fit import predict
     from rubinperf.calibrate.plan import read_csv
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
     if not p.data or p.launch not in ("graph", "eager"):
         raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
     _, rows = read_csv(data_root() / p.data)
-    stats = predict(rows, load_hardware(p.hardware))["modes"][p.launch]
+    stats = predict(rows, load_platform(p.hardware, p.stack))["modes"][p.launch]
     return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
                                      f"max SOL/measured {stats['max_sol_over_measured']:.2f}")
 
@@ -180,23 +198,23 @@ def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
 _SUMMARIES: dict[tuple, object] = {}
 
 
-def _summary(model: str, hardware: str, workload: str):
-    """The Pareto summary of one rack on one workload (swept once per run)."""
-    key = (model, hardware, workload)
+def _summary(model: str, hardware: str, workload: str, stack: str | None = None):
+    """The Pareto summary of one rack (on a stack) on one workload (swept once per run), at P90 interactivity."""
+    key = (model, hardware, workload, stack)
     if key not in _SUMMARIES:
         from rubinperf.pareto import summarize
         from rubinperf.serving import batch_grid, sweep
-        from rubinperf.specs.hardware import load_hardware
+        from rubinperf.specs.stack import load_platform
         from rubinperf.specs.model import load_model
         from rubinperf.specs.workload import load_workload
 
-        sw = sweep([(load_model(model), load_hardware(hardware), load_workload(workload))], batches=batch_grid())
+        sw = sweep([(load_model(model), load_platform(hardware, stack), load_workload(workload))], batches=batch_grid())
         _SUMMARIES[key] = summarize(sw)[0]
     return _SUMMARIES[key]
 
 
-def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
-    s = _summary(p.model, hardware, p.workload or "agentx")
+def _throughput(p: RefPoint, hardware: str, stack: str | None = None) -> tuple[float, str]:
+    s = _summary(p.model, hardware, p.workload or "agentx", stack)
     pick = s.peak if p.interactivity is None else s.at_interactivity(p.interactivity)
     if pick is None:  # no prediction at all: reported as unreachable, never as 0 or inf
         return None, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
@@ -206,14 +224,14 @@ def _throughput(p: RefPoint, hardware: str) -> tuple[float, str]:
 
 
 def _throughput_metric(p: RefPoint) -> tuple[float, str]:
-    return _throughput(p, p.hardware)
+    return _throughput(p, p.hardware, p.stack)
 
 
 def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
     if not p.baseline_hardware:
         raise SpecError(f"point {p.id}: a ratio needs baseline_hardware")
-    top, why_top = _throughput(p, p.hardware)
-    base, why_base = _throughput(p, p.baseline_hardware)
+    top, why_top = _throughput(p, p.hardware, p.stack)
+    base, why_base = _throughput(p, p.baseline_hardware, p.baseline_stack)
     if top is None or base is None or not base > 0:
         return None, f"{why_top}; {why_base}"
     return top / base, f"{why_top}; {why_base}"
@@ -234,10 +252,15 @@ METRICS = {
 }
 
 
-def validate(points: list[RefPoint]) -> list[dict]:
-    """One record per point: predicted vs published, their ratio, and whether it lies in the band."""
+def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
+    """One record per point: predicted vs published, their ratio, and whether it lies in the band.
+    `stack` (--stack) runs every point that names no stack of its own on that stack."""
+    import dataclasses
+
     records = []
     for p in points:
+        if stack is not None:
+            p = dataclasses.replace(p, stack=p.stack or stack, baseline_stack=p.baseline_stack or stack)
         try:
             predicted, why = METRICS[p.metric](p)
         except SpecError as exc:  # a name or an operating point of this point is wrong: say which point
@@ -246,7 +269,7 @@ def validate(points: list[RefPoint]) -> list[dict]:
         reachable = predicted is not None and math.isfinite(predicted)
         ratio = predicted / p.published if reachable else None
         records.append({
-            "id": p.id, "metric": p.metric, "hardware": p.hardware, "model": p.model, "layout": p.layout,
+            "id": p.id, "metric": p.metric, "hardware": p.hardware, "stack": p.stack, "model": p.model, "layout": p.layout,
             "phase": p.phase, "published": p.published, "predicted": predicted if reachable else None, "ratio": ratio,
             "band": list(p.band), "in_band": reachable and p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
             "reachable": reachable, "previous": p.previous,

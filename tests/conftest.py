@@ -40,9 +40,9 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def hardware_by_name():
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
-    return {name: load_hardware(name) for name in HARDWARE_NAMES}
+    return {name: load_platform(name) for name in HARDWARE_NAMES}
 
 
 # A GB300 NVL72 with the numbers the hand-derived cases use pinned, so that calibrating the
@@ -72,11 +72,17 @@ def pinned_gb300(hardware_by_name):
 
 @pytest.fixture
 def pinned_gb300_path(pinned_gb300, tmp_path) -> str:
-    """The pinned GPU written as a spec file (exercises to_toml and loading by path)."""
+    """The pinned GPU written as a hardware spec file naming its own stack file by path (exercises to_toml,
+    loading by path and a default_stack given as a path)."""
+    import dataclasses
+
     from rubinperf.specs.loader import to_toml
 
+    stack_path = tmp_path / "gb300-pinned-stack.toml"
+    stack = dataclasses.replace(pinned_gb300.stack_spec(), name="gb300-pinned-stack", description="pinned for tests")
+    stack_path.write_text(to_toml(stack))
     path = tmp_path / "gb300-pinned.toml"
-    path.write_text(to_toml(pinned_gb300))
+    path.write_text(to_toml(dataclasses.replace(pinned_gb300.hardware_spec(), default_stack=str(stack_path))))
     return str(path)
 
 

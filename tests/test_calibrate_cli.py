@@ -63,14 +63,23 @@ def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
                                                               "stream_ctas", "all"}
     assert set(rec["heldout"]["modes"]) == {"graph", "eager"}
 
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
-    hw = load_hardware(str(tmp_path / "h200.toml"))  # the strict loader accepts it
+    hw = load_platform(str(tmp_path / "h200.toml"))  # the strict loader accepts it
     for field, value in fitted.items():
         assert getattr(hw, field) == value
-    assert hw.sources["efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
-    bundled = load_hardware("h200")
-    assert hw.sources["compute"] == bundled.sources["compute"] and hw.hbm_bandwidth_bytes_per_s == 4.8e12
+    assert hw.stack_path == str(tmp_path / "pytorch-2.11.toml")   # the stack written beside it, not the bundled one
+    assert hw.sources["hardware.efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
+    assert hw.sources["stack.efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
+    bundled = load_platform("h200")
+    assert hw.sources["hardware.compute"] == bundled.sources["hardware.compute"] and hw.hbm_bandwidth_bytes_per_s == 4.8e12
+    assert rec["stack_toml"] == str(tmp_path / "pytorch-2.11.toml") and rec["toml"] == str(tmp_path / "h200.toml")
+    # the committed files are this fit, both of them (every value; sources aside)
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_stack
+
+    assert load_stack(str(tmp_path / "pytorch-2.11.toml")) == load_stack("pytorch-2.11")
+    assert load_hardware(str(tmp_path / "h200.toml")) == load_hardware("h200")
 
 
 def test_from_csv_table_output(tmp_path, capsys):

@@ -19,7 +19,8 @@ from rubinperf.calibrate.rows import modelled, row_kernels
 from rubinperf.errors import SpecError
 from rubinperf.kernels import attention, copy, gemm, grouped_gemm
 from rubinperf.roofline import kernel_time
-from rubinperf.specs.hardware import Hardware, load_hardware
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.stack import Platform, load_platform
 from rubinperf.specs.loader import build_spec, tomllib
 
 # A GPU with known physics: every fitted parameter of the kernel model, and the probes' values.
@@ -33,7 +34,7 @@ TRUE_COLLECTIVES = dict(collective_floor_s=6.0e-6, nvlink_latency_s=3.0e-6, nvli
 
 @pytest.fixture(scope="module")
 def h200():
-    return load_hardware("h200")
+    return load_platform("h200")
 
 
 def synthetic_kernels(hw, truth, sigma=0.02, seed=1):
@@ -82,7 +83,7 @@ def test_plan_covers_the_families_and_shapes():
 
 
 def test_csv_round_trip(tmp_path):
-    rows = [r for r in synthetic_kernels(load_hardware("h200"), TRUE_KERNELS) if r["family"] in
+    rows = [r for r in synthetic_kernels(load_platform("h200"), TRUE_KERNELS) if r["family"] in
             ("launch", "copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill")]
     for r in rows:
         c = row_cost(r)
@@ -220,22 +221,38 @@ def test_rank_counts_and_message_elements():
 
 
 def test_calibrated_toml_keeps_every_other_line(h200, tmp_path):
+    from rubinperf.specs.stack import Stack
+
     src = tmp_path / "hw.toml"
     original = open(h200.path).read()
     src.write_text(original)
-    text = fit.calibrated_toml(src, {"hbm_stream_efficiency": 0.8123, "mma_prologue_s": 2.5e-6, "split_k_max": 8},
-                               'Calibrated "x"')
+    hw_part, stack_part = fit.split_updates({"hbm_stream_efficiency": 0.8123, "kernel_launch_graph_s": 0.7e-6,
+                                             "mma_prologue_s": 2.5e-6, "split_k_max": 8})
+    assert set(hw_part) == {"hbm_stream_efficiency", "kernel_launch_graph_s"} and set(stack_part) == {"mma_prologue_s", "split_k_max"}
+    text = fit.calibrated_toml(src, hw_part, 'Calibrated "x"')
     hw = build_spec(Hardware, tomllib.loads(text), src)
-    assert hw.hbm_stream_efficiency == 0.812 and hw.mma_prologue_s == 2.5e-6 and hw.split_k_max == 8
+    assert hw.hbm_stream_efficiency == 0.812 and hw.kernel_launch_graph_s == 0.7e-6
     assert hw.sources["efficiency"] == 'Calibrated "x"'
-    assert "(calibrated: mma_prologue_s, split_k_max" in hw.sources["kernel"]
+    assert "(calibrated: kernel_launch_graph_s" in hw.sources["kernel"]
     changed = [(a, b) for a, b in zip(original.splitlines(), text.splitlines()) if a != b]
-    assert len(changed) == 5 and len(original.splitlines()) == len(text.splitlines())
+    assert len(changed) == 4 and len(original.splitlines()) == len(text.splitlines())
     for f in dataclasses.fields(Hardware):
-        if f.name not in ("hbm_stream_efficiency", "mma_prologue_s", "split_k_max", "sources", "path"):
-            assert getattr(hw, f.name) == getattr(h200, f.name), f.name
+        if f.name not in ("hbm_stream_efficiency", "kernel_launch_graph_s", "sources", "path"):
+            assert getattr(hw, f.name) == getattr(h200.hardware_spec(), f.name), f.name
+    # the kernel-library fields go into the stack file, the same way
+    ssrc = tmp_path / "st.toml"
+    stack_original = open(h200.stack_path).read()
+    ssrc.write_text(stack_original)
+    stext = fit.calibrated_toml(ssrc, stack_part, 'Calibrated "y"', kind="stack")
+    st = build_spec(Stack, tomllib.loads(stext), ssrc)
+    assert st.mma_prologue_s == 2.5e-6 and st.split_k_max == 8 and st.sources["efficiency"] == 'Calibrated "y"'
+    assert "(calibrated: mma_prologue_s, split_k_max" in st.sources["kernel"]
+    changed = [(a, b) for a, b in zip(stack_original.splitlines(), stext.splitlines()) if a != b]
+    assert len(changed) == 4
     with pytest.raises(SpecError, match="no line for"):
         fit.calibrated_toml(src, {"no_such_field": 0.5}, "y")
+    with pytest.raises(SpecError, match="not a hardware field"):
+        fit.calibrated_toml(src, {"split_k_max": 2}, "y")
 
 
 def test_calibrated_toml_is_checked_by_the_strict_loader(h200, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from rubinperf.calibrate import fit
 from rubinperf.calibrate.plan import read_csv, row_cost
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 
 REPO = Path(__file__).resolve().parent.parent
 DIR = REPO / "calibration" / "h200"
@@ -39,7 +39,7 @@ def rows():
 
 @pytest.fixture(scope="module")
 def h200():
-    return load_hardware("h200")
+    return load_platform("h200")
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +96,12 @@ def test_the_probes_look_physical(h200, result):
 
 
 def test_the_spec_says_it_was_calibrated(h200):
-    src = h200.sources["efficiency"]
-    assert src.startswith("Calibrated") and "H200" in src and "rubinperf calibrate" in src
-    assert "(calibrated:" in h200.sources["kernel"] and "(calibrated:" in h200.sources["memory"]
+    for spec in ("hardware", "stack"):   # the fit wrote silicon fields to h200.toml, library fields to pytorch-2.11.toml
+        src = h200.sources[f"{spec}.efficiency"]
+        assert src.startswith("Calibrated") and "H200" in src and "rubinperf calibrate" in src
+    assert h200.stack == "pytorch-2.11"
+    assert "(calibrated:" in h200.sources["hardware.kernel"] and "(calibrated:" in h200.sources["hardware.memory"]
+    assert "(calibrated: mma_prologue_s" in h200.sources["stack.kernel"]
     # datasheet peaks are not touched by calibration
     assert h200.bf16_dense_flops_per_s == 0.989e15 and h200.hbm_bandwidth_bytes_per_s == 4.8e12
 

@@ -325,9 +325,9 @@ def calibration_csv(path: Path) -> Path:
     the quick plan's shapes, 'measured' at 1.3x the bundled H200's expected times."""
     from rubinperf.calibrate.fit import expected
     from rubinperf.calibrate.plan import KERNEL_COLUMNS, kernel_plan, row_cost, rows_to_csv
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform
 
-    hw = load_hardware("h200")
+    hw = load_platform("h200")
     plan = kernel_plan(quick=True)
     times = expected(plan, hw)
     rows = []

@@ -12,13 +12,14 @@ from typing import get_type_hints
 import pytest
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.hardware import Hardware, load_hardware
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.stack import Platform, load_platform
 from rubinperf.specs.loader import numeric_fields, spec_fields
 from rubinperf.specs.model import load_model
 from rubinperf.specs.overrides import apply_overrides
 
-GB300 = load_hardware("gb300-nvl72")
-VR = load_hardware("vr-nvl72")
+GB300 = load_platform("gb300-nvl72")
+VR = load_platform("vr-nvl72")
 V41 = load_model("deepseek-v4.1-flash")
 
 

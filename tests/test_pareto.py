@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from rubinperf.pareto import best_at, compare_records, dominates, frontier_mask, point_records, summarize
 from rubinperf.serving import batch_grid, sweep
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.specs.workload import load_workload
 
 V41 = load_model("deepseek-v4.1-flash")
 AGENTX = load_workload("agentx")
-RACKS = [load_hardware("gb300-nvl72"), load_hardware("vr-nvl72")]
+RACKS = [load_platform("gb300-nvl72"), load_platform("vr-nvl72")]
 SMALL = dict(decode_layouts=["tp8", "dep16", "dep32"], batches=batch_grid(512))
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
 
@@ -128,7 +128,7 @@ def test_point_records_flag_the_frontier(summaries):
 
 
 def test_skipped_layouts_are_noted():
-    b200 = load_hardware("b200")       # an 8-GPU NVLink domain
+    b200 = load_platform("b200")       # an 8-GPU NVLink domain
     sw = sweep([(V41, b200, AGENTX)], decode_layouts=["tp8", "dep16"], batches=[1.0, 8.0])
     assert [r.decode.layout.name for r in sw.runs] == ["tp8"]
     assert any("dep16" in line and "NVLink domain" in line for line in sw.skipped)

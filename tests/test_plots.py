@@ -22,7 +22,7 @@ GB300_SOURCE = "vLLM DeepSeek-V4.1-Flash on GB300 NVL72 (Oct 2026)"
 def _records(workload="agentx"):
     from rubinperf.pareto import point_records, summarize
     from rubinperf.serving import batch_grid, sweep
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform as load_hardware  # a rack: hardware with its default stack
     from rubinperf.specs.model import load_model
     from rubinperf.specs.workload import load_workload
 
@@ -113,7 +113,7 @@ def test_every_hardware_field_sensitivity_varies_has_a_readable_label():
 def test_assumptions_caption(agentx):
     lines = plots.frontier_assumptions(agentx)
     text = " ".join(lines)
-    for word in ("model deepseek-v4.1-flash", "workload agentx", "interactivity: mean", "k = 5",
+    for word in ("model deepseek-v4.1-flash", "workload agentx", "interactivity: P90", "k = 5",
                  "acceptance 3.51", "196 and 387 tok/s/user", "decode layout"):
         assert word in text, word
     p90 = [{**r, "interactivity_stat": "p90"} for r in agentx]
@@ -155,7 +155,7 @@ def test_frontier_figure_shows_layouts_published_points_targets_and_assumptions(
             assert g[f"frontier-{hw}"][0].get_color() == labels[0].get_color()
         # The caption names the assumptions and the sources.
         caption = g["caption"][0].get_text().replace("\n", " ")
-        for word in ("workload agentx", "interactivity: mean", VR_SOURCE, GB300_SOURCE, "P90",
+        for word in ("workload agentx", "interactivity: P90", VR_SOURCE, GB300_SOURCE, "P90",
                      "validation/published.toml"):
             assert word in caption, word
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
@@ -185,7 +185,7 @@ def test_frontier_svg_written_by_the_cli_keeps_its_text(cli, tmp_path):
     svg = path.read_text()
     assert svg.startswith("<?xml") and "<text" in svg
     for word in ("387 tok/s/user", "196 tok/s/user", "dep32", "tp8", "gb300-nvl72 frontier", "workload agentx",
-                 "interactivity: mean", VR_SOURCE, 'id="published-vr-throughput-at-387"', 'id="target-196"'):
+                 "interactivity: P90", VR_SOURCE, 'id="published-vr-throughput-at-387"', 'id="target-196"'):
         assert word in svg, word
     assert "<dc:date>" not in svg                            # the same figure, the same bytes
     assert not list(tmp_path.glob(".frontier.svg.*"))
@@ -204,7 +204,7 @@ def _tornado_records():
     from rubinperf.layout import parse_layout
     from rubinperf.scenario import make_point
     from rubinperf.sensitivity import sensitivity
-    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.stack import load_platform as load_hardware  # a rack: hardware with its default stack
     from rubinperf.specs.model import load_model
 
     m, hw, lay = load_model("deepseek-v4.1-flash"), load_hardware("gb300-nvl72"), parse_layout("dep32")

@@ -15,14 +15,15 @@ from rubinperf.cost import BOUNDS, Cost, Kernel
 from rubinperf.kernels import (all_gather, all_reduce, all_to_all, attention, copy, elementwise, experts_touched,
                                gemm, grouped_gemm, mega_moe, sparse_attention, table_lookup)
 from rubinperf.roofline import kernel_time
-from rubinperf.specs.hardware import Hardware, load_hardware
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.stack import Platform, load_platform
 from rubinperf.specs.loader import spec_fields
 
 FAST = settings(max_examples=80, deadline=None)
 
-_HW = {name: load_hardware(name) for name in HARDWARE_NAMES}
-RATE_FIELDS = [f.name for f in spec_fields(Hardware) if f.name.endswith(("_flops_per_s", "_bandwidth_bytes_per_s"))]
-EFFICIENCY_FIELDS = [f.name for f in spec_fields(Hardware)
+_HW = {name: load_platform(name) for name in HARDWARE_NAMES}
+RATE_FIELDS = [f.name for f in spec_fields(Platform) if f.name.endswith(("_flops_per_s", "_bandwidth_bytes_per_s"))]
+EFFICIENCY_FIELDS = [f.name for f in spec_fields(Platform)
                      if f.name.endswith("_efficiency") or f.name.endswith("_bandwidth_factor")]
 FLOOR_FIELDS = ["kernel_launch_graph_s", "mma_prologue_s", "hbm_latency_s", "collective_floor_s", "nvlink_latency_s",
                 "cross_tray_latency_s", "scale_out_latency_s", "fused_overlap_rows"]

@@ -17,13 +17,14 @@ pytest.importorskip("sympy")
 from rubinperf.layout import parse_layout  # noqa: E402
 from rubinperf.scenario import make_point  # noqa: E402
 from rubinperf.sensitivity import point_parameters, sensitivity  # noqa: E402
-from rubinperf.specs.hardware import Hardware, load_hardware  # noqa: E402
+from rubinperf.specs.hardware import Hardware  # noqa: E402
+from rubinperf.specs.stack import Platform, load_platform  # noqa: E402
 from rubinperf.specs.loader import numeric_fields  # noqa: E402
 from rubinperf.specs.model import load_model  # noqa: E402
 from rubinperf.step import step  # noqa: E402
 
 V41 = load_model("deepseek-v4.1-flash")
-GB300 = load_hardware("gb300-nvl72")
+GB300 = load_platform("gb300-nvl72")
 DEP32 = parse_layout("dep32")
 TP8 = parse_layout("tp8")
 H = 1e-4   # relative step of the finite differences
@@ -37,7 +38,7 @@ def numeric_metric(hw, layout, point, metric):
 def finite_difference(hw, layout, point, metric, group, name, value):
     """Central and one-sided log-log differences of the numeric path."""
     def at(x):
-        if group == "hardware":
+        if group in ("hardware", "stack"):
             return numeric_metric(dataclasses.replace(hw, **{name: x}), layout, point, metric)
         return numeric_metric(hw, layout, dataclasses.replace(point, **{name: x}), metric)
 
@@ -106,7 +107,8 @@ def test_memory_bound_decode_is_more_elastic_to_hbm_bandwidth_than_to_fp4_flops(
 def test_time_scaling_sum_rule(dep32_decode):
     """Rates x L and latencies / L scale every time by 1/L: sum(E_rate) - sum(E_latency) = -1."""
     _, records = dep32_decode
-    e = {r["parameter"]: r["elasticity"] for r in records if r["group"] == "hardware" and r["elasticity"] is not None}
+    e = {r["parameter"]: r["elasticity"] for r in records
+         if r["group"] in ("hardware", "stack") and r["elasticity"] is not None}
     rates = sum(v for k, v in e.items() if k.endswith("_per_s") and not k.endswith("_per_rank_s"))
     latencies = sum(v for k, v in e.items() if k.endswith("_s") and not k.endswith("_per_s"))
     assert rates - latencies == pytest.approx(-1.0, abs=1e-9)
@@ -116,6 +118,10 @@ def test_records_cover_every_numeric_hardware_field_sorted(dep32_decode):
     point, records = dep32_decode
     hw_params = {r["parameter"] for r in records if r["group"] == "hardware"}
     assert hw_params == set(numeric_fields(Hardware))
+    from rubinperf.specs.stack import POINT_FIELDS, Stack
+
+    stack_params = {r["parameter"] for r in records if r["group"] == "stack"}
+    assert stack_params == set(numeric_fields(Stack)) - set(POINT_FIELDS)   # EPLB: the point's balancedness
     assert {r["parameter"] for r in records if r["group"] == "operating point"} == {
         "batch", "context", "draft_tokens", "acceptance", "balancedness", "draft_balancedness"}
     mags = [abs(r["elasticity"]) for r in records if r["elasticity"] is not None]

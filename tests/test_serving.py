@@ -17,7 +17,7 @@ from rubinperf.errors import SpecError
 from rubinperf.layout import parse_layout
 from rubinperf.serving import (Serving, accepted_tokens, acceptance_rate, decode_engine, default_acceptance,
                                prefill_plan, serve)
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 from rubinperf.specs.loader import build_spec, to_toml
 from rubinperf.specs.model import load_model
 from rubinperf.specs.overrides import apply_overrides
@@ -25,8 +25,8 @@ from rubinperf.specs.workload import Workload, load_workload
 
 V41 = load_model("deepseek-v4.1-flash")
 V3 = load_model("deepseek-v3")
-GB300 = load_hardware("gb300-nvl72")
-VR = load_hardware("vr-nvl72")
+GB300 = load_platform("gb300-nvl72")
+VR = load_platform("vr-nvl72")
 AGENTX = load_workload("agentx")
 CHAT = load_workload("chat-8k1k")
 FP4 = 0.5 + 1 / 32

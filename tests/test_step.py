@@ -14,13 +14,13 @@ from rubinperf.cli import main
 from rubinperf.graph import Point, build_step
 from rubinperf.layout import parse_layout
 from rubinperf.scenario import make_point
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.step import step
 
 V41 = load_model("deepseek-v4.1-flash")
-GB300 = load_hardware("gb300-nvl72")
-VR = load_hardware("vr-nvl72")
+GB300 = load_platform("gb300-nvl72")
+VR = load_platform("vr-nvl72")
 FP4 = 0.5 + 1 / 32          # e2m1 + one ue8m0 scale per 32 values
 FP8 = 1 + 4 / (128 * 128)   # e4m3 + one FP32 scale per 128x128 block
 EXPERT = 5120 * 3 * 2304    # gate + up + down of one V4.1 expert: 35,389,440 weights

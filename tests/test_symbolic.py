@@ -23,15 +23,15 @@ from rubinperf.cost import BOUNDS, Cost, KernelTime  # noqa: E402
 from rubinperf.layout import parse_layout  # noqa: E402
 from rubinperf.roofline import kernel_time  # noqa: E402
 from rubinperf.scenario import make_point  # noqa: E402
-from rubinperf.specs.hardware import load_hardware  # noqa: E402
+from rubinperf.specs.stack import load_platform  # noqa: E402
 from rubinperf.specs.model import load_model  # noqa: E402
 from rubinperf.step import step  # noqa: E402
 
 REL = 1e-9
 V41 = load_model("deepseek-v4.1-flash")
-GB300 = load_hardware("gb300-nvl72")
-VR = load_hardware("vr-nvl72")
-H200 = load_hardware("h200")
+GB300 = load_platform("gb300-nvl72")
+VR = load_platform("vr-nvl72")
+H200 = load_platform("h200")
 FLOAT_FIELDS = sorted(S.hardware_fields())
 COST_KEYS = [f.name for f in dataclasses.fields(Cost)] + ["flops", "bytes", "hbm_bytes"]
 TIME_KEYS = [f.name for f in dataclasses.fields(KernelTime)]

@@ -443,8 +443,17 @@ def before_after_markdown(rows: list[dict], before_hw, after_hw) -> str:
 CALIBRATED_NOTE = " (calibrated: "
 
 
-def calibrated_toml(path, updates: dict, source: str) -> str:
-    """The hardware file at `path` with `updates` (field -> value); checked by the strict loader.
+def split_updates(updates: dict) -> tuple[dict, dict]:
+    """Fitted values -> (hardware fields, stack fields): each is written into its own spec file."""
+    from rubinperf.specs.stack import stack_field_names
+
+    on_stack = set(stack_field_names())
+    return ({k: v for k, v in updates.items() if k not in on_stack}, {k: v for k, v in updates.items() if k in on_stack})
+
+
+def calibrated_toml(path, updates: dict, source: str, kind: str = "hardware") -> str:
+    """The hardware (or, kind="stack", stack) file at `path` with `updates` (field -> value); checked by
+    the strict loader.
 
     The [efficiency] table's source becomes `source`; another table that receives a value
     (nvlink_latency_s lives in [nvlink]) gets a note pointing there.
@@ -454,14 +463,16 @@ def calibrated_toml(path, updates: dict, source: str) -> str:
     from rubinperf.specs.hardware import Hardware
     from rubinperf.specs.loader import build_spec, spec_fields, tomllib
     from rubinperf.specs.rewrite import rewrite_tables
+    from rubinperf.specs.stack import Stack
 
+    cls = Stack if kind == "stack" else Hardware
     path = Path(path)
     text = path.read_text()
     data = tomllib.loads(text)
-    where = {f.name: f.metadata["section"] for f in spec_fields(Hardware)}
+    where = {f.name: f.metadata["section"] for f in spec_fields(cls)}
     unknown = [k for k in updates if k not in where]
     if unknown:
-        raise SpecError(f"hardware TOML: no line for {', '.join(unknown)} (not a hardware field)")
+        raise SpecError(f"{kind} TOML: no line for {', '.join(unknown)} (not a {kind} field)")
     keyed = {(where[k], k): v for k, v in updates.items()}
     sources = {"efficiency": source}
     for sec in sorted({sec for sec, _ in keyed} - {"efficiency"}):
@@ -469,7 +480,7 @@ def calibrated_toml(path, updates: dict, source: str) -> str:
         names = ", ".join(k for s_, k in keyed if s_ == sec)
         sources[sec] = f"{old}{CALIBRATED_NOTE}{names}; see the [efficiency] source)"
     text = rewrite_tables(text, keyed, sources)
-    build_spec(Hardware, tomllib.loads(text), path)  # raises SpecError if anything is off
+    build_spec(cls, tomllib.loads(text), path)  # raises SpecError if anything is off
     return text
 
 

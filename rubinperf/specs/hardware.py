@@ -1,4 +1,7 @@
-"""Hardware spec: one GPU of a system, its memory, links and host, plus measured efficiencies.
+"""Hardware spec: one GPU of a system, its memory, links and host: silicon only.
+
+Software facts (kernel tiles, pipelines, tuned-kernel efficiencies, CPU step costs, EPLB) are
+the stack's (rubinperf/specs/stack.py); the file names its default stack (`default_stack`).
 
 Datasheet peaks and achievable fractions are separate fields; every table has a source.
 All values are SI: FLOP/s, bytes, bytes/s, seconds, watts, US dollars.
@@ -17,6 +20,7 @@ from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_fie
 class Hardware:
     name: str
     description: str
+    default_stack: str  # the stack (stacks/<name>.toml) this rack is evaluated with unless --stack says otherwise
     # [compute] dense datasheet peaks
     fp4_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
     fp8_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
@@ -50,32 +54,19 @@ class Hardware:
     # [economics]
     gpu_power_w: float = spec_field("economics", "W")
     price_usd_per_gpu_hour: float = spec_field("economics", "USD/GPU-hour")
-    # [kernel] how a real kernel of a shape approaches the roofline (tiles, bytes in flight, fixed costs)
-    mma_tile_rows: int = spec_field("kernel", "rows", doc="activation rows of one MMA tile: rows are padded to a multiple")
-    mma_tile_cols: int = spec_field("kernel", "columns", doc="weight columns (output) of one CTA's tile")
-    split_k_max: int = spec_field("kernel", doc="most K splits a GEMM with too few tiles uses to fill the SMs (1: none)")
-    split_k_min_depth: int = spec_field("kernel", "elements", doc="fewest K elements one split keeps")
-    wave_quantization: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
-    mma_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes)")
+    # [kernel] silicon limits a kernel of any library meets: bytes in flight with ordinary loads, and a
+    # kernel boundary inside a CUDA graph replay (the GPU front end works through the graph with no host
+    # code in the way, so every stack pays the same). Tiles, pipelines, split-K, overlaps and the
+    # launch of a lone kernel from a framework (host code: PyTorch dispatch) are the stack's
     stream_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
-    kernel_launch_eager_s: float = spec_field("kernel", "s", doc="launch of a lone kernel from the host, to its first instruction")
     kernel_launch_graph_s: float = spec_field("kernel", "s", doc="a kernel boundary inside a CUDA graph replay")
-    mma_prologue_s: float = spec_field("kernel", "s", positive=False, doc="set-up and drain of a tensor-core kernel (barriers, descriptors, epilogue), beyond its first HBM round trip")
-    pdl_hidden_fraction: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of a graph kernel's fill hidden under the previous kernel (programmatic dependent launch)")
-    fused_overlap_rows: float = spec_field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
-    # [efficiency] achievable fractions and floors (measured or assumed)
-    mma_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
-    grouped_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel")
-    grouped_hbm_efficiency: float = spec_field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
-    attention_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
+    # [efficiency] fractions of peak any competent kernel reaches on this silicon (the memory system, the
+    # links, CUDA cores); the tuned kernels' fractions are the stack's
     vector_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="CUDA-core rate of norms, mixing, selection")
     hbm_stream_efficiency: float = spec_field("efficiency", at_most=1.0, doc="HBM rate a kernel with enough bytes in flight reaches")
     nvlink_efficiency: float = spec_field("efficiency", at_most=1.0)
     scale_out_efficiency: float = spec_field("efficiency", at_most=1.0)
     host_efficiency: float = spec_field("efficiency", at_most=1.0)
-    collective_floor_s: float = spec_field("efficiency", "s", doc="fixed cost of one collective (sync, setup)")
-    step_overhead_s: float = spec_field("efficiency", "s", positive=False, doc="CPU/scheduling cost of one engine step")
-    dp_sync_per_rank_s: float = spec_field("efficiency", "s", positive=False, doc="DP synchronisation, added per rank of a data-parallel group")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -84,10 +75,7 @@ class Hardware:
             self.hbm_remote_bandwidth_factor <= self.hbm_interleaved_bandwidth_factor <= self.hbm_local_bandwidth_factor
         ):
             raise SpecError(f"{self.path}: memory: expected remote <= interleaved <= local bandwidth factor")
-        if self.kernel_launch_graph_s > self.kernel_launch_eager_s:
-            raise SpecError(f"{self.path}: kernel.kernel_launch_graph_s: expected at most kernel_launch_eager_s "
-                            f"({self.kernel_launch_eager_s:g} s): a kernel in a graph is never slower to start than alone")
-        for key in ("mma_bytes_in_flight_per_sm", "stream_bytes_in_flight_per_sm"):
+        for key in ("stream_bytes_in_flight_per_sm",):
             if getattr(self, key) > self.shared_memory_per_sm_bytes * 2:
                 raise SpecError(f"{self.path}: kernel.{key}: expected at most twice shared_memory_per_sm_bytes "
                                 f"({self.shared_memory_per_sm_bytes:g}): an SM cannot keep more bytes in flight")

@@ -91,7 +91,7 @@ def resolve_path(name_or_path: str, kind: str) -> Path:
 
 
 def kind_dir(kind: str) -> str:
-    return {"hardware": "hardware", "model": "models", "workload": "examples"}[kind]
+    return {"hardware": "hardware", "model": "models", "workload": "examples", "stack": "stacks"}[kind]
 
 
 def bundled_dir(kind: str) -> Path:
@@ -194,8 +194,16 @@ def _unit(meta: dict) -> str:
     return f" in {meta['unit']}" if meta["unit"] else ""
 
 
-def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] = ("name", "description")):
+def top_level_keys(cls) -> tuple[str, ...]:
+    """The top-level string keys of a spec (name, description; a hardware's default_stack): every field
+    outside a table, but the loader's own (sources, path)."""
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if "section" not in f.metadata and f.name not in ("sources", "path") and f.init)
+
+
+def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = None):
     """Check `data` (a parsed TOML document) against `cls` and build the frozen record."""
+    top_level = top_level_keys(cls) if top_level is None else top_level
     hints = get_type_hints(cls)
     fields = spec_fields(cls)
     sections: dict[str, list[dataclasses.Field]] = {}
@@ -268,7 +276,7 @@ def _close(key: str, candidates) -> str:
 
 def to_toml(record) -> str:
     """Write a spec record back as TOML (round-trips through `build_spec`)."""
-    lines = [f'name = {_toml_value(record.name)}', f'description = {_toml_value(record.description)}']
+    lines = [f'{key} = {_toml_value(getattr(record, key))}' for key in top_level_keys(type(record))]
     by_section: dict[str, list[dataclasses.Field]] = {}
     for f in spec_fields(type(record)):
         by_section.setdefault(f.metadata["section"], []).append(f)

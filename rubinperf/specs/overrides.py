@@ -1,6 +1,7 @@
 """What-if overrides: `--set hardware.hbm_bandwidth_bytes_per_s=30e12` or `--set hbm_bandwidth=30TB/s`.
 
-A key is `[hardware.|model.|workload.]field`; the field may drop its unit suffix
+A key is `[hardware.|stack.|model.|workload.]field` (a stack field lives in the platform record
+passed as hardware=); the field may drop its unit suffix
 (`hbm_bandwidth` for `hbm_bandwidth_bytes_per_s`). A value is a plain number in the
 field's SI unit, or a number with an SI prefix and a unit that matches the field
 (`30TB/s`, `288GB`, `1.5us`, `50PFLOP/s`, `1800W`). The new record is validated like
@@ -56,25 +57,46 @@ def parse_value(text: str, field: str) -> float:
     raise SpecError(f"--set {field}: unit {unit!r} does not fit this field (expected {allowed}, with an SI prefix)")
 
 
-def _resolve(key: str, records: dict) -> tuple[str, str]:
-    """`hardware.hbm_bandwidth` -> ('hardware', 'hbm_bandwidth_bytes_per_s')."""
-    kind, _, name = key.rpartition(".")
-    kinds = [kind] if kind else [k for k, r in records.items() if r is not None]
-    if kind and kind not in records:
-        raise SpecError(f"--set {key}: unknown spec '{kind}' (expected {', '.join(records)})")
-    candidates = []
-    for k in kinds:
-        rec = records[k]
+def _views(records: dict) -> dict:
+    """Spec kind -> (record key, fields). A platform (hardware + stack) answers to both `hardware.`
+    and `stack.`, each with its own fields."""
+    views = {}
+    for k, rec in records.items():
         if rec is None:
             continue
-        for f in spec_fields(type(rec)):
+        fields = spec_fields(type(rec))
+        if k == "hardware" and any("spec" in f.metadata for f in fields):
+            for spec in ("hardware", "stack"):
+                views[spec] = (k, [f for f in fields if f.metadata.get("spec") == spec])
+        else:
+            views[k] = (k, fields)
+    return views
+
+
+def _resolve(key: str, records: dict) -> tuple[str, str]:
+    """`hardware.hbm_bandwidth` -> ('hardware', 'hbm_bandwidth_bytes_per_s'); `stack.split_k_max` -> ('hardware',
+    'split_k_max') when the hardware record is a platform (the stack's fields live in it)."""
+    kind, _, name = key.rpartition(".")
+    views = _views(records)
+    known = list(views) if "stack" in views else list(records)
+    if kind and kind not in views:
+        raise SpecError(f"--set {key}: unknown spec '{kind}' (expected {', '.join(known)})")
+    kinds = [kind] if kind else list(views)
+    candidates = []
+    for k in kinds:
+        for f in views[k][1]:
             if f.name == name or f.name[: len(f.name) - len(_suffix(f.name))] == name:
                 candidates.append((k, f.name))
     if len(candidates) == 1:
-        return candidates[0]
+        return views[candidates[0][0]][0], candidates[0][1]
     if len(candidates) > 1:
         raise SpecError(f"--set {key}: ambiguous, say which: {', '.join(f'{k}.{n}' for k, n in candidates)}")
-    every = [f"{k}.{f.name}" for k in kinds if records[k] is not None for f in spec_fields(type(records[k]))]
+    if kind:  # the field may be the other spec's: say which
+        other = [k for k in views if k != kind for f in views[k][1]
+                 if f.name == name or f.name[: len(f.name) - len(_suffix(f.name))] == name]
+        if other:
+            raise SpecError(f"--set {key}: {name} is a {other[0]} field, not a {kind} one (write {other[0]}.{name})")
+    every = [f"{k}.{f.name}" for k in kinds for f in views[k][1]]
     near = difflib.get_close_matches(key if kind else name, every + [e.split(".", 1)[1] for e in every], n=4, cutoff=0.5)
     hint = f" (close: {', '.join(near)})" if near else ""
     raise SpecError(f"--set {key}: unknown field{hint}")
@@ -124,6 +146,8 @@ def apply_overrides(assignments: list[str] | None, **records):
                 check()
             except SpecError as exc:  # the override broke a cross-field rule: blame the override, not the file
                 why = str(exc).removeprefix(f"{rec.path}: ")
+                if getattr(rec, "stack_path", ""):
+                    why = why.removeprefix(f"{rec.stack_path}: ")
                 raise SpecError(f"--set {text.strip()}: {why} (in {kind} {rec.name})") from None
         out[kind] = new
     return out

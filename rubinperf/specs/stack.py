@@ -1,0 +1,179 @@
+"""Stack spec: the serving software's facts, apart from the silicon it runs on.
+
+A deployment is hardware x model x stack x workload. The stack holds what a kernel library
+and a serving engine decide: MMA tiles, split-K, pipeline stages (bytes a GEMM keeps in
+flight), prologue and programmatic-dependent-launch overlap, fused-kernel overlap, the
+efficiency its tuned kernels reach, collective set-up, CPU step and DP-sync costs, and the
+expert balancedness its EPLB reaches. Swapping the stack on one rack changes only these
+terms; swapping the rack under one stack changes only the silicon's.
+
+`Platform` is the record the roofline reads: one hardware spec and one stack spec merged
+into one flat frozen record (a field comes from exactly one of them; its metadata says
+which). `load_platform("gb300-nvl72")` uses the stack the hardware file names
+(`default_stack`); `load_platform("gb300-nvl72", "vllm-rubin-nov2026")` asks what GB300
+would do with the November software.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import get_type_hints
+
+from rubinperf.errors import SpecError
+from rubinperf.specs.hardware import Hardware, load_hardware
+from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field, spec_fields
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    description: str
+    # [kernel] the kernel library: tiles, split-K, pipelines, fixed costs
+    mma_tile_rows: int = spec_field("kernel", "rows", doc="activation rows of one MMA tile: rows are padded to a multiple")
+    mma_tile_cols: int = spec_field("kernel", "columns", doc="weight columns (output) of one CTA's tile")
+    split_k_max: int = spec_field("kernel", doc="most K splits a GEMM with too few tiles uses to fill the SMs (1: none)")
+    split_k_min_depth: int = spec_field("kernel", "elements", doc="fewest K elements one split keeps")
+    wave_quantization: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
+    mma_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes); at most twice the SM's shared memory")
+    kernel_launch_eager_s: float = spec_field("kernel", "s", doc="launch of a lone kernel from the host (the framework's dispatch and the driver), to its first instruction")
+    mma_prologue_s: float = spec_field("kernel", "s", positive=False, doc="set-up and drain of a tensor-core kernel (barriers, descriptors, epilogue), beyond its first HBM round trip")
+    pdl_hidden_fraction: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of a graph kernel's fill hidden under the previous kernel (programmatic dependent launch)")
+    fused_overlap_rows: float = spec_field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
+    # [efficiency] how close the library's tuned kernels get to the silicon's peaks
+    mma_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
+    grouped_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel")
+    grouped_hbm_efficiency: float = spec_field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
+    attention_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
+    collective_floor_s: float = spec_field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")
+    # [scheduler] the serving engine's host work
+    step_overhead_s: float = spec_field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
+    dp_sync_per_rank_s: float = spec_field("scheduler", "s", positive=False, doc="DP synchronisation, added per rank of a data-parallel group")
+    # [eplb] expert balancedness (mean rank load / max rank load) the engine's load balancer reaches
+    eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB on")
+    eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB on")
+    no_eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB off (--no-eplb)")
+    no_eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
+    # [interactivity] how per-user decode speed spreads around its mean (rubinperf/interactivity.py)
+    acceptance_concentration: float = spec_field("interactivity", doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
+    step_time_spread: float = spec_field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
+    sources: dict = dataclasses.field(default_factory=dict, compare=False)
+    path: str = dataclasses.field(default="", compare=False)
+
+    def validate(self) -> None:
+        for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
+                        ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
+            if getattr(self, off) > getattr(self, on):
+                raise SpecError(f"{self.path}: eplb.{off}: expected at most {on} ({getattr(self, on):g}): "
+                                "a load balancer never makes the busiest rank busier")
+
+
+def load_stack(name_or_path: str) -> Stack:
+    """Load a bundled stack spec by name, or a user's TOML file by path."""
+    path = resolve_path(name_or_path, "stack")
+    return build_spec(Stack, read_toml(path), path)
+
+
+# Fields that parameterise an operating point (Point) or the spread of per-user speed around the
+# step, not a kernel's time: never sympy symbols (the step does not read them).
+POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity"))
+
+
+def _platform_class():
+    hints = {**get_type_hints(Hardware), **get_type_hints(Stack)}
+    fields = [("name", str), ("description", str), ("default_stack", str), ("stack", str)]
+    seen = set()
+    for spec, cls in (("hardware", Hardware), ("stack", Stack)):
+        for f in spec_fields(cls):
+            if f.name in seen:  # pragma: no cover - a programming error in the spec classes
+                raise TypeError(f"{f.name} is in both the hardware and the stack spec")
+            seen.add(f.name)
+            fields.append((f.name, hints[f.name], dataclasses.field(metadata={**f.metadata, "spec": spec})))
+    fields += [("sources", dict, dataclasses.field(default_factory=dict, compare=False)),
+               ("path", str, dataclasses.field(default="", compare=False)),
+               ("stack_path", str, dataclasses.field(default="", compare=False))]
+    return dataclasses.make_dataclass("Platform", fields, frozen=True,
+                                      namespace={"validate": _validate, "peak_flops": Hardware.peak_flops,
+                                                 "hardware_spec": _hardware_spec, "stack_spec": _stack_spec,
+                                                 "__doc__": "One rack's silicon and the software stack on it, "
+                                                            "merged: what the roofline, step and serving read."})
+
+
+def _validate(self) -> None:
+    """The hardware's and the stack's own checks, and what a stack may not ask of this silicon."""
+    self.hardware_spec().validate()
+    self.stack_spec().validate()
+    if self.kernel_launch_graph_s > self.kernel_launch_eager_s:
+        raise SpecError(f"{self.stack_path}: kernel.kernel_launch_eager_s: expected at least {self.name}'s "
+                        f"kernel_launch_graph_s ({self.kernel_launch_graph_s:g} s): a kernel in a graph is never "
+                        "slower to start than alone")
+    limit = 2 * self.shared_memory_per_sm_bytes
+    if self.mma_bytes_in_flight_per_sm > limit:
+        raise SpecError(f"{self.stack_path}: kernel.mma_bytes_in_flight_per_sm: expected at most twice "
+                        f"{self.name}'s shared_memory_per_sm_bytes ({limit:g}): an SM cannot keep more bytes in flight")
+
+
+def _split(self, cls, spec: str):
+    kw = {f.name: getattr(self, f.name) for f in spec_fields(cls)}
+    srcs = {k.split(".", 1)[1]: v for k, v in self.sources.items() if k.startswith(spec + ".")}
+    return kw, srcs
+
+
+def _hardware_spec(self) -> Hardware:
+    """The silicon part of this platform, as a Hardware record."""
+    kw, srcs = _split(self, Hardware, "hardware")
+    return Hardware(name=self.name, description=self.description, default_stack=self.default_stack,
+                    sources=srcs, path=self.path, **kw)
+
+
+def _stack_spec(self) -> Stack:
+    """The software part of this platform, as a Stack record."""
+    kw, srcs = _split(self, Stack, "stack")
+    return Stack(name=self.stack, description="", sources=srcs, path=self.stack_path, **kw)
+
+
+Platform = _platform_class()
+Platform.__module__ = __name__
+
+
+def platform(hw: Hardware, st: Stack):
+    """Merge one hardware spec and one stack spec; checked (a stack's pipelines must fit the SM)."""
+    kw = {f.name: getattr(hw, f.name) for f in spec_fields(Hardware)}
+    kw.update({f.name: getattr(st, f.name) for f in spec_fields(Stack)})
+    sources = {f"hardware.{k}": v for k, v in hw.sources.items()}
+    sources.update({f"stack.{k}": v for k, v in st.sources.items()})
+    rec = Platform(name=hw.name, description=hw.description, default_stack=hw.default_stack, stack=st.name,
+                   sources=sources, path=hw.path, stack_path=st.path, **kw)
+    rec.validate()
+    return rec
+
+
+def load_platform(hardware: str, stack: str | None = None):
+    """A rack with a stack: `stack` a bundled name or a path; None takes the hardware's default_stack."""
+    hw = load_hardware(hardware)
+    try:
+        st = load_stack(stack or _beside(hw.default_stack, hw.path))
+    except SpecError as exc:
+        if stack is None:
+            raise SpecError(f"{hw.path}: default_stack: {exc}") from None
+        raise
+    return platform(hw, st)
+
+
+def _beside(name_or_path: str, hardware_path: str) -> str:
+    """Where a hardware file's default_stack is read: a relative path beside the hardware file; a name
+    from `<name>.toml` beside the hardware file when there is one (a calibration writes both files into
+    one folder), else the bundled stack of that name."""
+    from pathlib import Path
+
+    p = Path(name_or_path)
+    here = Path(hardware_path).parent
+    if p.suffix == ".toml" or "/" in name_or_path:
+        return name_or_path if p.is_absolute() else str(here / p)
+    if hardware_path and (here / f"{name_or_path}.toml").is_file() and "\0" not in name_or_path:
+        return str(here / f"{name_or_path}.toml")
+    return name_or_path
+
+
+def stack_field_names() -> list[str]:
+    return [f.name for f in spec_fields(Stack)]
