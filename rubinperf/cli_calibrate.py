@@ -53,7 +53,7 @@ def calibrate(
     """
     from rubinperf.calibrate import fit
     from rubinperf.calibrate.plan import read_csv
-    from rubinperf.report import write_atomic
+    from rubinperf.files import write_atomic
     from rubinperf.specs.stack import load_platform
 
     hw = load_platform(hardware)

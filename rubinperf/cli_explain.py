@@ -417,7 +417,8 @@ def sensitivity(
 
       rubinperf sensitivity --set hbm_bandwidth=30TB/s --plot tornado.png
     """
-    from rubinperf.sensitivity import sensitivity as run, tornado_plot
+    from rubinperf.plots import plot_tornado
+    from rubinperf.sensitivity import sensitivity as run
 
     from rubinperf.cli_options import check_output_flags
 
@@ -437,7 +438,7 @@ def sensitivity(
     if top:
         shown = shown[:top]
     if plot:
-        tornado_plot(records, plot, swing, top=top)
+        plot_tornado(records, plot, swing, top=top)
     if as_json:
         report.emit_text(report.to_json(shown))
         return

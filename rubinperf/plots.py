@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 from rubinperf import report
+from rubinperf.files import regular_target
 from rubinperf.errors import SpecError, shorten
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # .pgf, .ps, .eps would make matplotlib run LaTeX or ghostscript
@@ -55,7 +56,7 @@ def check_plot_path(path: str) -> None:
     if not parent.is_dir():
         raise SpecError(f"--plot {shorten(path)}: no such directory {shorten(str(parent))}")
     try:
-        report._regular_target(Path(path))  # a device, FIFO or socket is refused before any work
+        regular_target(Path(path))  # a device, FIFO or socket is refused before any work
     except SpecError as exc:
         raise SpecError(f"--plot {exc}") from None
     except OSError as exc:

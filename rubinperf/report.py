@@ -11,67 +11,9 @@ import io
 import json
 import math
 import os
-import stat
 import sys
-import tempfile
-from pathlib import Path
 
-_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
-
-
-def si(value, unit: str = "", digits: int = 3) -> str:
-    """12345678 -> '12.3 M' (+unit). Zero and non-finite values print plainly."""
-    if value is None:
-        return "—"
-    v = float(value)
-    if not math.isfinite(v) or v == 0:
-        return f"{v:g}{(' ' + unit) if unit else ''}"
-    for scale, prefix in _PREFIXES:
-        if abs(v) >= scale:
-            return f"{v / scale:.{digits}g} {prefix}{unit}".rstrip()
-    return f"{v:.{digits}g} {unit}".rstrip()
-
-
-def fmt_time(seconds) -> str:
-    """Seconds as ms or µs, three significant digits."""
-    if seconds is None:
-        return "—"
-    s = float(seconds)
-    if not math.isfinite(s):
-        return "inf"
-    if abs(s) >= 1.0:
-        return f"{s:.3g} s"
-    if abs(s) >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs"
-
-
-def fmt_pct(fraction) -> str:
-    return "—" if fraction is None else f"{100 * float(fraction):.0f}%"
-
-
-def fmt_tokens(value) -> str:
-    """Token counts in one convention, K = 1024 and M = 1024² (as context windows are quoted, and as
-    --context parses them): 131072 -> '128K', 1048576 -> '1M'; other counts in digits: 855000 -> '855,000'."""
-    if value is None:
-        return "—"
-    v = float(value)
-    if not math.isfinite(v):
-        return f"{v:g}"
-    if v >= 1024 and v % (1 << 20) == 0:
-        return f"{v / (1 << 20):g}M"
-    if v >= 1024 and v % 1024 == 0:
-        return f"{v / 1024:g}K"
-    return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
-
-
-def fmt_num(value, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    v = float(value)
-    if abs(v) >= 1e4:
-        return si(v, digits=digits)
-    return f"{v:,.{digits}g}" if abs(v) < 100 else f"{v:,.0f}"
+from rubinperf.units import fmt_num, fmt_pct, fmt_time, fmt_tokens, si  # noqa: E402,F401  (re-exported)
 
 
 def to_json(records) -> str:
@@ -162,99 +104,9 @@ def to_csv(records: list[dict]) -> str:
     return buf.getvalue()
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write a whole file or nothing: a temporary file beside it, then a rename.
-
-    Only a regular file (or a new one) is written: a directory, device node, FIFO or socket
-    at `path` is refused, never replaced. A symbolic link is followed: its target is
-    written and the link stays. The file gets the permissions a plain open() would give it
-    (umask), or keeps those of the file it replaces. An interrupt (SIGINT, SIGTERM through
-    the CLI's handlers) or an error removes the temporary file. A path that cannot be
-    written is a SpecError naming it.
-    """
-    from rubinperf.errors import SpecError, shorten
-
-    path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    tmp = None
-    try:
-        target = _regular_target(path)
-        blocked = _block_signals()
-        try:  # the temporary file's name is known before any signal handler can run
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        finally:
-            _unblock_signals(blocked)
-        with os.fdopen(fd, mode) as fh:
-            fh.write(data)
-        os.chmod(tmp, _file_mode(target))
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        _discard(tmp)
-        raise SpecError(f"{shorten(str(path))}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        _discard(tmp)
-        raise
+from rubinperf.files import write_atomic  # noqa: E402,F401  (re-exported)
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-
-
-def _regular_target(path: Path) -> Path:
-    """The file to replace: `path`, or the target of the symbolic link(s) at `path`; refuse anything
-    that exists and is not a regular file."""
-    from rubinperf.errors import SpecError, shorten
-
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        if not target.parent.is_dir():
-            raise FileNotFoundError(2, f"no such directory {target.parent}") from None
-        return target
-    if not stat.S_ISREG(st.st_mode):
-        what = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        via = f" (the target of the link {shorten(str(path))})" if target != path else ""
-        raise SpecError(f"{shorten(str(target))}{via}: is {what}, not a regular file; refusing to replace it")
-    return target
-
-
-def _block_signals():
-    import signal
-
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
-def _unblock_signals(old) -> None:
-    import signal
-
-    if old is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _file_mode(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def _discard(tmp) -> None:
-    if tmp is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-# ---------------------------------------------------------------- tables that fit the console
-
-# --wide (set by the commands that have it): every column, at its natural width.
 _WIDE = False
 PIPE_WIDTH = 200  # output that is not a terminal, and no COLUMNS: tables as wide as they need, up to this
 

@@ -98,10 +98,3 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
     records.sort(key=lambda r: (r["elasticity"] is None, -abs(r["elasticity"] or 0.0)))
     return records
 
-
-def tornado_plot(records: list[dict], path: str, swing: float, top: int | None = None) -> None:
-    """Horizontal bars of the metric at parameter x (1 -/+ swing) around its baseline, largest first
-    (drawn by `rubinperf.plots.tornado_figure`; matplotlib, the `plot` extra)."""
-    from rubinperf.plots import plot_tornado
-
-    plot_tornado(records, path, swing, top=top)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubinperf.errors import SpecError
-from rubinperf.report import fmt_time
+from rubinperf.units import fmt_time
 from rubinperf.bundled import data_root, folder
 from rubinperf.specs.loader import read_toml
 

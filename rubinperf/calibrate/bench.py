@@ -414,7 +414,7 @@ def _measure_all(plan, bench, timer, out, t0, budget_s, log, partial_csv, torch)
             torch.cuda.empty_cache()
         out.append(res)
         if partial_csv is not None:
-            from rubinperf.report import write_atomic
+            from rubinperf.files import write_atomic
 
             write_atomic(partial_csv, rows_to_csv(out, KERNEL_COLUMNS))
         rate = f"{res['flops'] / res['measured_s'] / 1e12:.0f} TFLOP/s, " if res["flops"] else ""
@@ -424,7 +424,7 @@ def _measure_all(plan, bench, timer, out, t0, budget_s, log, partial_csv, torch)
 
 
 def write_outputs(rows: list[dict], csv_path: Path, env: dict) -> None:
-    from rubinperf.report import write_atomic
+    from rubinperf.files import write_atomic
 
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(csv_path, rows_to_csv(rows, KERNEL_COLUMNS))

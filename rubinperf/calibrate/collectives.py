@@ -111,7 +111,7 @@ def _worker(rank: int, world: int, port: int, sizes, counts, samples: int, resul
                     del x, y
         dist.barrier()
     if rank == 0:
-        from rubinperf.report import write_atomic
+        from rubinperf.files import write_atomic
 
         write_atomic(result_path, json.dumps(rows))  # whole or absent when the parent reads it
     dist.barrier()
@@ -192,7 +192,7 @@ def run(quick: bool = False, world: int | None = None, min_ranks: int = 2, sampl
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    from rubinperf.report import write_atomic
+    from rubinperf.files import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, rows_to_csv(rows, (*COLLECTIVE_COLUMNS, "impl")))

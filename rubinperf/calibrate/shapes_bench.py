@@ -488,7 +488,7 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
                 torch.cuda.empty_cache()
             out.extend(res)
             if partial_csv is not None:
-                from rubinperf.report import write_atomic
+                from rubinperf.files import write_atomic
 
                 write_atomic(partial_csv, rows_to_csv(out, SHAPES_COLUMNS))
             for impl in dict.fromkeys(r["impl"] for r in res):
@@ -513,7 +513,7 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
 
 
 def write_outputs(rows: list[dict], csv_path: Path, env: dict) -> None:
-    from rubinperf.report import write_atomic
+    from rubinperf.files import write_atomic
 
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(csv_path, rows_to_csv(rows, SHAPES_COLUMNS))
