@@ -6,6 +6,7 @@ Every error a user can cause ends as one line on stderr and exit status 2.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import warnings
 from typing import List, Optional
@@ -581,8 +582,28 @@ def main(argv: list[str] | None = None) -> int:
     return 2  # pragma: no cover
 
 
+def _click_command(argv: list[str]):
+    """The click group for this run. typer builds a click command from each function's signature
+    on every run (about 20 ms for all of rubinperf's); when the first word is a command (or a
+    command group), only that one is built: its help, errors and behaviour are the same. Anything
+    else (no command, group options, a misspelt name, shell completion) gets the whole group."""
+    import copy
+
+    name = argv[0] if argv else ""
+    if name.startswith("-") or any(k.startswith("_RUBINPERF_COMPLETE") for k in os.environ):
+        return typer.main.get_command(app)
+    commands = [c for c in app.registered_commands
+                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return typer.main.get_command(app)
+    lite = copy.copy(app)
+    lite.registered_commands, lite.registered_groups = commands, groups
+    return typer.main.get_command(lite)
+
+
 def _run(argv: list[str]) -> int:
-    command = typer.main.get_command(app)
+    command = _click_command(argv)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
         if rv == 130:  # typer turns a KeyboardInterrupt into a silent exit code 130; no command returns it

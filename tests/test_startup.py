@@ -98,3 +98,43 @@ def test_to_json_of_real_records(cli):
     assert r.code == 0, r
     recs = json.loads(r.out)
     assert r.out.rstrip("\n") == _reference(recs) and recs[0]["breakdown"]
+
+
+# ---------------------------------------------------------------- one command built
+
+
+def _through(command, argv, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    try:
+        code = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
+    except SystemExit as exc:
+        code = exc.code
+    except Exception as exc:  # click's usage errors: compare their text
+        code = f"{type(exc).__name__}: {exc}"
+    return code, capsys.readouterr().out
+
+
+def test_only_the_invoked_command_is_built_and_it_behaves_the_same(capsys):
+    import typer
+
+    from rubinperf import cli
+
+    full = typer.main.get_command(cli.app)
+    names = sorted(full.commands)
+    assert {"estimate", "pareto", "compare", "kernel", "list", "calibrate"} <= set(names)
+    for name in names:
+        lite = cli._click_command([name, "--help"])
+        assert list(lite.commands) == [name]
+        for argv in ([name, "--help"], [name, "--no-such-option"]):
+            assert _through(lite, argv, capsys) == _through(full, argv, capsys), argv
+    for argv in ([], ["--help"], ["-h", "estimate"], ["estimat"], ["--version"]):
+        assert sorted(cli._click_command(argv).commands) == names, argv    # the whole group
+
+
+def test_shell_completion_gets_the_whole_group(monkeypatch):
+    import typer
+
+    from rubinperf import cli
+
+    monkeypatch.setenv("_RUBINPERF_COMPLETE", "complete_bash")
+    assert sorted(cli._click_command(["estimate"]).commands) == sorted(typer.main.get_command(cli.app).commands)
