@@ -47,7 +47,7 @@ SWEEP = r"""
 import time, numpy as np
 from rubinperf.graph import Point
 from rubinperf.layout import parse_layout
-from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.sweep import sweep_grid
 m = load_model("deepseek-v4.1-flash")
@@ -55,7 +55,7 @@ batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)
 t = time.perf_counter(); points = 0
 for hw in ("gb300-nvl72", "vr-nvl72"):
-    h = load_hardware(hw)
+    h = load_platform(hw)  # the hardware with its default stack
     for lay in ("dep16", "dep32", "tp8"):
         out = sweep_grid(m, h, parse_layout(lay), Point("decode"), batch, context)
         points += out["step_s"].size
