@@ -30,7 +30,8 @@ from rubinperf.cost import PEAKS, Kernel, KernelTime
 from rubinperf.mathops import sceil, sfloor, smax, smin
 
 LAUNCH_MODES = ("graph", "eager")
-COMPUTE_EFFICIENCY = {"gemm": "mma", "grouped_gemm": "grouped", "fused_moe": "grouped", "attention": "attention"}
+# Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
+TENSOR_CORE = {"gemm": "mma", "grouped_gemm": "mma", "fused_moe": "mma", "attention": "attention"}
 GROUPED = ("grouped_gemm", "fused_moe")
 BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
 
@@ -106,8 +107,7 @@ def compute_efficiency(family: str, peak: str, hw):
     (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate."""
     if family in GROUPED and peak in BLOCK_SCALED:
         return hw.grouped_compute_efficiency
-    name = COMPUTE_EFFICIENCY.get(family, "vector")
-    return getattr(hw, f"{'mma' if name == 'grouped' else name}_compute_efficiency")
+    return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")
 
 
 def bytes_in_flight(kern: Kernel, hw, ctas):
@@ -128,7 +128,7 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
     """Fixed time of the kernel's launches: start, then fill (prologue and the chain of dependent HBM loads)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
-    fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in COMPUTE_EFFICIENCY else 0.0)
+    fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in TENSOR_CORE else 0.0)
     if launch == "eager":
         return kern.cost.launches * (hw.kernel_launch_eager_s + fill)
     return kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
