@@ -120,8 +120,8 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         if "kv_compress" in w:
             kv.append(_linear(w["kv_compress"], kv_tokens, layout, split="none"))
         # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
-        entry = (m.kv_entry_bytes + m.index_key_bytes * (layer in m.indexer_layers)) / (ratio or 1)
-        kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, entry))
+        keys = m.index_key_bytes if layer in m.indexer_layers else 0
+        kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.kv_entry_bytes, ratio, index_key_bytes=keys))
         ops.append(Op("KV projection + compression", tuple(kv), part=part))
     if m.attention_kind == "mla":
         # Absorbed MLA: queries move into the latent space, outputs back out (per-head batched GEMMs).

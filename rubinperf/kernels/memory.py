@@ -44,9 +44,10 @@ def table_lookup(lookups, row_bytes, where: str = "hbm", local_fraction=1) -> Ke
     return Kernel("lookup", cost)
 
 
-def kv_insert(tokens, bytes_per_token) -> Cost:
-    """KV-cache entries written for `tokens` new tokens (fused into the projection that makes them)."""
-    return Cost(kv_bytes=tokens * bytes_per_token)
+def kv_insert(tokens, entry_bytes, ratio=1, index_key_bytes=0) -> Cost:
+    """KV-cache entries (and index keys) written for `tokens` new tokens, one entry per `ratio` tokens of a
+    compressed layer (0: uncompressed), fused into the projection that makes them."""
+    return Cost(kv_bytes=tokens * (entry_bytes + index_key_bytes) / (ratio or 1))
 
 
 def host_step(dp_ranks) -> Kernel:
