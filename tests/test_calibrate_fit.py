@@ -260,3 +260,25 @@ def test_calibrated_toml_is_checked_by_the_strict_loader(h200, tmp_path):
     src.write_text(open(h200.path).read())
     with pytest.raises(SpecError, match="at most 1.0"):
         fit.calibrated_toml(src, {"hbm_stream_efficiency": 1.5}, "x")
+
+
+def test_a_row_that_fails_on_the_gpu_is_logged_and_skipped():
+    import io
+    import types
+
+    from rubinperf.calibrate.bench import measure_or_skip, shape_text
+
+    calls = []
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: calls.append("sync"),
+                                                             empty_cache=lambda: calls.append("empty")))
+    log = io.StringIO()
+    assert measure_or_skip(torch, lambda: 42, "[1/2] gemm fp8 m=1", log) == 42
+    assert calls == ["empty"] and log.getvalue() == ""
+
+    def boom():
+        raise RuntimeError("no kernel for this shape\nmore detail")
+
+    assert measure_or_skip(torch, boom, "[2/2] gemm fp8 m=2", log) is None
+    assert log.getvalue() == "[2/2] gemm fp8 m=2: SKIPPED (RuntimeError: no kernel for this shape)\n"
+    assert calls == ["empty", "sync", "empty"]
+    assert shape_text({"family": "gemm", "dtype": "fp8", "m": 16, "n": 4096, "k": None, "launches": 1}) == "m=16 n=4096"

@@ -155,6 +155,26 @@ def event_times(torch, run, samples: int, calls: int) -> list[float]:
     return sorted(s.elapsed_time(e) / 1e3 / calls for s, e in events)
 
 
+def shape_text(row: dict) -> str:
+    """A plan row's shape for the log: its set columns but the family, dtype and kernel count."""
+    return " ".join(f"{k}={v}" for k, v in row.items() if k not in ("family", "dtype", "launches") and v is not None
+                    and v != "")
+
+
+def measure_or_skip(torch, measure, label: str, log):
+    """`measure()` for one plan row; a row that fails is logged as SKIPPED (one line) and gives None, so one
+    unsupported shape never ends a run. The GPU's cache is emptied after every row either way."""
+    try:
+        return measure()
+    except Exception as exc:
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        print(f"{label}: SKIPPED ({type(exc).__name__}: {first})", file=log, flush=True)
+        torch.cuda.synchronize()
+        return None
+    finally:
+        torch.cuda.empty_cache()
+
+
 def _quantile(sorted_values, q):
     x = (len(sorted_values) - 1) * q
     lo, hi = math.floor(x), math.ceil(x)
@@ -402,16 +422,11 @@ def _measure_all(plan, bench, timer, out, t0, budget_s, log, partial_csv, torch)
             print(f"calibrate: time budget of {budget_s:.0f} s spent; {len(plan) - i + 1} kernels not measured",
                   file=log, flush=True)
             break
-        shape = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("family", "dtype", "launches"))
-        try:
-            res = bench.run_row(row, timer)
-        except Exception as exc:
-            print(f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape}: SKIPPED "
-                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})", file=log, flush=True)
-            torch.cuda.synchronize()
+        shape = shape_text(row)
+        res = measure_or_skip(torch, lambda: bench.run_row(row, timer), f"[{i}/{len(plan)}] {row['family']} "
+                              f"{row['dtype']} {shape}", log)
+        if res is None:
             continue
-        finally:
-            torch.cuda.empty_cache()
         out.append(res)
         if partial_csv is not None:
             from rubinperf.files import write_atomic

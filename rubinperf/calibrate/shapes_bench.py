@@ -35,7 +35,8 @@ import time
 import warnings
 from pathlib import Path
 
-from rubinperf.calibrate.bench import KernelBench, Timer, _quantile, _warm_clocks, environment, require_torch_cuda
+from rubinperf.calibrate.bench import (KernelBench, Timer, _quantile, _warm_clocks, environment, measure_or_skip,
+                                       require_torch_cuda, shape_text)
 from rubinperf.calibrate.plan import SHAPES_COLUMNS, STREAM_THREADS, row_cost, rows_to_csv, shapes_plan
 
 EAGER_SAMPLES = 50
@@ -392,7 +393,6 @@ class ShapeBench(KernelBench):
 
     # -- one row in both modes
     def run_shape_row(self, row: dict, timer: Timer, log) -> list[dict]:
-        t = self.torch
         fam = row["family"]
         if fam == "pointer_chase":
             return [_with_cost(self.pointer_chase(row))]
@@ -475,17 +475,12 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
                       file=log, flush=True)
                 env["not_measured"] = len(plan) - i + 1
                 break
-            shape = " ".join(f"{k}={v}" for k, v in row.items() if k not in ("family", "dtype", "launches") and v)
-            try:
-                res = bench.run_shape_row(row, timer, log)
-            except Exception as exc:
+            shape = shape_text(row)
+            res = measure_or_skip(torch, lambda: bench.run_shape_row(row, timer, log),
+                                  f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape}", log)
+            if res is None:
                 skipped += 1
-                print(f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape}: SKIPPED "
-                      f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})", file=log, flush=True)
-                torch.cuda.synchronize()
                 continue
-            finally:
-                torch.cuda.empty_cache()
             out.extend(res)
             if partial_csv is not None:
                 from rubinperf.files import write_atomic
