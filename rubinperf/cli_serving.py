@@ -15,7 +15,7 @@ from rubinperf.errors import SpecError
 MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
 HW_OPT = typer.Option(None, "--hardware", "-H", help="Rack (repeatable). Default: gb300-nvl72 and vr-nvl72; the first is the baseline of ratios.")
 WORKLOAD_OPT = typer.Option("agentx", "--workload", "-w", help="Bundled workload (examples/: agentx, chat-8k1k) or a path to a TOML file.")
-DECODE_OPT = typer.Option(None, "--decode-layout", "-l", help="Decode engine shape, repeatable. Default: tp4, tp8, dep8, dep16, dep32, dep64.")
+DECODE_OPT = typer.Option(None, "--decode-layout", "-l", help="Decode engine shape, repeatable. Default: the engine shapes of each rack's stack (serving.decode_layouts: tp4, dep16, dep32 on GB300; tp8, dep16, dep32 on Rubin).")
 PREFILL_OPT = typer.Option(None, "--prefill-layout", help="Prefill engine shape, repeatable. Default: the workload's (dep2).")
 MAX_BATCH_OPT = typer.Option(1024, "--max-batch", help="Largest decode batch swept (requests per rank for DEP, per instance for TP).")
 K_OPT = typer.Option(None, "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")

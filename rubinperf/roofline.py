@@ -144,6 +144,12 @@ def overlap(kern: Kernel, hw, compute, memory, comm):
     return largest + (1 - rho) * (compute + memory + comm - largest)
 
 
+def admission_time(hw, prompt_tokens):
+    """Host time to admit requests into a decode batch: their prompt tokens x the stack's
+    admission_cpu_per_prompt_token_s (scheduler work that grows with prompt length)."""
+    return prompt_tokens * hw.admission_cpu_per_prompt_token_s
+
+
 def _nonzero(x) -> bool:
     """Skip terms that are exactly the number 0 (keeps symbolic formulas short)."""
     return not (isinstance(x, (int, float)) and x == 0)

@@ -50,6 +50,7 @@ from rubinperf.capacity import Capacity, capacity, kv_bytes_per_request
 from rubinperf.cost import BOUNDS
 from rubinperf.errors import SpecError
 from rubinperf.layout import Layout, check_layout, parse_layout
+from rubinperf.roofline import admission_time
 from rubinperf.scenario import make_point
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
@@ -115,6 +116,7 @@ class SpecDecode:
     step_s: Any                # max(target + draft, cpu)
     result: StepResult = field(repr=False, compare=False)
     speed: dict = field(default_factory=lambda: {"mean": 1.0, "p50": 1.0, "p90": 1.0, "p10": 1.0}, compare=False)
+    output_tokens_per_turn: float = 0.0   # the workload's, when the engine serves one (admissions); 0: a bare step
 
     @property
     def tokens_per_s_per_user(self):
@@ -131,11 +133,22 @@ class SpecDecode:
 
     @property
     def bound(self):
-        return bound_array(self.result)
+        return bound_array(self.result, self.cpu_s)
+
+    @property
+    def admissions_per_step(self):
+        """New requests one scheduler (a DEP rank, a TP instance) admits per step in steady state: each step
+        emits batch x acceptance tokens, and a turn leaves after its output, so batch x acceptance / output
+        turns end, and as many start, per step."""
+        return self.batch * self.acceptance / self.output_tokens_per_turn if self.output_tokens_per_turn else 0.0
 
 
 def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tokens: int | None = None,
-                  acceptance: float | None = None, eplb: bool = True) -> SpecDecode:
+                  acceptance: float | None = None, eplb: bool = True, prompt_tokens_per_turn: float = 0.0,
+                  output_tokens_per_turn: float = 0.0) -> SpecDecode:
+    """The decode engine over an array of batches. With a workload's turn (prompt and output tokens), the host
+    also admits the requests that replace finished ones: admissions per step x prompt tokens x the stack's
+    admission_cpu_per_prompt_token_s of CPU per step (roofline.admission_time), overlapped with the GPU."""
     k = m.draft_tokens if draft_tokens is None else int(draft_tokens)
     if k < 0:
         raise SpecError(f"--draft-tokens: expected 0 or more, got {k}")
@@ -152,9 +165,12 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
     from rubinperf.interactivity import speed_factors
 
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
+    admitted = b * a / output_tokens_per_turn * prompt_tokens_per_turn if output_tokens_per_turn else 0.0
+    cpu = r.cpu_s + admission_time(hw, admitted)
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,
                       target_s=_full(r.part_s("target"), b), draft_s=_full(r.part_s("draft"), b),
-                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r, speed=speed)
+                      cpu_s=_full(cpu, b), step_s=_full(np.maximum(r.gpu_s, cpu), b), result=r, speed=speed,
+                      output_tokens_per_turn=float(output_tokens_per_turn))
 
 
 def _check_times(hw, m: Model, what: str, *times) -> None:
@@ -171,9 +187,9 @@ def _full(x, like):
     return np.broadcast_to(np.asarray(x, dtype=float), np.shape(like)).copy() if np.ndim(like) else float(x)
 
 
-def bound_array(r: StepResult):
+def bound_array(r: StepResult, cpu_s=None):
     """StepResult.bound for array points: per element, the term (compute, memory, parallelism, comm, latency) binding the
-    largest share of GPU time, or cpu when host time exceeds it."""
+    largest share of GPU time, or cpu when host time (`cpu_s`, default the step's) exceeds it."""
     shape = np.shape(r.expected_s)
     shares = np.zeros((len(BOUNDS),) + shape)
     for o in r.ops:
@@ -187,7 +203,7 @@ def bound_array(r: StepResult):
         for i in range(len(BOUNDS)):
             shares[i] += np.where(which == i, share, 0.0)
     names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
-    cpu = np.asarray(r.cpu_s, dtype=float) + np.zeros(shape) > np.asarray(r.gpu_s, dtype=float) + np.zeros(shape)
+    cpu = np.asarray(r.cpu_s if cpu_s is None else cpu_s, dtype=float) + np.zeros(shape) > np.asarray(r.gpu_s, dtype=float) + np.zeros(shape)
     out = np.where(cpu, "cpu", names)
     return str(out) if out.ndim == 0 else out
 
@@ -328,8 +344,28 @@ class Serving:
 
     # -- feasibility
     @property
+    def admits(self):
+        """The stack's cap on new KV loads per step keeps up with the turns that end (0: no cap)."""
+        cap = self.hw.max_kv_loads_per_step
+        return np.asarray(self.decode.admissions_per_step <= cap * (1 + 1e-12)) if cap else np.True_
+
+    @property
+    def deployment_gpus(self):
+        """GPUs of one decode instance with its share of prefill GPUs (continuous ratio), or of --total-gpus."""
+        if self.pools is not None:
+            return float(self.total_gpus)
+        return self.decode.layout.ranks * (1.0 + self.prefill_gpus_per_decode_gpu)
+
+    @property
+    def fits_domain(self):
+        """With the KV cache sent over NVLink, a decode instance and its prefill GPUs share one NVLink domain."""
+        if self.workload.kv_transfer_link != "nvlink" or self.pools is not None:
+            return np.True_
+        return np.asarray(self.deployment_gpus <= self.hw.nvlink_domain_size * (1 + 1e-12))
+
+    @property
     def feasible(self):
-        ok = self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible
+        ok = self.decode_capacity.fits(self.decode.batch) & self.prefill.feasible & self.admits & self.fits_domain
         if self.pools is not None:
             ok = ok & (self.pools[1] >= 1)
         return ok
@@ -343,7 +379,22 @@ class Serving:
                     f"{self.decode.layout.name} decode instance")
         b = self.decode.batch if i is None else np.asarray(self.decode.batch)[i]
         b = np.max(b) if np.ndim(b) else b
-        return self.decode_capacity.reason(b)
+        why = self.decode_capacity.reason(b)
+        if why:
+            return why
+        pick = (lambda x: x) if i is None else (lambda x: np.asarray(x)[i] if np.ndim(x) else x)
+        if not np.all(pick(self.admits)):
+            per = self.decode.admissions_per_step
+            per = float(np.max(pick(per))) if np.ndim(per) else float(per)
+            return (f"admission: {per:.3g} new requests per step per scheduler, more than the stack's "
+                    f"max_kv_loads_per_step = {self.hw.max_kv_loads_per_step} ({self.hw.stack})")
+        if not np.all(pick(self.fits_domain)):
+            gpus = pick(self.deployment_gpus)
+            gpus = float(np.max(gpus)) if np.ndim(gpus) else float(gpus)
+            return (f"{self.decode.layout.name} decode and its prefill GPUs need {gpus:.1f} GPUs, more than the "
+                    f"{self.hw.nvlink_domain_size}-GPU NVLink domain that kv_transfer_link = nvlink puts both pools in "
+                    "(the workload's kv_transfer_link = scale-out lets them span domains)")
+        return ""
 
     # -- rates (per GPU of the whole deployment unless the name says otherwise)
     @property
@@ -494,7 +545,8 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
     check_workload(m, w)
     prefill = prefill or prefill_plan(m, hw, w, eplb=eplb)
     context = w.input_tokens_per_turn + w.output_tokens_per_turn / 2   # mean while the output is written
-    d = decode_engine(m, hw, decode_layout, batch, context, draft_tokens, acceptance, eplb)
+    d = decode_engine(m, hw, decode_layout, batch, context, draft_tokens, acceptance, eplb,
+                      prompt_tokens_per_turn=w.input_tokens_per_turn, output_tokens_per_turn=w.output_tokens_per_turn)
     per_req = 1 + d.draft_tokens
     cap = capacity(m, hw, decode_layout, "decode", context_tokens=w.tokens_per_turn, tokens_per_request=per_req,
                    logits_per_request=per_req, reserve_bytes=w.runtime_reserve_bytes, engram_placement=m.engram_placement)
@@ -576,9 +628,10 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
 
     check_stat(interactivity_stat)
     batches = batch_grid() if batches is None else np.asarray(batches, dtype=float)
-    decode_layouts = [parse_layout(x) if isinstance(x, str) else x for x in (decode_layouts or DEFAULT_DECODE_LAYOUTS)]
+    asked = [parse_layout(x) if isinstance(x, str) else x for x in decode_layouts] if decode_layouts else None
     plans, notes = [], []
     for m, hw, w in setups:
+        decode_layouts = asked or stack_decode_layouts(m, hw, notes)
         check_workload(m, w)
         defaults = [w.prefill_layout]
         if not prefill_layouts:
@@ -614,6 +667,27 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
     if progress:
         progress(len(plans), len(plans), "done")
     return Sweep(runs=runs, skipped=skipped, notes=notes)
+
+
+def stack_decode_layouts(m: Model, hw, notes: list | None = None) -> list[Layout]:
+    """The decode engine shapes of the rack's stack (serving.decode_layouts) that this rack and model can take;
+    when none can (a stack of 72-GPU racks on an 8-GPU server), the generic set that can, with a note."""
+    def fits(layout: Layout) -> bool:
+        try:
+            check_layout(layout, m, hw)
+            return True
+        except SpecError:
+            return False
+
+    wanted = [parse_layout(x) for x in hw.decode_layouts]
+    chosen = [x for x in wanted if fits(x)]
+    if chosen:
+        return chosen
+    chosen = [x for x in map(parse_layout, DEFAULT_DECODE_LAYOUTS) if fits(x)]
+    if notes is not None:
+        notes.append(f"{hw.name}: none of the {hw.stack} decode shapes ({', '.join(hw.decode_layouts)}) fit; "
+                     f"sweeping {', '.join(x.name for x in chosen)}")
+    return chosen or wanted
 
 
 def default_prefill_layout(m: Model, hw, w: Workload, eplb: bool = True) -> tuple[Layout, str]:

@@ -16,7 +16,7 @@ from rubinperf.capacity import (capacity, draft_kv_bytes_per_token, kv_bytes_per
 from rubinperf.errors import SpecError
 from rubinperf.layout import parse_layout
 from rubinperf.serving import (Serving, accepted_tokens, acceptance_rate, decode_engine, default_acceptance,
-                               prefill_plan, serve)
+                               prefill_plan, serve, sweep)
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.loader import build_spec, to_toml
 from rubinperf.specs.model import load_model
@@ -303,8 +303,9 @@ def test_infeasible_points_say_why():
     assert not np.any(s.feasible)
     rec = s.record(0)
     assert rec["feasible"] is False and "exceed" in rec["reason"]
-    # Million-token contexts: 890 MB of KV per request, so a few hundred fit on a DEP32 rank.
-    w = with_workload(input_tokens_per_turn=1e6)
+    # Million-token contexts: 890 MB of KV per request, so a few hundred fit on a DEP32 rank (the prefill pool
+    # such prompts need is far larger than one NVLink domain: the KV goes over the scale-out NIC).
+    w = with_workload(input_tokens_per_turn=1e6, kv_transfer_link="scale-out")
     s = serve(V41, GB300, w, parse_layout("dep32"), np.array([1.0, 10.0, 200.0, 1000.0]))
     assert s.prefill.feasible
     assert [bool(x) for x in s.feasible] == [True, True, True, False]
@@ -315,3 +316,39 @@ def test_workload_longer_than_the_context_is_refused():
     w = with_workload(input_tokens_per_turn=2e6)
     with pytest.raises(SpecError, match="maximum"):
         serve(V41, GB300, w, parse_layout("dep32"), 1.0)
+
+
+def test_pools_that_share_an_nvlink_domain_must_fit_in_it():
+    # 1M-token prompts need about 0.67 prefill GPUs per decode GPU at batch 1 (27 at batch 200): DEP32 with its
+    # prefill share is 32 x 1.67 = 53 GPUs at batch 1 (fits 72) and hundreds beyond.
+    w = with_workload(input_tokens_per_turn=1e6)
+    s = serve(V41, GB300, w, parse_layout("dep32"), np.array([1.0, 200.0]))
+    gpus = s.decode.layout.ranks * (1 + s.prefill_gpus_per_decode_gpu)
+    assert list(s.deployment_gpus) == pytest.approx(list(gpus))
+    assert [bool(x) for x in s.fits_domain] == [bool(g <= 72) for g in gpus] == [True, False]
+    assert "NVLink domain" in s.record(1)["reason"]
+    far = serve(V41, GB300, with_workload(input_tokens_per_turn=1e6, kv_transfer_link="scale-out"),
+                parse_layout("dep32"), np.array([200.0]))
+    assert bool(np.all(far.fits_domain))
+
+
+def test_admission_cap_and_cpu_per_admitted_prompt():
+    # Steady state: a scheduler admits batch x acceptance / output turns per step. AgentX (27,000-token prompts,
+    # 300 output tokens) at acceptance 3.51: 342 requests per rank admit 342 x 3.51 / 300 = 4.0 per step, the
+    # October stack's cap of 4 new KV loads per step; 7e-9 s per prompt token x 27,000 x 4.0 = 0.76 ms of CPU.
+    assert GB300.max_kv_loads_per_step == 4 and GB300.admission_cpu_per_prompt_token_s == pytest.approx(7.0e-9)
+    s = serve(V41, GB300, AGENTX, parse_layout("dep32"), np.array([341.0, 343.0]))
+    per = 341.0 * 3.51 / 300
+    assert s.decode.admissions_per_step[0] == pytest.approx(per)
+    assert [bool(x) for x in s.admits] == [True, False]
+    assert "max_kv_loads_per_step = 4" in s.record(1)["reason"]
+    bare = decode_engine(V41, GB300, parse_layout("dep32"), np.array([341.0]), s.decode.context)
+    assert s.decode.cpu_s[0] - bare.cpu_s[0] == pytest.approx(per * 27000 * 7.0e-9, rel=1e-9)
+    assert s.decode.step_s[0] == pytest.approx(max(bare.target_s[0] + bare.draft_s[0], s.decode.cpu_s[0]))
+
+
+def test_sweeps_default_to_the_stack_engine_shapes():
+    sw = sweep([(V41, GB300, AGENTX), (V41, VR, AGENTX)], batches=np.array([1.0]))
+    shapes = {(r.hw.name, r.decode.layout.name) for r in sw.runs}
+    assert shapes == {("gb300-nvl72", x) for x in ("tp4", "dep16", "dep32")} | {
+        ("vr-nvl72", x) for x in ("tp8", "dep16", "dep32")}

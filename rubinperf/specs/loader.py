@@ -12,7 +12,7 @@ import dataclasses
 import math
 import sys
 from pathlib import Path
-from typing import Any, get_origin, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -153,6 +153,10 @@ def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
         if not isinstance(value, bool):
             raise SpecError(f"{where}: expected true or false, got {type(value).__name__} {value!r}")
         return value
+    elif get_origin(typ) is tuple and get_args(typ)[0] is str:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SpecError(f"{where}: expected a list of strings, got {value!r}")
+        return tuple(value)
     elif get_origin(typ) is tuple:
         if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             raise SpecError(f"{where}: expected a list of integers, got {value!r}")

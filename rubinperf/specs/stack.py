@@ -57,10 +57,23 @@ class Stack:
     # [interactivity] how per-user decode speed spreads around its mean (rubinperf/interactivity.py)
     acceptance_concentration: float = spec_field("interactivity", doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
     step_time_spread: float = spec_field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
+    # [serving] the engine's shapes and the admission of new requests into a decode batch
+    decode_layouts: tuple[str, ...] = spec_field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
+    admission_cpu_per_prompt_token_s: float = spec_field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
+    max_kv_loads_per_step: int = spec_field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
     def validate(self) -> None:
+        from rubinperf.layout import parse_layout
+
+        if not self.decode_layouts:
+            raise SpecError(f"{self.path}: serving.decode_layouts: expected at least one layout (dep<N> or tp<N>)")
+        for name in self.decode_layouts:
+            try:
+                parse_layout(name)
+            except SpecError as exc:
+                raise SpecError(f"{self.path}: serving.decode_layouts: {exc}") from None
         for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
                         ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
             if getattr(self, off) > getattr(self, on):
@@ -74,9 +87,9 @@ def load_stack(name_or_path: str) -> Stack:
     return build_spec(Stack, read_toml(path), path)
 
 
-# Fields that parameterise an operating point (Point) or the spread of per-user speed around the
-# step, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity"))
+# Fields that parameterise an operating point (Point), the spread of per-user speed around the step
+# or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
+POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity", "serving"))
 
 
 def _platform_class():
