@@ -137,7 +137,8 @@ LAUNCH_OPT = typer.Option("eager", "--launch",
 
 
 def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bool, shape: dict, sets=None,
-                quiet: bool = False, launch: str = "eager", causal: bool = False, stack: str | None = None):
+                quiet: bool = False, launch: str = "eager", causal: bool = False, stack: str | None = None,
+                ranks=None):
     """Build the catalog's kernel `kind` at `shape_values`, time it on the platform and print its record."""
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.records import kernel_record
@@ -149,7 +150,12 @@ def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bo
     hw = apply_overrides(sets, hardware=load_platform(hardware, stack))["hardware"]
     from rubinperf.kernels.catalog import build
 
-    kern = build(kind, shape_values, dtype=dtype, causal=causal)
+    if ranks is not None:  # a collective: its group on this rack (GPUs per tray and per NVLink domain from the spec)
+        shape_values = {**shape_values, "gpus_per_domain": shape_values.get("gpus_per_domain") or hw.nvlink_domain_size}
+        shape = {**shape, "ranks": ranks, "gpus_per_domain": shape_values["gpus_per_domain"],
+                 "nvlink_domains": -(-ranks // shape_values["gpus_per_domain"])}
+    kern = build(kind, shape_values, dtype=dtype, causal=causal, ranks=ranks or 8,
+                 gpus_per_tray=hw.gpus_per_tray if ranks is not None else None)
     rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
     rec["stack"] = hw.stack
     _emit(rec, as_json, _kernel_table, quiet=quiet)
@@ -172,6 +178,10 @@ def _kernel_table(rec: dict):
         ["FLOPs", report.si(rec["flops"], "FLOP")],
         ["bytes", report.si(rec["bytes"], "B")],
     ]
+    if rec.get("nvlink_bytes") or rec.get("scale_out_bytes"):
+        rows += [["NVLink bytes sent", report.si(rec["nvlink_bytes"], "B")],
+                 ["NIC bytes sent", report.si(rec["scale_out_bytes"], "B")],
+                 ["NIC time (of link)", report.fmt_time(rec["scale_out_ms"] / 1e3)]]
     report.print_out(report.table(f"{rec['kernel']} on {rec['hardware']}, {rec['launch']} launch  ({shape})", [("", "left"), ("", "right")], rows))
 
 
@@ -301,6 +311,55 @@ def kernel_copy(
     _positive("bytes", nbytes)
     _run_kernel("copy", {"bytes": nbytes}, None, hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet,
                 launch=launch, stack=stack)
+
+
+def _collective_command(kind: str, what: str, bytes_help: str, example: str):
+    """`kernel all-to-all|all-reduce|all-gather`: one catalog kind over a group of ranks on a rack or cluster."""
+    def command(
+        nbytes: float = typer.Option(..., "--bytes", click_type=BYTES, help=bytes_help),
+        ranks: int = typer.Option(8, help="Ranks (GPUs) in the group."),
+        gpus_per_domain: Optional[int] = typer.Option(None, help="GPUs per NVLink domain (default: the hardware's "
+                                                      "nvlink_domain_size); a wider group also crosses the NIC."),
+        mode: str = typer.Option("direct", help="all-to-all across domains: direct (DeepEP low-latency: RDMA to every "
+                                 "rank) or hierarchical (DeepEP normal: RDMA to one GPU per domain, NVLink forward).",
+                                 autocompletion=complete_words("direct", "hierarchical")),
+        hardware: str = HW_OPT,
+        stack: Optional[str] = STACK_ONE_OPT,
+        launch: str = LAUNCH_OPT,
+        as_json: bool = JSON_OPT,
+        sets: Optional[List[str]] = SET_OPT,
+        quiet: bool = QUIET_OPT,
+    ):
+        _positive("bytes", nbytes)
+        for name, v in (("ranks", ranks), ("gpus-per-domain", gpus_per_domain)):
+            _positive(name, v)
+        if ranks < 2:
+            raise SpecError(f"--ranks: expected at least 2, got {ranks}")
+        if mode not in ("direct", "hierarchical"):
+            raise SpecError(f"--mode: expected direct or hierarchical, got {mode!r}")
+        if mode != "direct" and kind != "all-to-all":
+            raise SpecError(f"--mode: applies to all-to-all only ({kind} across domains is hierarchical)")
+        values = {"bytes": nbytes, "gpus_per_domain": gpus_per_domain, "hierarchical": mode == "hierarchical"}
+        shape = {"collective_bytes": nbytes, **({"mode": mode} if kind == "all-to-all" else {})}
+        _run_kernel(kind, values, None, hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch, stack=stack,
+                    ranks=ranks)
+
+    command.__doc__ = f"{what}\n\nExample: {example}"
+    kernel_app.command(kind)(command)
+
+
+_collective_command(
+    "all-to-all", "All-to-all (EP dispatch or combine): of each rank's bytes, (d-1)/n stay in its NVLink domain of d "
+    "GPUs and (n-d)/n (the remote fraction) cross the NIC.", "Bytes each rank sends, itself included (4e6, 4MB).",
+    "rubinperf kernel all-to-all --bytes 7.3MB --ranks 32 --hardware h800-cluster")
+_collective_command(
+    "all-reduce", "All-reduce: 2(n-1)/n x bytes in one NVLink domain; across domains hierarchical (reduce-scatter, "
+    "all-reduce of each 1/d shard over the NIC, all-gather).", "Bytes reduced per rank (4e6, 4MB).",
+    "rubinperf kernel all-reduce --bytes 64MB --ranks 8 --hardware h200")
+_collective_command(
+    "all-gather", "All-gather: each rank receives (n-1)/n of the gathered bytes; across domains hierarchical "
+    "(over the NIC among GPUs of one local index, then in the domain).", "Bytes of the gathered output (4e6, 4MB).",
+    "rubinperf kernel all-gather --bytes 64MB --ranks 16 --hardware h100-cluster")
 
 
 # ---------------------------------------------------------------- estimate

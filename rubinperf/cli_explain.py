@@ -63,7 +63,7 @@ def _width() -> int:
 
 
 def explain(
-    kernel: str = typer.Argument(..., help="gemm, grouped-gemm, attention, copy, all-reduce, all-to-all; 'step'; "
+    kernel: str = typer.Argument(..., help="gemm, grouped-gemm, attention, copy, all-reduce, all-to-all, all-gather; 'step'; "
                                  "or an op of the step as `estimate --breakdown` names it, or a prefix of it "
                                  "(case-insensitive): megamoe, 'mqa logits', 'draft: lm head'."),
     model: str = MODEL_OPT,
@@ -91,7 +91,7 @@ def explain(
     causal: bool = typer.Option(False, "--causal/--no-causal", help="attention: causal mask."),
     dtype: Optional[str] = typer.Option(None, help="gemm (bf16), grouped-gemm (fp4), attention (bf16): fp4, fp8, bf16 or fp32."),
     nbytes: Optional[float] = typer.Option(None, "--bytes", click_type=BYTES, help="copy: bytes copied; all-reduce / all-to-all: bytes per rank (4e9, 4GB, 4GiB)."),
-    ranks: Optional[int] = typer.Option(None, help="all-reduce, all-to-all: ranks in the group (default 8)."),
+    ranks: Optional[int] = typer.Option(None, help="all-reduce, all-to-all, all-gather: ranks in the group (default 8)."),
     launch: str = typer.Option("eager", "--launch", help="A generic kernel launched alone (eager) or inside a CUDA "
                                                          "graph (graph); step ops are always timed as in a graph."),
     latex: bool = typer.Option(False, "--latex", help="Print the formulas as LaTeX."),
@@ -176,6 +176,7 @@ REQUIRED = {
     "copy": ("bytes",),
     "all-reduce": ("bytes",),
     "all-to-all": ("bytes",),
+    "all-gather": ("bytes",),
 }
 
 
@@ -190,7 +191,9 @@ def _generic_shape(kind: str, opts: dict, dtype, ranks) -> dict:
     if extra:
         raise SpecError(f"--{extra[0].replace('_', '-')}: not a shape of {kind} (it takes "
                         f"{', '.join('--' + o.replace('_', '-') for o in sorted(allowed))})")
-    if ranks is not None and kind not in ("all-reduce", "all-to-all"):
+    from rubinperf.kernels.catalog import COLLECTIVES
+
+    if ranks is not None and kind not in COLLECTIVES:
         raise SpecError(f"--ranks: not a shape of {kind}")
     if ranks is not None and ranks < 2:
         raise SpecError(f"--ranks: expected at least 2, got {ranks}")

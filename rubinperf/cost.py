@@ -135,7 +135,9 @@ class KernelTime:
     - latency_s: fixed per-kernel time (launch, pipeline fill and drain, collective set-up,
       host work of a step): it never overlaps the others;
     - expected_s: latency_s + the overlap of (compute, memory + parallelism, comm);
-    - sol_*: the speed of light at datasheet peaks: a true lower bound.
+    - sol_*: the speed of light at datasheet peaks: a true lower bound;
+    - scale_out_s: the NIC's share of comm_s (bytes over the NIC and RDMA round trips) when a
+      collective spans NVLink domains, shown beside the terms.
     """
 
     compute_s: Any
@@ -148,6 +150,7 @@ class KernelTime:
     sol_memory_s: Any
     sol_comm_s: Any
     sol_s: Any
+    scale_out_s: Any = 0.0   # of comm_s, the scale-out NIC's bytes and messages alone (shown, not a term)
 
     @property
     def floor_s(self):

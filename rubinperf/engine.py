@@ -77,10 +77,24 @@ def run_estimates(model: str, hardware=None, layouts=None, sets=None, stacks=Non
             r = step(m, hw, lay, point)
             check_finite(r)
             rec = step_record(r)
+            note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
             if note:
                 rec["note"] = note
             records.append(rec)
     return records
+
+
+def topology_note(rec: dict, point) -> str:
+    """What a record spanning NVLink domains should say: the domains, the EP mode, the NIC's time, per node."""
+    if rec["nvlink_domains"] <= 1:
+        return ""
+    from rubinperf.units import fmt_num
+
+    mode = "normal (hierarchical)" if point.ep_hierarchical else "low-latency (direct RDMA)"
+    return (f"{rec['hardware']} {rec['layout']} {rec['phase']}: {rec['nvlink_domains']} NVLink domains of "
+            f"{rec['nvlink_domain_size']} GPUs, EP over the NIC in DeepEP {mode} mode, NIC time "
+            f"{rec['scale_out_time_ms']:.3g} ms (before overlap); {fmt_num(rec['tokens_per_s_per_node'])} tok/s per "
+            f"{rec['gpus_per_node']}-GPU node")
 
 
 def _weights_fit(m, hw, lay, reserve_bytes: float = 10e9) -> bool:

@@ -46,6 +46,8 @@ class Point:
     engram_placement: str | None = None   # hbm | host | peer-hbm (None: the model's)
     balancedness: object = 0.94   # MoE: mean rank load / max rank load (target model)
     draft_balancedness: object = 0.89
+    nvlink_domain_gpus: object = None   # GPUs per NVLink domain: wider DEP layouts exchange over the NIC too (None: one domain)
+    ep_hierarchical: bool = False       # across domains: DeepEP normal (hierarchical) mode, else low-latency (direct RDMA)
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens
@@ -191,8 +193,11 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     if layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
-                         gpus_per_tray=hw_tray)
-        ops.append(Op("MegaMoE (dispatch + experts + combine)", moe, part=part, die_local_weights=True, stretch=1 / bal))
+                         gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
+        # Across NVLink domains the row's name says so: its link term then holds the scale-out NIC's bytes.
+        name = ("MegaMoE (dispatch + experts + combine" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
+                + ")")
+        ops.append(Op(name, moe, part=part, die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
         gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
@@ -205,13 +210,16 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     return ops
 
 
-def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None) -> list[Op]:
+def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None, gpus_per_domain=None) -> list[Op]:
     """Hashed n-gram look-ups of one Engram layer and their projection into the hidden state."""
     lookups = tokens * m.engram_lookups_per_token
     placement = placement or m.engram_placement
-    # In HBM the tables are split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink.
+    # In HBM the tables are split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink
+    # (from an instance wider than one NVLink domain of d GPUs, (n - d)/n of them over the NIC).
     local = 1 / layout.ranks if placement == "hbm" else 1
-    gather = K.table_lookup(lookups, m.engram_row_bytes, where=placement, local_fraction=local)
+    nic = ((layout.ranks - gpus_per_domain) / layout.ranks
+           if placement == "hbm" and K.spans_domains(layout.ranks, gpus_per_domain) else 0)
+    gather = K.table_lookup(lookups, m.engram_row_bytes, where=placement, local_fraction=local, nic_fraction=nic)
     proj = K.gemm(tokens, m.hidden_size, m.engram_heads * m.engram_head_dim, weight=m.dense_dtype, act="bf16")
     return [Op("Engram look-up", (gather, proj))]
 
@@ -286,7 +294,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         else:
             layer_ops = [Op("Mega-mHC (norm + mixing)", (_mhc(m, t), _mhc(m, t)))]
             if layer in m.engram_layers:
-                layer_ops += engram_ops(m, layout, t, p.engram_placement)
+                layer_ops += engram_ops(m, layout, t, p.engram_placement, p.nvlink_domain_gpus)
             layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
         ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
 

@@ -49,7 +49,8 @@ def parse_layout(text: str) -> Layout:
 
 
 def check_layout(layout: Layout, model, hw) -> None:
-    """A layout must divide the model's experts (DEP) or heads and expert width (TP), and fit the NVLink domain."""
+    """A layout must divide the model's experts (DEP) or heads and expert width (TP), and fit the NVLink domain;
+    a DEP layout may span whole NVLink domains of a cluster (up to max_nvlink_domains of them, over the NIC)."""
     where = f"layout {layout.name} for {model.name}"
     if layout.kind == "dep" and model.num_routed_experts % layout.ranks:
         raise SpecError(f"{where}: {layout.ranks} ranks do not divide {model.num_routed_experts} routed experts")
@@ -60,19 +61,43 @@ def check_layout(layout: Layout, model, hw) -> None:
             raise SpecError(f"{where}: {layout.ranks} ranks do not divide {model.num_heads} heads")
         if model.moe_intermediate_size % layout.ranks:
             raise SpecError(f"{where}: {layout.ranks} ranks do not divide the expert width {model.moe_intermediate_size}")
-    if layout.ranks > hw.nvlink_domain_size:
+    d = hw.nvlink_domain_size
+    if layout.ranks > d and (layout.kind == "tp" or max_ranks(hw) == d):
         fit = layouts_that_fit(model, hw, layout.kind)
-        raise SpecError(f"{where}: {layout.ranks} ranks exceed the {hw.name} NVLink domain of {hw.nvlink_domain_size} GPUs"
-                        + (f" ({layout.kind} layouts that fit: {', '.join(fit)})" if fit else ""))
+        why = " (TP stays inside one NVLink domain)" if layout.kind == "tp" and max_ranks(hw) > d else ""
+        raise SpecError(f"{where}: {layout.ranks} ranks exceed the {hw.name} NVLink domain of {d} GPUs{why}"
+                        + (f" ({layout.kind} layouts that fit: {_short(fit)})" if fit else ""))
+    if layout.ranks > max_ranks(hw):
+        raise SpecError(f"{where}: {layout.ranks} ranks exceed the {hw.name} deployment of {hw.max_nvlink_domains} "
+                        f"NVLink domains x {d} GPUs = {max_ranks(hw)} GPUs")
+    if layout.ranks > d and layout.ranks % d:
+        raise SpecError(f"{where}: {layout.ranks} ranks span NVLink domains of {d} GPUs: expected a multiple of {d} "
+                        "(whole domains)")
+
+
+def max_ranks(hw) -> int:
+    """The most GPUs one engine instance may span: GPUs per NVLink domain x domains it may span over the NIC."""
+    return hw.nvlink_domain_size * getattr(hw, "max_nvlink_domains", 1)
+
+
+def domains_spanned(layout: Layout, hw) -> int:
+    """NVLink domains an instance of `layout` occupies on `hw` (1 for any layout inside one domain)."""
+    return max(1, -(-layout.ranks // hw.nvlink_domain_size))
 
 
 def layouts_that_fit(model, hw, kind: str) -> list[str]:
-    """Names of the `kind` layouts (dep or tp) that divide the model and fit the rack's NVLink domain."""
+    """Names of the `kind` layouts (dep or tp) that divide the model and fit the rack's NVLink domain
+    (DEP: or span whole domains of a cluster)."""
     out = []
-    for n in range(1, min(hw.nvlink_domain_size, 4096) + 1):
+    widest = hw.nvlink_domain_size if kind == "tp" else max_ranks(hw)
+    for n in range(1, min(widest, 4096) + 1):
         try:
             check_layout(Layout(kind, n), model, hw)
         except SpecError:
             continue
         out.append(f"{kind}{n}")
     return out
+
+
+def _short(names: list[str], most: int = 12) -> str:
+    return ", ".join(names) if len(names) <= most else ", ".join(names[:most]) + f", ... ({len(names)} in all)"

@@ -28,6 +28,8 @@ def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
         "table_bytes": float(cost.table_bytes),
         "host_bytes": float(cost.host_bytes),
         "nvlink_bytes": float(cost.nvlink_bytes),
+        "scale_out_bytes": float(cost.scale_out_bytes),
+        "scale_out_ms": float(t.scale_out_s) * 1e3,
     }
     return rec
 
@@ -48,6 +50,7 @@ def step_record(r) -> dict:
             "share_of_step": float(x["expected_s"]) / total,
             "flops": float(x["flops"]), "bytes": float(x["bytes"]), "bound": bound,
             "terms_ms": {k: v * 1e3 for k, v in terms.items()},
+            "scale_out_ms": float(x["scale_out_s"]) * 1e3, "scale_out_bytes": float(x["scale_out_bytes"]),
         })
     p, m = r.point, r.model
     decode = p.phase == "decode"
@@ -65,6 +68,13 @@ def step_record(r) -> dict:
         "draft_time_ms": float(r.part_s("draft")) * 1e3,
         "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
         "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
+        # Topology: a node is a tray (an 8-GPU HGX board; a 4-GPU NVL72 compute tray); a layout wider than one
+        # NVLink domain spans several, and its scale-out (NIC) time is the breakdown rows' scale_out_ms.
+        "gpus_per_node": int(r.hw.gpus_per_tray),
+        "tokens_per_s_per_node": float(r.tokens_per_s_per_gpu) * int(r.hw.gpus_per_tray),
+        "nvlink_domain_size": int(r.hw.nvlink_domain_size),
+        "nvlink_domains": max(1, -(-r.layout.ranks // int(r.hw.nvlink_domain_size))),
+        "scale_out_time_ms": sum(b["scale_out_ms"] for b in breakdown),
         "bound": r.bound,
         "stack": getattr(r.hw, "stack", None),
         "breakdown": breakdown,

@@ -16,7 +16,9 @@ each term named (KernelTime):
 - parallelism: extra memory time when the kernel keeps too few bytes in flight (Little's
   law): rate = bytes in flight / HBM latency, with min(CTAs, SMs) SMs each keeping a GEMM's
   pipeline stages, or ordinary loads up to a cap per SM.
-- comm: link bytes / (link x efficiency) + per-message round trips.
+- comm: link bytes / (link x efficiency) + per-message round trips; NVLink and the scale-out NIC
+  carry their bytes at the same time (the larger sets the pace); scale_out_s is the NIC's part,
+  shown beside the terms (not a term of its own).
 - overlap: a kernel's pipeline hides the smaller terms under the largest (max). A fused
   kernel (MegaMoE) runs dependent phases: a share rho = rows / (rows + fused_overlap_rows)
   of the smaller terms hides, the rest adds.
@@ -81,12 +83,17 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     little = bytes_in_flight(kern, hw, ctas) / hw.hbm_latency_s
     extra = smax(cost.hbm_bytes / little - hbm_time, 0.0) if _nonzero(cost.hbm_bytes) else 0.0
 
-    sol_comm = cost.nvlink_bytes / hw.nvlink_bandwidth_bytes_per_s + cost.scale_out_bytes / hw.scale_out_bandwidth_bytes_per_s
+    # NVLink and the scale-out NIC are separate links: their bytes move at the same time (the larger
+    # sets the pace); each link's serial per-message latencies add.
+    sol_comm = _links(cost.nvlink_bytes / hw.nvlink_bandwidth_bytes_per_s,
+                      cost.scale_out_bytes / hw.scale_out_bandwidth_bytes_per_s)
+    scale_out = (cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
+                 + cost.scale_out_hops * hw.scale_out_latency_s)
     comm = (
-        cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency)
+        _links(cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency),
+               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency))
         + cost.nvlink_hops * hw.nvlink_latency_s
         + cost.cross_tray_hops * hw.cross_tray_latency_s
-        + cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
         + cost.scale_out_hops * hw.scale_out_latency_s
     )
 
@@ -99,6 +106,7 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
         expected_s=latency + body,
         sol_compute_s=sol_compute + 0.0, sol_memory_s=sol_memory, sol_comm_s=sol_comm,
         sol_s=smax(sol_compute, sol_memory, sol_comm),
+        scale_out_s=scale_out,
     )
 
 
@@ -148,6 +156,15 @@ def admission_time(hw, prompt_tokens):
     """Host time to admit requests into a decode batch: their prompt tokens x the stack's
     admission_cpu_per_prompt_token_s (scheduler work that grows with prompt length)."""
     return prompt_tokens * hw.admission_cpu_per_prompt_token_s
+
+def _links(nvlink, scale_out):
+    """Transfer time over NVLink and the NIC at once: the larger (a link with no bytes drops out, keeping
+    symbolic formulas short)."""
+    if not _nonzero(scale_out):
+        return nvlink
+    if not _nonzero(nvlink):
+        return scale_out
+    return smax(nvlink, scale_out)
 
 
 def _nonzero(x) -> bool:

@@ -120,4 +120,11 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
     if placement not in ENGRAM_PLACEMENTS:
         raise SpecError(f"--engram-placement: expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {placement!r}")
     return Point(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=k,
-                 acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal, engram_placement=placement)
+                 acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal, engram_placement=placement,
+                 **topology(hw, phase))
+
+
+def topology(hw, phase: str) -> dict:
+    """How the rack groups GPUs and how its stack's EP crosses NVLink domains, as a Point carries them."""
+    return {"nvlink_domain_gpus": hw.nvlink_domain_size,
+            "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False))}

@@ -220,6 +220,25 @@ def prefix_load_rate(hw, pool: str) -> float:
     return hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
 
 
+def kv_transfer_link(hw, w: Workload, prefill_layout: Layout, decode_layout: Layout | None = None) -> str:
+    """The link that carries prefilled KV to the decode pool: the workload's; on a cluster (a rack whose
+    instances may span NVLink domains, max_nvlink_domains > 1) the scale-out NIC whenever a prefill
+    instance and a decode instance cannot sit in one NVLink domain (either spans more than one, or the two
+    together are wider than it). A single-domain rack keeps the workload's link (with NVLink, both pools
+    must fit its domain: Serving.fits_domain)."""
+    d = hw.nvlink_domain_size
+    wide = prefill_layout.ranks > d or (decode_layout is not None and prefill_layout.ranks + decode_layout.ranks > d)
+    cluster = getattr(hw, "max_nvlink_domains", 1) > 1
+    return "scale-out" if wide and cluster else w.kv_transfer_link
+
+
+def kv_transfer_s(m: Model, hw, w: Workload, layout: Layout, seqs: float, link: str) -> float:
+    """Sending one step's prefilled KV (its sequences' whole input) from each prefill GPU over `link`."""
+    link_rate, latency = kv_link(hw, link)
+    sent = seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)) * layout.dp / layout.ranks
+    return sent / link_rate + latency
+
+
 def kv_link(hw, link: str) -> tuple[float, float]:
     """(bytes/s, latency) of the link that carries KV from the prefill to the decode pool."""
     if link == "nvlink":
@@ -284,12 +303,10 @@ def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: 
     prefix_bytes = float(kv_bytes_per_request(m, cached)) if cached > 0 else 0.0
     rate = prefix_load_rate(hw, w.prefix_pool)
     load_ttft = seqs * prefix_bytes / rate
-    link_rate, latency = kv_link(hw, w.kv_transfer_link)
-    sent = seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)) * layout.dp / layout.ranks
     cap = capacity(m, hw, layout, "prefill", context_tokens=w.input_tokens_per_turn,
                    tokens_per_request=new / seqs, logits_per_request=1, reserve_bytes=w.runtime_reserve_bytes,
                    engram_placement=w.prefill_engram_placement, engram_peer_gpus=w.engram_peer_gpus)
-    transfer = sent / link_rate + latency
+    transfer = kv_transfer_s(m, hw, w, layout, seqs, kv_transfer_link(hw, w, layout))
     _check_times(hw, m, f"{layout.name} prefill", r.expected_s, transfer, load_ttft + r.expected_s)
     return PrefillPlan(layout=layout, seqs=seqs, new_tokens=float(new), context=float(context), chunks_per_turn=chunks,
                        step_s=float(r.expected_s), load_s=load_ttft / chunks, load_ttft_s=load_ttft,
@@ -360,6 +377,8 @@ class Serving:
     def fits_domain(self):
         """With the KV cache sent over NVLink, a decode instance and its prefill GPUs share one NVLink domain."""
         if self.workload.kv_transfer_link != "nvlink" or self.pools is not None:
+            return np.True_
+        if getattr(self.hw, "max_nvlink_domains", 1) > 1:   # a cluster: KV that cannot stay in a domain takes the NIC
             return np.True_
         return np.asarray(self.deployment_gpus <= self.hw.nvlink_domain_size * (1 + 1e-12))
 
@@ -524,6 +543,7 @@ class Serving:
             "prefill_step_ms": p.step_s * 1e3, "prefill_seqs": p.seqs, "prefill_new_tokens": p.new_tokens,
             "prefill_chunks_per_turn": p.chunks_per_turn, "prefill_bound": p.bound,
             "ttft_ms": self.ttft_s * 1e3, "prefix_load_ms": p.load_ttft_s * 1e3, "kv_transfer_ms": p.transfer_s * 1e3,
+            "kv_transfer_link": kv_transfer_link(self.hw, self.workload, p.layout, d.layout),
             "usd_per_m_input": self.usd_per_m_input, "usd_per_m_output": float(c["usd_per_m_output"][i]),
             "usd_per_m_tokens": float(c["usd_per_m_tokens"][i]), "tokens_per_s_per_kw": float(c["tokens_per_s_per_kw"][i]),
             "decode_max_requests": self.decode_capacity.max_requests,
@@ -545,6 +565,9 @@ def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens:
     check_workload(m, w)
     prefill = prefill or prefill_plan(m, hw, w, eplb=eplb)
     context = w.input_tokens_per_turn + w.output_tokens_per_turn / 2   # mean while the output is written
+    link = kv_transfer_link(hw, w, prefill.layout, decode_layout)
+    if link != kv_transfer_link(hw, w, prefill.layout):   # this decode layout leaves no room in the prefill's domain
+        prefill = dataclasses.replace(prefill, transfer_s=kv_transfer_s(m, hw, w, prefill.layout, prefill.seqs, link))
     d = decode_engine(m, hw, decode_layout, batch, context, draft_tokens, acceptance, eplb,
                       prompt_tokens_per_turn=w.input_tokens_per_turn, output_tokens_per_turn=w.output_tokens_per_turn)
     per_req = 1 + d.draft_tokens
@@ -705,7 +728,9 @@ def default_prefill_layout(m: Model, hw, w: Workload, eplb: bool = True) -> tupl
 
     if fits(wanted):
         return wanted, ""
-    for n in range(wanted.ranks + 1, hw.nvlink_domain_size + 1):
+    from rubinperf.layout import max_ranks
+
+    for n in range(wanted.ranks + 1, max_ranks(hw) + 1):
         candidate = Layout(wanted.kind, n)
         if fits(candidate):
             return candidate, (f"prefill {wanted.name} (the workload's) does not fit; using {candidate.name}, the "

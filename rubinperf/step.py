@@ -106,8 +106,11 @@ class StepResult:
         for o in self.ops:
             name = o.op.name
             r = rows.setdefault(name, {"kernel": name, "part": o.op.part, "expected_s": 0.0, "sol_s": 0.0,
-                                       "flops": 0.0, "bytes": 0.0, "terms": {}})
+                                       "flops": 0.0, "bytes": 0.0, "terms": {}, "scale_out_s": 0.0,
+                                       "scale_out_bytes": 0.0})
             r["expected_s"] = r["expected_s"] + o.expected_s
+            r["scale_out_s"] = r["scale_out_s"] + o.time.scale_out_s * o.op.repeat * o.op.stretch
+            r["scale_out_bytes"] = r["scale_out_bytes"] + o.op.cost.scale_out_bytes * o.op.repeat
             r["sol_s"] = r["sol_s"] + o.sol_s
             r["flops"] = r["flops"] + o.op.cost.flops * o.op.repeat
             r["bytes"] = r["bytes"] + o.op.cost.bytes * o.op.repeat

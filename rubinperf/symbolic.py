@@ -346,7 +346,7 @@ def explain_kernel(kind: str, shape: dict, hw: Hardware, dtype: str | None = Non
         ctx["dtype"] = dtype
     if kind == "attention":
         ctx["causal"] = causal
-    if kind in ("all-reduce", "all-to-all"):
+    if kind in ("all-reduce", "all-to-all", "all-gather"):
         ctx["ranks"] = ranks
     return Explanation(kind, ctx, _cost_exprs([(kern.cost, t, 1, 1)]), values, KERNEL_RULE)
 

@@ -46,19 +46,22 @@ class RefPoint:
     launch: str | None = None      # kernel_error_unseen: graph or eager rows
     data: str | None = None        # kernel_error_unseen: measurements (relative to the repository) the spec was not fitted to
     previous: float | None = None  # the prediction of the last release's model (rubinperf 0.1.0)
+    new_tokens: float | None = None     # prefill: new tokens per rank of the step
+    draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
+    prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
     extra: dict = field(default_factory=dict, compare=False)
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
-             "op", "launch", "data", "previous")
+             "op", "launch", "data", "previous", "new_tokens", "draft_tokens", "prefix_hit_rate")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
             "baseline_stack", "interactivity_stat", "note",
             "op", "launch", "data")
-_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous")
-_NON_NEGATIVE = ("context",)
+_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens")
+_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
 
 
 def _check_types(where: str, raw: dict) -> None:
@@ -117,6 +120,10 @@ def _step(p: RefPoint, **changes):
     m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
+    if p.new_tokens is not None:
+        args["new_tokens"] = p.new_tokens
+    if p.draft_tokens is not None:
+        args["draft_tokens"] = int(p.draft_tokens)
     args.update(changes)
     from rubinperf.engine import check_finite
 
@@ -143,6 +150,22 @@ def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
 def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
     r = _step(p)
     return float(r.tokens_per_s_per_gpu), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+
+
+def _tokens_per_s_per_node(p: RefPoint) -> tuple[float, str]:
+    """Tokens/s of one node (a tray: an 8-GPU HGX board) of the engine; prefill counts the input tokens a
+    cache hit spared as well (new tokens / (1 - prefix_hit_rate)), as operators count prefill input."""
+    r = _step(p)
+    rec_node = float(r.tokens_per_s_per_gpu) * r.hw.gpus_per_tray
+    hit = p.prefix_hit_rate or 0.0
+    if p.phase == "prefill" and hit:
+        if not hit < 1:
+            raise SpecError(f"point {p.id}: prefix_hit_rate: expected below 1, got {hit:g}")
+        rec_node /= 1 - hit
+    nic = sum(float(o.time.scale_out_s * o.op.repeat * o.op.stretch) for o in r.ops)
+    return rec_node, (f"step {fmt_time(float(r.expected_s))}, bound {r.bound}, {r.hw.gpus_per_tray} GPUs per node, "
+                      f"NIC time {fmt_time(nic)} (before overlap)"
+                      + (f"; input counts {hit:.1%} cache hits" if p.phase == "prefill" and hit else ""))
 
 
 def _context_growth(p: RefPoint) -> tuple[float, str]:
@@ -244,6 +267,7 @@ METRICS = {
     "peak_throughput_ratio": _throughput_ratio,
     "tokens_per_s_per_user": _tokens_per_s_per_user,
     "tokens_per_s_per_gpu": _tokens_per_s_per_gpu,
+    "tokens_per_s_per_node": _tokens_per_s_per_node,
     "step_time_ratio_855k_vs_128k": _context_growth,
     "kv_bytes_per_token": _kv_bytes_per_token,
     "op_time_ms": _op_time,

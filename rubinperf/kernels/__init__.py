@@ -8,10 +8,11 @@ from rubinperf.kernels.attention import attention, indexer_logits, indexer_selec
 from rubinperf.kernels.collectives import all_gather, all_reduce, all_to_all
 from rubinperf.kernels.gemm import gemm
 from rubinperf.kernels.memory import copy, elementwise, host_step, kv_insert, mhc, table_lookup
-from rubinperf.kernels.moe import ep_dispatch_combine, experts_touched, experts_touched_topk, grouped_gemm, mega_moe
+from rubinperf.kernels.moe import (ep_copies, ep_dispatch_combine, experts_touched, experts_touched_topk, grouped_gemm,
+                                   mega_moe, spans_domains)
 
 __all__ = [
     "attention", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_to_all",
     "gemm", "copy", "elementwise", "host_step", "kv_insert", "mhc", "table_lookup", "ep_dispatch_combine",
-    "experts_touched", "experts_touched_topk", "grouped_gemm", "mega_moe",
+    "experts_touched", "experts_touched_topk", "grouped_gemm", "mega_moe", "ep_copies", "spans_domains",
 ]

@@ -61,13 +61,25 @@ def _copy(s, d, causal, ranks, tray):
 def _all_reduce(s, d, causal, ranks, tray):
     from rubinperf.kernels import all_reduce
 
-    return all_reduce(s["bytes"], ranks, gpus_per_tray=tray)
+    return all_reduce(s["bytes"], ranks, gpus_per_tray=tray, gpus_per_domain=s.get("gpus_per_domain"))
 
 
 def _all_to_all(s, d, causal, ranks, tray):
     from rubinperf.kernels import all_to_all
 
-    return all_to_all(s["bytes"], ranks, gpus_per_tray=tray)
+    return all_to_all(s["bytes"], ranks, gpus_per_tray=tray, gpus_per_domain=s.get("gpus_per_domain"),
+                      hierarchical=bool(s.get("hierarchical")))
+
+
+def _all_gather(s, d, causal, ranks, tray):
+    from rubinperf.kernels import all_gather
+
+    return all_gather(s["bytes"], ranks, gpus_per_tray=tray, gpus_per_domain=s.get("gpus_per_domain"))
+
+
+# Collective kinds: `ranks` in the group; the shape may name `gpus_per_domain` (GPUs per NVLink domain:
+# a wider group also crosses the scale-out NIC) and, for all-to-all, `hierarchical` (DeepEP normal mode).
+COLLECTIVES = ("all-reduce", "all-to-all", "all-gather")
 
 
 CATALOG: dict[str, KernelKind] = {k.name: k for k in (
@@ -77,8 +89,9 @@ CATALOG: dict[str, KernelKind] = {k.name: k for k in (
     KernelKind("attention", ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"), "bf16",
                "flash attention (GQA/MQA when kv_heads < heads)", _attention),
     KernelKind("copy", ("bytes",), None, "device-to-device copy", _copy),
-    KernelKind("all-reduce", ("bytes",), None, "all-reduce over the NVLink domain", _all_reduce),
-    KernelKind("all-to-all", ("bytes",), None, "all-to-all over the NVLink domain", _all_to_all),
+    KernelKind("all-reduce", ("bytes",), None, "all-reduce over the NVLink domain (hierarchical across domains)", _all_reduce),
+    KernelKind("all-to-all", ("bytes",), None, "all-to-all over the NVLink domain (and the NIC across domains)", _all_to_all),
+    KernelKind("all-gather", ("bytes",), None, "all-gather over the NVLink domain (hierarchical across domains)", _all_gather),
 )}
 
 

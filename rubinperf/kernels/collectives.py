@@ -1,31 +1,61 @@
-"""Collectives over the NVLink domain: bytes sent per GPU and serial message latencies.
+"""Collectives over the NVLink domain, and across domains over the scale-out NIC.
 
 Model: time = collective floor + hops x per-message latency + bytes / link bandwidth.
 A group wider than one tray pays the cross-tray latency on each hop.
+
+A group of n ranks wider than one NVLink domain of d GPUs (D = n / d domains) splits its
+bytes between the NVLink and the NIC (bytes sent per GPU; `gpus_per_domain` None: one domain):
+- all-to-all, direct: of a rank's bytes, (d - 1)/n go to its own domain over NVLink and (n - d)/n
+  (the remote fraction) over the NIC; hierarchical (DeepEP normal mode): the same NIC bytes, sent
+  to the GPU of the same local index in each remote domain, which forwards (d - 1)/d of them over
+  NVLink.
+- all-reduce, hierarchical (reduce-scatter in the domain, all-reduce of each 1/d shard across the
+  domains, all-gather in the domain): NVLink 2(d - 1)/d x bytes, NIC 2(D - 1)/D x bytes / d.
+- all-gather, hierarchical (across domains among GPUs of one local index, then in the domain):
+  NIC (D - 1)/n x the gathered bytes, NVLink (d - 1)/d x them; together (n - 1)/n, as in one domain.
+Latency rounds across domains: one RDMA message per round, plus one NVLink message per round of
+the in-domain steps of a hierarchical collective.
 """
 
 from __future__ import annotations
 
 from rubinperf.cost import Cost, Kernel
-from rubinperf.kernels.moe import _gt
+from rubinperf.kernels.moe import _gt, spans_domains
 
 
-def all_to_all(bytes_per_rank, ranks, gpus_per_tray=None, hops=1) -> Kernel:
+def all_to_all(bytes_per_rank, ranks, gpus_per_tray=None, hops=1, gpus_per_domain=None, hierarchical=False) -> Kernel:
     """Each rank sends (n-1)/n of its `bytes_per_rank` to the others in one round (EP dispatch/combine)."""
-    return _collective(bytes_per_rank * (ranks - 1) / ranks, hops, ranks, gpus_per_tray)
+    if not spans_domains(ranks, gpus_per_domain):
+        return _collective(bytes_per_rank * (ranks - 1) / ranks, hops, ranks, gpus_per_tray)
+    d = gpus_per_domain
+    nic = bytes_per_rank * (ranks - d) / ranks
+    nvlink = bytes_per_rank * (d - 1) / ranks + (nic * (d - 1) / d if hierarchical else 0.0)
+    return _across(nvlink, nic, hops, hops if hierarchical else 0)
 
 
-def all_reduce(nbytes, ranks, gpus_per_tray=None) -> Kernel:
+def all_reduce(nbytes, ranks, gpus_per_tray=None, gpus_per_domain=None) -> Kernel:
     """Reduce-scatter then all-gather: 2(n-1)/n x bytes sent per rank, two latency rounds."""
-    return _collective(2 * nbytes * (ranks - 1) / ranks, 2, ranks, gpus_per_tray)
+    if not spans_domains(ranks, gpus_per_domain):
+        return _collective(2 * nbytes * (ranks - 1) / ranks, 2, ranks, gpus_per_tray)
+    d = gpus_per_domain
+    domains = ranks / d
+    return _across(2 * nbytes * (d - 1) / d, 2 * nbytes * (domains - 1) / domains / d, 2, 2)
 
 
-def all_gather(nbytes_out, ranks, gpus_per_tray=None) -> Kernel:
+def all_gather(nbytes_out, ranks, gpus_per_tray=None, gpus_per_domain=None) -> Kernel:
     """Each rank receives (n-1)/n of the gathered `nbytes_out`; one latency round."""
-    return _collective(nbytes_out * (ranks - 1) / ranks, 1, ranks, gpus_per_tray)
+    if not spans_domains(ranks, gpus_per_domain):
+        return _collective(nbytes_out * (ranks - 1) / ranks, 1, ranks, gpus_per_tray)
+    d = gpus_per_domain
+    return _across(nbytes_out * (d - 1) / d, nbytes_out * (ranks / d - 1) / ranks, 1, 1)
 
 
 def _collective(sent_bytes, hops, ranks, gpus_per_tray) -> Kernel:
     cross = hops if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
     return Kernel("collective", Cost(nvlink_bytes=sent_bytes, nvlink_hops=hops, cross_tray_hops=cross, collectives=1),
                   dependent_loads=0)
+
+
+def _across(nvlink_bytes, nic_bytes, nic_hops, nvlink_hops) -> Kernel:
+    return Kernel("collective", Cost(nvlink_bytes=nvlink_bytes, nvlink_hops=nvlink_hops, scale_out_bytes=nic_bytes,
+                                     scale_out_hops=nic_hops, collectives=1), dependent_loads=0)

@@ -27,20 +27,23 @@ def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
                        flops=2 * tokens * mix + 4 * tokens * hidden, weight_bytes=mix * 4)
 
 
-def table_lookup(lookups, row_bytes, where: str = "hbm", local_fraction=1) -> Kernel:
+def table_lookup(lookups, row_bytes, where: str = "hbm", local_fraction=1, nic_fraction=0) -> Kernel:
     """Gather `lookups` rows of `row_bytes` from a table in HBM, host memory or peers' HBM.
 
     `where="hbm"` with `local_fraction` < 1: the table is split over ranks, and the other rows
-    come from peers' HBM over NVLink (one round trip)."""
+    come from peers' HBM over NVLink (one round trip); a share `nic_fraction` of all rows lives in
+    other NVLink domains and comes over the scale-out NIC instead (one RDMA round trip)."""
     nbytes = lookups * row_bytes
     if where == "host":
         return Kernel("lookup", Cost(host_bytes=nbytes, launches=1))
     if where == "peer-hbm":
         return Kernel("lookup", Cost(nvlink_bytes=nbytes, nvlink_hops=1, launches=1))
-    remote = 1 - local_fraction
+    remote = 1 - local_fraction - nic_fraction
     cost = Cost(table_bytes=nbytes * local_fraction, launches=1)
     if not (isinstance(remote, (int, float)) and remote == 0):
         cost = cost + Cost(nvlink_bytes=nbytes * remote, nvlink_hops=1)
+    if not (isinstance(nic_fraction, (int, float)) and nic_fraction == 0):
+        cost = cost + Cost(scale_out_bytes=nbytes * nic_fraction, scale_out_hops=1)
     return Kernel("lookup", cost)
 
 

@@ -50,35 +50,80 @@ def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None
                   groups=touched, rows=rows / touched, n=n, k=k)
 
 
+def spans_domains(ranks, gpus_per_domain) -> bool:
+    """True when `ranks` GPUs cannot sit in one NVLink domain of `gpus_per_domain` (None: one domain holds any group)."""
+    return gpus_per_domain is not None and _gt(ranks, gpus_per_domain)
+
+
+def ep_copies(ranks, top_k, gpus_per_domain=None, hierarchical=False) -> dict:
+    """Copies of one token a dispatch (or combine) moves, by the link they cross, per token on the sending rank.
+
+    A token's top-k experts spread uniformly over n ranks reach n(1 - (1 - 1/n)^k) distinct ranks; of
+    those, a share 1/n is the sender itself, (d - 1)/n the other ranks of its NVLink domain of d GPUs and
+    (n - d)/n ranks in other domains (the remote fraction). Delivered copies:
+      total    = ranks_hit x (n - 1)/n          (the dispatch total: every copy that leaves the rank)
+      direct   = ranks_hit x (d - 1)/n          (over NVLink, sender to destination)
+      remote   = ranks_hit x (n - d)/n          (from another domain; direct + remote = total)
+    Low-latency (direct) mode: each remote copy crosses the NIC once, nic = remote, and nothing is
+    forwarded. Normal (hierarchical) mode, DeepEP's: a token crosses the NIC once per remote domain it
+    reaches, to the GPU of the same local index there (domains hit: D(1 - (1 - 1/D)^k) of D = n/d, of
+    which (D - 1)/D remote), which forwards it over NVLink to the ranks it is for: nic = domains_hit x
+    (D - 1)/D, forward = remote x (d - 1)/d (a copy for the receiving GPU itself is not forwarded).
+    NVLink carries direct + forward. Within one domain (n <= d): direct = total, nothing else."""
+    ranks_hit = experts_touched(top_k, ranks)
+    total = ranks_hit * (ranks - 1) / ranks
+    if not spans_domains(ranks, gpus_per_domain):
+        return {"total": total, "direct": total, "remote": 0.0, "nic": 0.0, "forward": 0.0}
+    d = gpus_per_domain
+    direct = ranks_hit * (d - 1) / ranks
+    remote = ranks_hit * (ranks - d) / ranks
+    if hierarchical:
+        domains = ranks / d
+        nic = experts_touched(top_k, domains) * (domains - 1) / domains
+        forward = remote * (d - 1) / d
+    else:
+        nic, forward = remote, 0.0
+    return {"total": total, "direct": direct, "remote": remote, "nic": nic, "forward": forward}
+
+
 def ep_dispatch_combine(tokens, ranks, top_k, hidden, dispatch_bytes_per_value, combine_bytes_per_value,
-                        gpus_per_tray=None, round_trips=1) -> Cost:
+                        gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False) -> Cost:
     """Wide-EP token exchange of one MoE layer: each token goes to the ranks its top-k experts live on.
 
     Ranks one token reaches: n(1 - (1 - 1/n)^k) (its top-k spread uniformly over n ranks), of
     which (n - 1)/n are remote; each remote copy is sent at dispatch and returned at combine.
     Per-message latency: `round_trips` per phase (1 when all remote loads are issued before any
     local store, as the seed's Rubin dispatch; 2-3 otherwise), two phases per layer.
-    """
-    ranks_hit = experts_touched(top_k, ranks)
-    remote = ranks_hit * (ranks - 1) / ranks
-    sent = tokens * remote * hidden * (dispatch_bytes_per_value + combine_bytes_per_value)
+
+    Across NVLink domains (`ranks` above `gpus_per_domain`) the copies split by link as `ep_copies`
+    says (direct low-latency RDMA, or DeepEP's hierarchical normal mode). Each phase then waits on
+    one RDMA message per round trip, plus, in hierarchical mode, one NVLink message for the forward;
+    in direct mode the NVLink and RDMA messages of a phase are in flight together (the RDMA one is
+    the longer)."""
+    c = ep_copies(ranks, top_k, gpus_per_domain, hierarchical)
+    per_copy = tokens * hidden * (dispatch_bytes_per_value + combine_bytes_per_value)
     hops = 2 * round_trips
-    cross = hops if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
-    return Cost(nvlink_bytes=sent, nvlink_hops=hops, cross_tray_hops=cross, collectives=2)
+    if not spans_domains(ranks, gpus_per_domain):
+        cross = hops if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
+        return Cost(nvlink_bytes=per_copy * c["total"], nvlink_hops=hops, cross_tray_hops=cross, collectives=2)
+    return Cost(nvlink_bytes=per_copy * (c["direct"] + c["forward"]), scale_out_bytes=per_copy * c["nic"],
+                nvlink_hops=hops if hierarchical else 0, scale_out_hops=hops, collectives=2)
 
 
 def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "fp4", act: str = "fp8",
-             out: str = "bf16", gpus_per_tray=None, round_trips=1) -> Kernel:
+             out: str = "bf16", gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False) -> Kernel:
     """MegaMoE on one of `ranks` expert-parallel ranks: dispatch, expert GEMMs over the rank's
     `local_experts`, combine, in one kernel. `tokens` per rank, each routed to `top_k` of `experts`.
 
     Experts touched on this rank: local x (1 - (1 - k/E)^(tokens x ranks)) (every rank's tokens
     can land here). The fused terms overlap as the rows through the kernel grow (roofline).
+    Across NVLink domains the exchange also uses the NIC (`ep_dispatch_combine`).
     """
     touched = experts_touched_topk(tokens * ranks, top_k, experts, local_experts=local_experts)
     rows = tokens * top_k
     comm = ep_dispatch_combine(tokens, ranks, top_k, k, PRECISIONS[act].bytes_per_element,
-                               PRECISIONS[out].bytes_per_element, gpus_per_tray, round_trips)
+                               PRECISIONS[out].bytes_per_element, gpus_per_tray, round_trips, gpus_per_domain,
+                               hierarchical)
     return Kernel("fused_moe", _grouped_cost(rows, n, k, touched, weight, act, out) + comm,
                   groups=touched, rows=rows / touched, n=n, k=k, fused_rows=rows)
 

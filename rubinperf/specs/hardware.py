@@ -46,7 +46,8 @@ class Hardware:
     cross_tray_latency_s: float = spec_field("nvlink", "s", positive=False, doc="extra latency of a cross-tray message")
     # [scale_out] NIC
     scale_out_bandwidth_bytes_per_s: float = spec_field("scale_out", "B/s")
-    scale_out_latency_s: float = spec_field("scale_out", "s")
+    scale_out_latency_s: float = spec_field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")
+    max_nvlink_domains: int = spec_field("scale_out", "domains", doc="most NVLink domains one engine instance may span over the NIC (1: NVLink only); GPUs = nvlink_domain_size x this")
     # [host] CPU memory
     host_memory_capacity_bytes: float = spec_field("host", "bytes", doc="per GPU")
     host_memory_bandwidth_bytes_per_s: float = spec_field("host", "B/s", doc="per GPU")

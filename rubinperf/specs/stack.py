@@ -61,6 +61,10 @@ class Stack:
     decode_layouts: tuple[str, ...] = spec_field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
     admission_cpu_per_prompt_token_s: float = spec_field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
     max_kv_loads_per_step: int = spec_field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
+
+    # [ep] how the engine's EP dispatch/combine crosses NVLink domains (a layout wider than one domain)
+    ep_prefill_hierarchical: bool = spec_field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
+    ep_decode_hierarchical: bool = spec_field("ep", doc="decode: as ep_prefill_hierarchical")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -89,7 +93,7 @@ def load_stack(name_or_path: str) -> Stack:
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity", "serving"))
+POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity", "serving", "ep"))
 
 
 def _platform_class():
