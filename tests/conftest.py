@@ -23,7 +23,8 @@ if os.environ.get("CI"):
 
 REPO = Path(__file__).resolve().parent.parent
 
-HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72"]
+HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72",
+                  "h800-cluster", "h100-cluster", "h200-cluster", "b200-cluster"]
 MODEL_NAMES = ["deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3"]
 
 # Bytes per element, derived by hand from the formats (value bits / 8 + scale bytes / block):

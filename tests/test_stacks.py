@@ -24,9 +24,11 @@ from rubinperf.specs.overrides import apply_overrides
 from rubinperf.specs.stack import POINT_FIELDS, Platform, Stack, load_platform, load_stack, platform
 
 REPO = Path(__file__).resolve().parent.parent
-STACKS = ["pytorch-2.11", "vllm-gb300-oct2026", "vllm-rubin-nov2026"]
+STACKS = ["pytorch-2.11", "vllm-gb300-oct2026", "vllm-rubin-nov2026", "sglang-deepep-hopper"]
 DEFAULTS = {"h200": "pytorch-2.11", "b200": "vllm-gb300-oct2026", "b300": "vllm-gb300-oct2026",
-            "gb200-nvl72": "vllm-gb300-oct2026", "gb300-nvl72": "vllm-gb300-oct2026", "vr-nvl72": "vllm-rubin-nov2026"}
+            "gb200-nvl72": "vllm-gb300-oct2026", "gb300-nvl72": "vllm-gb300-oct2026", "vr-nvl72": "vllm-rubin-nov2026",
+            "h800-cluster": "sglang-deepep-hopper", "h100-cluster": "sglang-deepep-hopper",
+            "h200-cluster": "sglang-deepep-hopper", "b200-cluster": "vllm-gb300-oct2026"}
 
 
 def test_bundled_stacks_and_defaults():
@@ -39,7 +41,7 @@ def test_bundled_stacks_and_defaults():
 @pytest.mark.parametrize("name", STACKS)
 def test_stack_loads_with_a_source_per_table_and_round_trips(name, tmp_path):
     st = load_stack(name)
-    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving"}
+    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "ep"}
     assert all(len(s) > 20 for s in st.sources.values())
     p = tmp_path / f"{name}.toml"
     p.write_text(to_toml(st))
@@ -246,7 +248,7 @@ def test_list_stacks(cli):
     assert r.code == 0
     recs = {x["name"]: x for x in r.json()}
     assert set(STACKS) <= set(recs)
-    assert recs["vllm-gb300-oct2026"]["default_for"] == ["b200", "b300", "gb200-nvl72", "gb300-nvl72"]
+    assert recs["vllm-gb300-oct2026"]["default_for"] == ["b200", "b200-cluster", "b300", "gb200-nvl72", "gb300-nvl72"]
     assert recs["vllm-rubin-nov2026"]["default_for"] == ["vr-nvl72"]
 
 
