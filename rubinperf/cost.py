@@ -109,6 +109,14 @@ class Kernel:
     dependent_loads: Any = 1
     fused_rows: Any = None
     in_flight_bytes_per_cta: Any = None   # None: the hardware's per-SM figure for the family
+    # An MMA kernel whose implementation picks its own tiles (a library's dispatch): rows and columns of
+    # one CTA's tile, the M tiles of each group rounded up to a multiple (a thread-block cluster along M),
+    # and the CTAs of a persistent grid. None: the stack's mma_tile_rows / mma_tile_cols, no rounding,
+    # one CTA per tile.
+    tile_rows: Any = None
+    tile_cols: Any = None
+    m_tile_multiple: Any = None
+    max_ctas: Any = None
 
     @property
     def is_mma(self) -> bool:

@@ -44,23 +44,35 @@ def parallelism(kern: Kernel, hw):
     MMA kernels: tiles = groups x ceil(rows / tile rows) x ceil(n / tile cols); with fewer tiles
     than SMs, split-K up to split_k_max (each split keeping at least split_k_min_depth of K) raises
     the CTAs; the SMs' share in use is CTAs / (SMs x waves), with waves = CTAs / SMs plus
-    wave_quantization x the idle part of the last wave. Other kernels: the CTAs they launch."""
+    wave_quantization x the idle part of the last wave. A kernel that names its own tile (Kernel.tile_rows,
+    tile_cols), rounds each group's M tiles up to a cluster (m_tile_multiple) or runs a persistent grid of
+    max_ctas CTAs (the share in use is then max_ctas / SMs, times the same wave tail over its tiles) uses
+    those. Other kernels: the CTAs they launch."""
     sms = hw.sm_count
     if not kern.is_mma:
         if kern.ctas is None:
             return sms, 1.0, 1.0
         return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
-    m_tiles = sceil(kern.rows / hw.mma_tile_rows)
-    tiles = kern.groups * m_tiles * sceil(kern.n / hw.mma_tile_cols)
+    tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
+    tile_cols = hw.mma_tile_cols if kern.tile_cols is None else kern.tile_cols
+    m_tiles = sceil(kern.rows / tile_rows)
+    if kern.m_tile_multiple is not None:  # a cluster of CTAs along M: each group's M tiles rounded up to it
+        m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
+    tiles = kern.groups * m_tiles * sceil(kern.n / tile_cols)
     if not _nonzero(tiles):  # an empty slice (a dimension split over more ranks than it has): no work to spread
         return 1.0, 1.0, 1.0
     per_tile = sms / tiles
     split = smax(1.0, smin(sfloor(per_tile), hw.split_k_max, sfloor(kern.k / hw.split_k_min_depth)))
     ctas = tiles * split
+    if kern.max_ctas is not None:  # a persistent grid: at most max_ctas CTAs loop over the tiles
+        exact = tiles / kern.max_ctas
+        waves = exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
+        return smin(tiles, kern.max_ctas), smin(kern.max_ctas, sms) / sms * exact / waves, \
+            m_tiles * tile_rows / kern.rows
     exact = ctas / sms
     # (ceil of exact - 1e-9: an exact whole number of waves stays whole where the symbolic path rounds 81 to 81.0000001)
     waves = exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
-    return ctas, exact / waves, m_tiles * hw.mma_tile_rows / kern.rows
+    return ctas, exact / waves, m_tiles * tile_rows / kern.rows
 
 
 def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:

@@ -161,9 +161,9 @@ def shape_text(row: dict) -> str:
                     and v != "")
 
 
-def measure_or_skip(torch, measure, label: str, log):
+def measure_or_skip(torch, measure, label: str, log, empty: bool = True):
     """`measure()` for one plan row; a row that fails is logged as SKIPPED (one line) and gives None, so one
-    unsupported shape never ends a run. The GPU's cache is emptied after every row either way."""
+    unsupported shape never ends a run. With `empty`, the GPU's cache is emptied after every row either way."""
     try:
         return measure()
     except Exception as exc:
@@ -172,7 +172,8 @@ def measure_or_skip(torch, measure, label: str, log):
         torch.cuda.synchronize()
         return None
     finally:
-        torch.cuda.empty_cache()
+        if empty:
+            torch.cuda.empty_cache()
 
 
 def _quantile(sorted_values, q):

@@ -55,6 +55,9 @@ START_EFFICIENCY = 0.7
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
 
+TILE_FIELDS = ("tile_rows", "tile_cols", "m_tile_multiple", "max_ctas")
+
+
 class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
@@ -66,7 +69,8 @@ class Stacked:
             for k, by_host in row_kernels(r):
                 # Launched alone, each operation pays the host launch; kernels a library enqueues do not.
                 mode = row_mode(r) if by_host else "graph"
-                key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None, mode)
+                key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
+                       *(getattr(k, f) is None for f in TILE_FIELDS), mode)
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
@@ -75,7 +79,7 @@ class Stacked:
                            for f in dataclasses.fields(Cost)})
             arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
                       for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows",
-                                   "in_flight_bytes_per_cta")}
+                                   "in_flight_bytes_per_cta", *TILE_FIELDS)}
             self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
 
     def times(self, hw, what: str = "expected_s") -> np.ndarray:

@@ -52,6 +52,7 @@ SHAPES_COLUMNS = (
     "measured_s", "spread", "samples", "calls", "flops", "bytes",
     "launches_source",  # "profiler": kernels counted with torch.profiler; "nominal": as designed
     "check_rel_err",    # attention: ||out - ref|| / ||ref|| against a float32 reference (batch 0)
+    "host_s",           # eager: host seconds to issue one call with the GPU busy (median); empty if not read
 )
 
 # Message sizes and ranks of the collectives benchmark (issue 8).
@@ -133,7 +134,7 @@ SHAPE_BF16_GEMMS = ("lm_head", "lm_head_tp8", "q_up", "shared_gate_up", "kv")
 LM_HEAD_MAX_M = 8192  # 129280 x 16384 BF16 output would be 4 GiB per call
 SHAPE_EXPERTS = (("gate_up", 2 * V4_INTER, V4_HIDDEN), ("down", V4_HIDDEN, V4_INTER))
 SHAPE_EXPERT_GROUPS = (12, 24, 48, 96)  # local experts per rank: DEP32, DEP16, DEP8, DEP4 of 384
-SHAPE_ROWS_PER_EXPERT = (1, 2, 4, 8, 16, 32, 64, 128, 200)
+SHAPE_ROWS_PER_EXPERT = (1, 2, 4, 8, 16, 32, 64, 128, 200, 256, 512)
 SHAPE_BF16_GROUPED = ((12, (1, 16, 200)), (96, (1, 16, 200)))  # (groups, rows per expert) in BF16 too
 SHAPE_RANDOM_GROUPED = ((12, 96), (48, 384), (96, 768), (96, 6144))  # (groups, rows) routed uniformly at random
 SHAPE_ATTN_HEADS = (64, 8)  # DEP (all heads on a rank) and TP8
@@ -343,7 +344,7 @@ def _typed(raw: dict, kind: str) -> dict:
             row[key] = int(number) if number is not None else None
         elif key in ("causal", "shared_kv"):
             row[key] = val.lower() in ("true", "1", "yes")
-        elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes", "check_rel_err"):
+        elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes", "check_rel_err", "host_s"):
             row[key] = float(val) if val else None
             if row[key] is not None and not math.isfinite(row[key]):
                 raise ValueError(f"{key}: expected a finite number, got {val!r}")

@@ -39,8 +39,10 @@ def row_kernels(row: dict) -> tuple:
     for each extra one, enqueued by the library rather than launched from the host."""
     if _is_bmm_attention(row):
         ops = list(_bmm_attention(row))
-    elif row["family"] == "elementwise":  # torch's RMSNorm: one row per CTA, each row read twice
-        ops = [_two_pass(elementwise_row(row, reads=2))]
+    elif row["family"] == "elementwise":  # torch's RMSNorm: one 128-thread CTA per row, each row read twice
+        ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=RMS_NORM_IN_FLIGHT)]
+    elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
+        ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
     else:
         ops = [row_kernel(row)]
     out = [(k, True) for k in ops]
@@ -48,6 +50,35 @@ def row_kernels(row: dict) -> tuple:
     if launches and launches > len(ops) and row["family"] not in PROBES:
         out.append((Kernel("stream", Cost(launches=launches - len(ops)), dependent_loads=0), False))
     return tuple(out)
+
+
+# torch.nn.functional.rms_norm on FP32 rows (PyTorch 2.11, CUDA): vectorized_layer_norm_kernel<float, float, rms=true>,
+# one CTA of 32 x 4 = 128 threads per row (probe.log: grid [m], block [32, 4], 32 registers). Its statistics loop is
+# unrolled four times, four 16-byte LDG.E.128 per thread issued before the first is used (the SASS in probe.log), so a
+# CTA keeps 128 x 4 x 16 B in flight; the row is read again to scale it, then written.
+RMS_NORM_IN_FLIGHT = 128 * 4 * 16
+TORCH_GROUPED = ("torch._scaled_grouped_mm", "torch._grouped_mm")
+# PyTorch 2.11's grouped GEMMs on sm90 pick a CUTLASS tile from M = rows / groups (every expert of the weight tensor),
+# N and K (aten/src/ATen/native/cuda/ScaledGroupMM.cu and GroupMM.cu, dispatch on tile size): "small" (M <= 128 or
+# N <= 128) a 64 x 128 ping-pong tile; else FP8 with fast accumulation and two of M, N, K >= 2048 a 256 x 128 tile,
+# otherwise 128 x 256. Thread-block clusters are 2 x 2 CTAs (FP8) and 2 x 1 (BF16): two along M, so each expert's
+# M tiles round up to an even count; 200 rows per expert run on 512 rows of FP8 tiles. The grids are persistent:
+# [58, 2, 1] = 116 CTAs for FP8 (four-CTA clusters do not fill all 132 SMs), [132, 1, 1] for BF16 (probe.log).
+TORCH_GROUPED_CTAS = {"fp8": 116, "bf16": 132}
+
+
+def torch_grouped_geometry(row: dict) -> dict:
+    """The tile PyTorch's grouped GEMM dispatch picks for a measured row (Kernel tile fields)."""
+    m, n, k = row["rows"] // row["groups"], row["n"], row["k"]
+    fp8 = row["dtype"] == "fp8"
+    if m <= 128 or n <= 128:
+        tile = (64, 128)
+    elif fp8 and ((m >= 2048 and k >= 2048) or (m >= 2048 and n >= 2048) or (k >= 2048 and n >= 2048)):
+        tile = (256, 128)
+    else:
+        tile = (128, 256)
+    return {"tile_rows": tile[0], "tile_cols": tile[1], "m_tile_multiple": 2,
+            "max_ctas": TORCH_GROUPED_CTAS["fp8" if fp8 else "bf16"]}
 
 
 def _is_bmm_attention(row: dict) -> bool:

@@ -6,9 +6,12 @@ calibration/h200/README.md ("Model-shape suite"). Every kernel row is measured t
 - ``mode=graph``: many calls chained back to back in one captured CUDA graph; seconds per
   call = replay time / calls (the default suite's `bench.Timer`). No host gap between calls.
 - ``mode=eager``: the kernel launched alone from the host: synchronize, record a start
-  event, one call, record an end event, wait; median over up to 50 such samples. This
-  includes the host's launch gap (PyTorch dispatch + cudaLaunchKernel), which the GPU
-  sees as idle time between the start event and the kernel.
+  event, one call, record an end event, wait. This includes the host's launch gap (PyTorch
+  dispatch + cudaLaunchKernel), which the GPU sees as idle time between the start event and
+  the kernel. The eager rows of up to EAGER_CHUNK consecutive shapes are measured together,
+  interleaved in random order over EAGER_ROUNDS rounds (`eager_interleaved`), so slow drift of
+  the host's speed spreads over all of them; each also reads `host_s`, the host time to issue
+  one call while the GPU is busy.
 
 Probes (CuPy RawKernels launched on PyTorch's current stream):
 
@@ -39,8 +42,14 @@ from rubinperf.calibrate.bench import (KernelBench, Timer, _quantile, _warm_cloc
                                        require_torch_cuda, shape_text)
 from rubinperf.calibrate.plan import SHAPES_COLUMNS, STREAM_THREADS, row_cost, rows_to_csv, shapes_plan
 
-EAGER_SAMPLES = 50
-EAGER_MAX_S = 0.25  # stop taking eager samples of one row after this long (at least 5 samples)
+EAGER_SAMPLES = 64   # lone launches per eager row, spread over EAGER_ROUNDS interleaved rounds
+EAGER_ROUNDS = 8
+EAGER_MAX_S = 0.15   # a long kernel takes fewer lone launches (at least one per round)
+EAGER_CHUNK = 24     # shapes whose eager rows are interleaved together (their inputs stay allocated)
+EAGER_CHUNK_BYTES = 24 * 2 ** 30  # ... or fewer, once this much GPU memory is allocated
+HOST_CALLS = 8       # calls per host-dispatch reading
+HOST_SLEEP_CYCLES = 2_000_000  # the busy GPU behind a host-dispatch reading (about 1 ms at 1.98 GHz)
+HOST_MAX_KERNEL_S = 2e-4  # host dispatch is read only for kernels shorter than this (the sleep must outlast them)
 CHECK_TOLERANCE = 0.05  # attention output vs float32 reference: ||out - ref|| / ||ref||
 
 CHASE_SRC = r'''
@@ -175,26 +184,95 @@ def triton_mqa(torch, b, r, l, dq, dv, device, sms: int = 132):
     return call, f"{splits} KV splits of {split_len}, {rb} row blocks of {block_r}"
 
 
-def eager_measure(torch, calls, samples: int = EAGER_SAMPLES, max_s: float = EAGER_MAX_S):
-    """The kernel launched alone: sync, start event, one call, end event, wait. (median, spread, samples)."""
-    n = len(calls)
-    calls[0]()
+class EagerEntry:
+    """One callable whose lone-launch (eager) time is still to be measured, and the row it will fill."""
+
+    def __init__(self, row: dict, calls, est_s: float):
+        self.row, self.calls, self.est_s = row, calls, max(est_s, 1e-7)
+        self.times: list[float] = []
+        self.host: list[float] = []
+        self.spent_s = 0.0
+        self.next = 0
+
+    def call(self):
+        self.calls[self.next % len(self.calls)]()
+        self.next += 1
+
+
+def eager_lone_sample(torch, entry: EagerEntry, start, end) -> float:
+    """One lone launch: the GPU idle (synchronized), a start event, one call from the host, an end event.
+
+    The interval is the host's dispatch of the call (Python, the PyTorch op, cudaLaunchKernel) while the
+    GPU waits, then the kernel's own time, i.e. one launch from the host plus the kernel."""
     torch.cuda.synchronize()
+    start.record()
+    entry.call()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
+def host_dispatch_sample(torch, entry: EagerEntry, calls: int = HOST_CALLS) -> float:
+    """Host seconds to issue one call while the GPU is busy (a sleep kernel queued first), so the host never
+    waits on the GPU: the dispatch part of an eager launch alone."""
+    torch.cuda.synchronize()
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(HOST_SLEEP_CYCLES)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        entry.call()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls
+
+
+def eager_interleaved(torch, entries: list, rounds: int = EAGER_ROUNDS, samples: int = EAGER_SAMPLES,
+                      max_s: float = EAGER_MAX_S, seed: int = 0) -> list[dict]:
+    """Lone-launch times of several callables, interleaved so slow host drift spreads over all of them.
+
+    Each entry is warmed up (two calls), then `rounds` rounds visit every entry once in a fresh random
+    order; a visit takes `samples / rounds` lone launches (fewer for a long kernel, so that its samples
+    stay under `max_s` in all, at least one per round) and one host-dispatch reading. The row's time
+    is the median of all its lone launches; spread (p75 - p25) / median. Python's garbage collector is
+    off while timing (its pauses are host noise, not launch cost). Returns the finished eager rows."""
+    import gc
+    import random
+
+    if not entries:
+        return []
+    rng = random.Random(seed)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times, t0 = [], time.perf_counter()
-    for i in range(samples):
-        torch.cuda.synchronize()
-        start.record()
-        calls[i % n]()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-        if len(times) >= 5 and time.perf_counter() - t0 > max_s:
-            break
-    times.sort()
-    med = _quantile(times, 0.5)
-    spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
-    return med, spread, len(times)
+    for e in entries:
+        e.call()
+        e.call()
+    torch.cuda.synchronize()
+    per_visit = {id(e): max(1, min(math.ceil(samples / rounds), int(max_s / (rounds * (e.est_s + 3e-5)))))
+                 for e in entries}
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            order = list(entries)
+            rng.shuffle(order)
+            for e in order:
+                t0 = time.perf_counter()
+                for _ in range(per_visit[id(e)]):
+                    e.times.append(eager_lone_sample(torch, e, start, end))
+                if e.est_s < HOST_MAX_KERNEL_S:
+                    e.host.append(host_dispatch_sample(torch, e))
+                e.spent_s += time.perf_counter() - t0
+    finally:
+        if was:
+            gc.enable()
+    out = []
+    for e in entries:
+        times = sorted(e.times)
+        med = _quantile(times, 0.5)
+        spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
+        host = _quantile(sorted(e.host), 0.5) if e.host else None
+        out.append(_with_cost(dict(e.row, mode="eager", measured_s=med, spread=spread, samples=len(times), calls=1,
+                                   host_s=host)))
+    return out
 
 
 def graph_kernel_count(torch, call):
@@ -392,29 +470,32 @@ class ShapeBench(KernelBench):
         return options
 
     # -- one row in both modes
-    def run_shape_row(self, row: dict, timer: Timer, log) -> list[dict]:
+    def run_shape_row(self, row: dict, timer: Timer, log) -> tuple[list[dict], list]:
+        """The graph rows of one plan row, measured now, and its eager entries, measured later interleaved
+        with other shapes' (`eager_interleaved`). Probes (pointer_chase) are finished rows at once."""
         fam = row["family"]
         if fam == "pointer_chase":
-            return [_with_cost(self.pointer_chase(row))]
+            return [_with_cost(self.pointer_chase(row))], []
         if fam == "attention_decode":  # every implementation that ran is a row (impl tells them apart)
-            out = []
+            rows, entries = [], []
             for name, calls, check in self.attention_mqa(row):
                 err = check()
                 if not math.isfinite(err) or err > CHECK_TOLERANCE:
                     print(f"    CHECK FAILED: rel err {err:.3g} for {name}: not recorded", file=log, flush=True)
                     continue
                 res = timer.measure(calls)
-                out.extend(self._rows(row, {"check_rel_err": err}, name, calls, res, log))
-                del calls
-            if not out:
+                g, e = self._rows(row, {"check_rel_err": err}, name, calls, res, log)
+                rows += g
+                entries += e
+            if not entries:
                 raise RuntimeError("no attention implementation ran correctly")
-            return out
+            return rows, entries
         calls, impl, updates = getattr(self, fam)(row)
         res = timer.measure(calls)
         return self._rows(row, dict(updates), impl, calls, res, log)
 
-    def _rows(self, row, extra, impl, calls, res, log) -> list[dict]:
-        """The graph row (from the Timer's result) and the eager row of one callable."""
+    def _rows(self, row, extra, impl, calls, res, log) -> tuple[list[dict], list]:
+        """The graph row (from the Timer's result) and the eager entry of one callable."""
         t = self.torch
         if "launches_source" not in extra:
             n = graph_kernel_count(t, calls[0])
@@ -425,14 +506,11 @@ class ShapeBench(KernelBench):
         out = []
         med, spread, samples, per, mode = res
         if mode == "graph":
-            out.append(dict(row, **extra, mode="graph", impl=impl, measured_s=med, spread=spread, samples=samples,
-                            calls=per))
+            out.append(_with_cost(dict(row, **extra, mode="graph", impl=impl, measured_s=med, spread=spread,
+                                       samples=samples, calls=per)))
         else:
             print("    graph capture failed: graph row left out", file=log, flush=True)
-        emed, espread, esamples = eager_measure(t, calls)
-        out.append(dict(row, **extra, mode="eager", impl=impl, measured_s=emed, spread=espread, samples=esamples,
-                        calls=1))
-        return [_with_cost(r) for r in out]
+        return out, [EagerEntry(dict(row, **extra, impl=impl), calls, med)]
 
 
 def _with_cost(r: dict) -> dict:
@@ -466,7 +544,33 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
           file=log, flush=True)
     _warm_clocks(torch)
     env["clocks_after_warmup"] = clocks()
-    out, t0, skipped = [], time.perf_counter(), 0
+    out, t0, skipped, pending = [], time.perf_counter(), 0, []
+    env["eager_method"] = (f"interleaved: {EAGER_ROUNDS} rounds over up to {EAGER_CHUNK} shapes in a random order, "
+                           f"{EAGER_SAMPLES} lone launches per row (fewer past {EAGER_MAX_S} s), median; gc off")
+
+    def flush():
+        """Measure the pending shapes' eager rows interleaved, then write every pending row out."""
+        entries = [e for _, _, _, es in pending for e in es]
+        try:
+            eager = eager_interleaved(torch, entries, seed=len(out))
+        except Exception as exc:
+            print(f"    eager rows of {len(pending)} shapes SKIPPED ({type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0][:160] if str(exc) else ''})", file=log, flush=True)
+            torch.cuda.synchronize()
+            eager = []
+        by_entry = dict(zip(map(id, entries), eager))
+        for i, label, graph_rows, es in pending:
+            res = graph_rows + [by_entry[id(e)] for e in es if id(e) in by_entry]
+            out.extend(res)
+            _log_shape(res, label, log)
+        pending.clear()
+        entries.clear()
+        torch.cuda.empty_cache()
+        if partial_csv is not None:
+            from rubinperf.files import write_atomic
+
+            write_atomic(partial_csv, rows_to_csv(out, SHAPES_COLUMNS))
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for i, row in enumerate(plan, 1):
@@ -475,36 +579,37 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
                       file=log, flush=True)
                 env["not_measured"] = len(plan) - i + 1
                 break
-            shape = shape_text(row)
-            res = measure_or_skip(torch, lambda: bench.run_shape_row(row, timer, log),
-                                  f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape}", log)
+            label = f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape_text(row)}"
+            res = measure_or_skip(torch, lambda: bench.run_shape_row(row, timer, log), label, log, empty=False)
             if res is None:
                 skipped += 1
                 continue
-            out.extend(res)
-            if partial_csv is not None:
-                from rubinperf.files import write_atomic
-
-                write_atomic(partial_csv, rows_to_csv(out, SHAPES_COLUMNS))
-            for impl in dict.fromkeys(r["impl"] for r in res):
-                parts, first = [], None
-                for r in res:
-                    if r["impl"] != impl:
-                        continue
-                    first = first or r
-                    rate = f"{r['flops'] / r['measured_s'] / 1e12:.0f} TF/s " if r["flops"] else ""
-                    bw = f"{r['bytes'] / r['measured_s'] / 1e12:.2f} TB/s" if r["bytes"] else ""
-                    parts.append(f"{r['mode']} {r['measured_s'] * 1e6:.2f} us {rate}{bw}".strip())
-                print(f"[{i}/{len(plan)}] {row['family']} {row['dtype']} {shape}: {'; '.join(parts)} "
-                      f"({impl}; launches {first.get('launches')} {first.get('launches_source')}"
-                      + (f"; err {first['check_rel_err']:.2g}" if first.get("check_rel_err") is not None else "")
-                      + ")", file=log, flush=True)
+            pending.append((i, label, *res))
+            if len(pending) >= EAGER_CHUNK or torch.cuda.memory_allocated() > EAGER_CHUNK_BYTES:
+                flush()
+        flush()
     env["clocks_after"] = clocks()
     env["measurements"] = len(out)
     env["planned_shapes"] = len(plan)
     env["skipped_shapes"] = skipped
     env["seconds"] = round(time.perf_counter() - t0, 1)
     return out, env
+
+
+def _log_shape(res: list[dict], label: str, log) -> None:
+    for impl in dict.fromkeys(r["impl"] for r in res):
+        parts, first = [], None
+        for r in res:
+            if r["impl"] != impl:
+                continue
+            first = first or r
+            rate = f"{r['flops'] / r['measured_s'] / 1e12:.0f} TF/s " if r["flops"] else ""
+            bw = f"{r['bytes'] / r['measured_s'] / 1e12:.2f} TB/s" if r["bytes"] else ""
+            host = f" host {r['host_s'] * 1e6:.1f} us" if r.get("host_s") else ""
+            parts.append(f"{r['mode']} {r['measured_s'] * 1e6:.2f} us {rate}{bw}{host}".strip())
+        print(f"{label}: {'; '.join(parts)} ({impl}; launches {first.get('launches')} {first.get('launches_source')}"
+              + (f"; err {first['check_rel_err']:.2g}" if first.get("check_rel_err") is not None else "")
+              + ")", file=log, flush=True)
 
 
 def write_outputs(rows: list[dict], csv_path: Path, env: dict) -> None:
