@@ -75,6 +75,7 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
     if phase not in ("prefill", "decode"):
         raise SpecError(f"--phase: expected prefill or decode, got {phase!r}")
 
+    asked_context = context
     context = DEFAULT_CONTEXT if context is None else context
     if context < 0:
         raise SpecError(f"--context: expected a non-negative token count, got {context}")
@@ -90,6 +91,10 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         if new_tokens < batch:
             raise SpecError(f"--new-tokens: expected at least one new token per sequence (--batch {batch}), got {new_tokens}")
     per_seq = new_tokens / batch if phase == "prefill" else 0
+    if asked_context is None and context + per_seq > model.max_context_tokens >= per_seq:
+        # The default context leaves room for the step's new tokens in a model with a shorter window
+        # (DeepSeek-V3's 128K: 96K cached + 32K new).
+        context = model.max_context_tokens - per_seq
     if context + per_seq > model.max_context_tokens:
         if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
             raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "

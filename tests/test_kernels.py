@@ -277,3 +277,13 @@ def test_all_gather_bytes():
     c = all_gather(8e6, 4)
     assert c.nvlink_bytes == pytest.approx(6e6)   # 8 MB * 3/4
     assert c.nvlink_hops == 1
+
+
+def test_decode_attention_ctas_top_k_gather_vs_dense_split_kv():
+    from rubinperf.kernels.attention import sparse_attention
+    # MegaAttn gathering each query's top-512: one CTA per 2 tokens (12 tokens -> 6 CTAs).
+    sparse = sparse_attention(12, 2, 6, 131072, 64, 2, 512, 128, 288, 512, 512, prefill=False)
+    assert sparse.ctas == 6
+    # A dense pass over the whole cache (MLA, no top-k) splits the KV over CTAs: it fills the GPU.
+    dense = sparse_attention(12, 2, 6, 131072, 128, 1, None, 0, 656, 576, 512, prefill=False)
+    assert dense.ctas is None

@@ -248,3 +248,14 @@ def test_estimate_csv_and_breakdown(capsys):
     assert main(["estimate", "-H", "vr-nvl72", "-l", "tp8", "--breakdown"]) == 0
     out = capsys.readouterr().out
     assert "MegaMoE" in out and "% roofline" in out and "share" in out
+
+
+def test_default_context_leaves_room_for_new_tokens_in_a_shorter_window():
+    from rubinperf.errors import SpecError
+    v3 = load_model("deepseek-v3")            # 131,072-token window
+    lay = parse_layout("dep8")
+    p = make_point(v3, load_platform("h200"), lay, phase="prefill")
+    assert p.context == 131072 - 32768 and p.new_tokens == 32768
+    # Asked for, the full context with 32K new tokens is still refused.
+    with pytest.raises(SpecError, match="exceed"):
+        make_point(v3, load_platform("h200"), lay, phase="prefill", context=131072)

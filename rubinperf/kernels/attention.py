@@ -74,7 +74,11 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     attended = selected + win
     cost = Cost.of_flops("bf16", 2 * tokens * heads * attended * (qk_dim + v_dim)) + Cost(
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
-    ctas = None if prefill else sceil(tokens / tokens_per_cta)
+    # Decode CTAs: a query gathering its own top-k selection runs one or two tokens per CTA (MegaAttn); a dense
+    # pass over a whole cache (no top-k: MLA, full attention) splits the KV over CTAs and fills the GPU
+    # (split-KV flash decoding, as FlashMLA), as prefill does.
+    dense = bool(ratio) and not topk
+    ctas = None if prefill or dense else sceil(tokens / tokens_per_cta)
     return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1)
 
 
