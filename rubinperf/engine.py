@@ -39,7 +39,7 @@ def _for_phase(options: dict, phase: str) -> dict:
 
 def load_specs(model: str, hardware=None, sets=None, stacks=None):
     """The model and platform (hardware + stack) records with `--set` overrides applied to each."""
-    from rubinperf.cli_options import pair_stacks
+    from rubinperf.cli.options import pair_stacks
 
     names = list(hardware or DEFAULT_HARDWARE)
     twice = sorted({n for n in names if names.count(n) > 1})

@@ -29,7 +29,7 @@ def test_the_calibration_and_the_cli_build_the_same_kernels():
 
 
 def test_explain_offers_every_catalog_kernel(cli):
-    from rubinperf.cli_explain import GENERIC
+    from rubinperf.cli.explain import GENERIC
 
     assert set(GENERIC) == set(CATALOG)
     for kind in ("gemm", "grouped-gemm", "attention", "copy"):

@@ -224,7 +224,7 @@ def test_plot_writes_the_file(cli, tmp_path, suffix, magic):
 
 
 def test_serving_commands_import_nothing_heavy():
-    code = ("import sys, rubinperf.cli_serving; "
+    code = ("import sys, rubinperf.cli.serving; "
             "bad = [m for m in ('matplotlib', 'sympy', 'rubinperf.serving', 'numpy') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -234,7 +234,7 @@ def test_serving_commands_import_nothing_heavy():
 def test_terminal_chart_and_progress(summaries):
     from rich.console import Console
 
-    from rubinperf.render_serving import frontier_chart
+    from rubinperf.render.serving import frontier_chart
 
     recs = [r for s in summaries for r in point_records(s)]
     console = Console(width=120, record=True)

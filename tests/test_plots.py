@@ -1,4 +1,4 @@
-"""The --plot figures (rubinperf.plots): what the frontier and tornado figures show, checked on the
+"""The --plot figures (rubinperf.render.plots): what the frontier and tornado figures show, checked on the
 figure's artists (built without writing) and in the written SVG's text; and the path without
 matplotlib, one line and exit 2."""
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from rubinperf import plots
+from rubinperf.render import plots
 from rubinperf.errors import SpecError
 
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
@@ -215,7 +215,7 @@ def _tornado_records():
 def test_tornado_figure_shows_the_baseline_and_readable_names():
     import matplotlib.pyplot as plt
 
-    from rubinperf import report
+    from rubinperf.render import tables as report
 
     records = _tornado_records()
     base = records[0]["metric_value"]
@@ -275,6 +275,6 @@ def test_without_matplotlib_every_format_says_how_to_install_it(cli, monkeypatch
 
 
 def test_no_svg_fallback_renderer_is_left():
-    from rubinperf import render_serving
+    from rubinperf.render import serving as render_serving
 
     assert not hasattr(render_serving, "svg_chart")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from rubinperf import report
+from rubinperf.render import tables as report
 
 HEAVY = ("typer.rich_utils", "rich.markdown", "markdown_it", "pygments", "rich.traceback", "rich.syntax")
 

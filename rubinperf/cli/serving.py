@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import STACK_OPT, WIDE_OPT, apply_wide
+from rubinperf.cli.options import STACK_OPT, WIDE_OPT, apply_wide
 from rubinperf.errors import SpecError
 
 MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
@@ -32,7 +32,7 @@ QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but er
 
 def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
     """(model, platform, workload) per rack (hardware + its stack), with the `--set` overrides that apply to it."""
-    from rubinperf.cli_options import pair_stacks
+    from rubinperf.cli.options import pair_stacks
 
     from rubinperf.scenario import DEFAULT_HARDWARE
     from rubinperf.specs.stack import load_platform
@@ -198,11 +198,11 @@ def pareto(
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.pareto import point_records, summarize
-    from rubinperf.render_serving import chart_width, check_plot_path, frontier_chart, pareto_tables, plot_file
+    from rubinperf.render.serving import chart_width, check_plot_path, frontier_chart, pareto_tables, plot_file
 
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
@@ -272,11 +272,11 @@ def compare(
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.pareto import compare_records, summarize
-    from rubinperf.render_serving import compare_tables
+    from rubinperf.render.serving import compare_tables
 
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)

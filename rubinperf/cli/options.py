@@ -11,7 +11,7 @@ WIDE_OPT = typer.Option(False, "--wide", help="Tables with every column at full 
 
 
 def apply_wide(wide: bool) -> None:
-    from rubinperf import report
+    from rubinperf.render import tables as report
 
     report.set_wide(wide)
 

@@ -1,4 +1,4 @@
-"""Tables, a terminal chart and the --plot entry (drawn by rubinperf.plots) for `pareto` and `compare` (presentation only).
+"""Tables, a terminal chart and the --plot entry (drawn by rubinperf.render.plots) for `pareto` and `compare` (presentation only).
 
 Everything here reads records built by `rubinperf.pareto` / `rubinperf.serving`; nothing
 computes a formula.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from rubinperf import report
+from rubinperf.render import tables as report
 
 MARKERS = ("●", "▲", "■", "◆", "✚", "★")
 COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
@@ -154,16 +154,16 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
 
 
 def check_plot_path(path: str) -> None:
-    """Fail before any work when --plot cannot be written (see `rubinperf.plots.check_plot_path`)."""
-    from rubinperf.plots import check_plot_path as check
+    """Fail before any work when --plot cannot be written (see `rubinperf.render.plots.check_plot_path`)."""
+    from rubinperf.render.plots import check_plot_path as check
 
     check(path)
 
 
 def plot_file(records: list[dict], path: str, title: str = "") -> None:
     """Write the frontier figure (layouts labelled, published points, interactivity targets, assumptions)
-    as PNG, SVG or PDF, atomically; matplotlib (the `plot` extra) draws it: `rubinperf.plots`."""
-    from rubinperf.plots import plot_frontier
+    as PNG, SVG or PDF, atomically; matplotlib (the `plot` extra) draws it: `rubinperf.render.plots`."""
+    from rubinperf.render.plots import plot_frontier
 
     plot_frontier(records, path, title=title)
 

@@ -40,7 +40,7 @@ def _import_typer():
 
 typer = _import_typer()
 
-from rubinperf.cli_options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide  # noqa: E402
+from rubinperf.cli.options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide  # noqa: E402
 from rubinperf.errors import SpecError  # noqa: E402
 
 # typer escapes '[' in help texts for rich markup whenever rich is importable, even with markup
@@ -85,8 +85,8 @@ def _root(
 
 
 def _emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: bool = False):
-    from rubinperf import report
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.render import tables as report
+    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, as_csv, quiet)
 
@@ -162,7 +162,7 @@ def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bo
 
 
 def _kernel_table(rec: dict):
-    from rubinperf import report
+    from rubinperf.render import tables as report
 
     shape = ", ".join(f"{k}={v}" for k, v in rec.items() if k not in {"kernel", "hardware", "launch"} and not k.endswith(("_ms", "_bytes")) and k not in {"bound", "flops", "bytes", "fraction_of_roofline"})
     rows = [
@@ -406,7 +406,7 @@ def estimate(
 
       rubinperf estimate -l tp8 --acceptance 3.0 --json
     """
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.cli.options import check_output_flags
     from rubinperf.engine import run_estimates
 
     check_output_flags(as_json, as_csv, quiet)
@@ -414,20 +414,20 @@ def estimate(
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets, stacks=stack)
-    from rubinperf.render import estimate_tables
+    from rubinperf.render.step import estimate_tables
 
     _emit(records, as_json, lambda rs: estimate_tables(rs, breakdown), as_csv=as_csv, quiet=quiet)
 
 
-from rubinperf import cli_explain  # noqa: E402  (light: sympy loads inside the commands)
+from rubinperf.cli import explain as cli_explain  # noqa: E402  (light: sympy loads inside the commands)
 
 app.command("explain")(cli_explain.explain)
 app.command("sensitivity")(cli_explain.sensitivity)
 
 
-# ---------------------------------------------------------------- serving (rubinperf/cli_serving.py)
+# ---------------------------------------------------------------- serving (rubinperf/cli/serving.py)
 
-from rubinperf import cli_serving  # noqa: E402  (light: no model code at import)
+from rubinperf.cli import serving as cli_serving  # noqa: E402  (light: no model code at import)
 
 app.command("pareto")(cli_serving.pareto)
 app.command("compare")(cli_serving.compare)
@@ -453,8 +453,8 @@ def validate_cmd(
 
     Example: rubinperf validate --json
     """
-    from rubinperf.render import validate_table
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.render.step import validate_table
+    from rubinperf.cli.options import check_output_flags
     from rubinperf.validate import POINTS_FILE, load_points, validate
 
     check_output_flags(as_json, quiet=quiet)
@@ -479,7 +479,7 @@ def list_hardware(as_json: bool = typer.Option(False, "--json", help="Print JSON
 
     Example: rubinperf list hardware --json
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.loader import bundled_names
 
@@ -518,7 +518,7 @@ def list_stacks(as_json: bool = typer.Option(False, "--json", help="Print JSON r
 
     Example: rubinperf list stacks --json
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.specs.hardware import load_hardware
     from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.stack import load_stack
@@ -560,7 +560,7 @@ def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON r
 
     Example: rubinperf list models
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.architecture import parameter_counts
     from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.model import load_model
@@ -592,7 +592,7 @@ def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON 
 
     Example: rubinperf list layouts
     """
-    from rubinperf import report
+    from rubinperf.render import tables as report
     from rubinperf.layout import LAYOUT_EXAMPLES
 
     recs = [{"name": n, "description": d} for n, d in LAYOUT_EXAMPLES]
@@ -601,9 +601,9 @@ def list_layouts(as_json: bool = typer.Option(False, "--json", help="Print JSON 
                      [[r["name"], r["description"]] for r in rs])), quiet=quiet)
 
 
-# ---------------------------------------------------------------- calibrate (rubinperf/cli_calibrate.py)
+# ---------------------------------------------------------------- calibrate (rubinperf/cli/calibrate.py)
 
-from rubinperf import cli_calibrate  # noqa: E402  (light: numpy and torch load inside the command)
+from rubinperf.cli import calibrate as cli_calibrate  # noqa: E402  (light: numpy and torch load inside the command)
 
 app.command("calibrate")(cli_calibrate.calibrate)
 
@@ -619,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     closed pipe) is one line too. The click exceptions are matched by name: typer ships
     click itself in some versions.
     """
-    from rubinperf.console import make_streams_safe
+    from rubinperf.render.console import make_streams_safe
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
@@ -671,7 +671,7 @@ def _run(argv: list[str]) -> int:
     except SpecError as exc:
         _fail(f"rubinperf: error: {exc}")
     except BrokenPipeError:
-        from rubinperf.console import silence_stdout
+        from rubinperf.render.console import silence_stdout
 
         silence_stdout()
         return 0
@@ -711,7 +711,7 @@ def _os_error(exc: OSError) -> str:
 
 def _flush_stdout() -> None:
     """Output is flushed here, not at exit, so that a full disk or a closed pipe is one line."""
-    from rubinperf.console import silence_stdout
+    from rubinperf.render.console import silence_stdout
 
     try:
         sys.stdout.flush()
@@ -770,7 +770,7 @@ class _signals_unwind:
 def _fail(msg: str, status: int = 2):
     from rubinperf.errors import shorten
 
-    from rubinperf.console import silence_stdout
+    from rubinperf.render.console import silence_stdout
 
     try:
         sys.stdout.flush()  # what was printed before the error goes first (and a full disk is not a second error)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubinperf import report
+from rubinperf.render import tables as report
 
 
 def estimate_tables(records: list[dict], breakdown: bool = False) -> None:

@@ -12,9 +12,9 @@ from typing import List, Optional
 
 import typer
 
-from rubinperf.cli_options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide
+from rubinperf.cli.options import BYTES, STACK_ONE_OPT, STACK_OPT, TOKENS, WIDE_OPT, apply_wide
 
-from rubinperf import report
+from rubinperf.render import tables as report
 from rubinperf.errors import SpecError
 
 from rubinperf.kernels.catalog import CATALOG  # noqa: E402  (no numpy or sympy behind it)
@@ -113,7 +113,7 @@ def explain(
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
     from rubinperf import symbolic as S
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
     name = kernel.strip()
@@ -420,17 +420,17 @@ def sensitivity(
 
       rubinperf sensitivity --set hbm_bandwidth=30TB/s --plot tornado.png
     """
-    from rubinperf.plots import plot_tornado
+    from rubinperf.render.plots import plot_tornado
     from rubinperf.sensitivity import sensitivity as run
 
-    from rubinperf.cli_options import check_output_flags
+    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
     if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
-        from rubinperf.render_serving import check_plot_path
+        from rubinperf.render.serving import check_plot_path
 
         check_plot_path(plot)
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,

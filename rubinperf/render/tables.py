@@ -262,7 +262,7 @@ def print_out(renderable) -> None:
 
 
 def _reader_gone() -> None:
-    from rubinperf.console import silence_stdout
+    from rubinperf.render.console import silence_stdout
 
     silence_stdout()
     raise SystemExit(0)
@@ -282,7 +282,7 @@ class _stdout_errors:
     def __exit__(self, typ, exc, tb):
         if typ is None or not issubclass(typ, OSError):
             return False
-        from rubinperf.console import silence_stdout
+        from rubinperf.render.console import silence_stdout
         from rubinperf.errors import SpecError
 
         silence_stdout()

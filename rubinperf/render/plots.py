@@ -15,7 +15,7 @@ import math
 import textwrap
 from pathlib import Path
 
-from rubinperf import report
+from rubinperf.render import tables as report
 from rubinperf.files import regular_target
 from rubinperf.errors import SpecError, shorten
 

@@ -142,7 +142,7 @@ def calibrate(
         rec["groups"] = fit.collective_groups(rows, after_hw)
 
     if as_json:
-        from rubinperf import report
+        from rubinperf.render import tables as report
 
         report.emit_text(report.to_json(rec))
     elif not quiet:
@@ -165,7 +165,7 @@ def _make_dir(path: Path) -> None:
 
 
 def _render(rec: dict) -> None:
-    from rubinperf import report
+    from rubinperf.render import tables as report
 
     def val(field: str, v: float) -> str:
         return report.fmt_time(v) if field.endswith("_s") else f"{v:.3g}"
