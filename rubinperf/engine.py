@@ -37,10 +37,21 @@ def _for_phase(options: dict, phase: str) -> dict:
     return {k: v for k, v in options.items() if k not in drop}
 
 
+def pair_stacks(racks: list, stacks) -> list:
+    """The stack of each rack: none given -> each rack's default (None); one -> every rack; one per rack -> in order."""
+    stacks = list(stacks or [])
+    if not stacks:
+        return [None] * len(racks)
+    if len(stacks) == 1:
+        return stacks * len(racks)
+    if len(stacks) == len(racks):
+        return stacks
+    raise SpecError(f"--stack: given {len(stacks)} times for {len(racks)} racks ({', '.join(racks)}); "
+                    "give it once for every rack or once per --hardware, in order")
+
+
 def load_specs(model: str, hardware=None, sets=None, stacks=None):
     """The model and platform (hardware + stack) records with `--set` overrides applied to each."""
-    from rubinperf.cli.options import pair_stacks
-
     names = list(hardware or DEFAULT_HARDWARE)
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -96,16 +96,3 @@ def _complete_stacks(incomplete: str):
 
 STACK_ONE_OPT = typer.Option(None, "--stack", help=STACK_ONE_HELP, autocompletion=_complete_stacks)
 STACK_OPT = typer.Option(None, "--stack", help=STACK_HELP, autocompletion=_complete_stacks)
-
-
-def pair_stacks(racks: list, stacks) -> list:
-    """The stack of each rack: none given -> each rack's default (None); one -> every rack; one per rack -> in order."""
-    stacks = list(stacks or [])
-    if not stacks:
-        return [None] * len(racks)
-    if len(stacks) == 1:
-        return stacks * len(racks)
-    if len(stacks) == len(racks):
-        return stacks
-    raise SpecError(f"--stack: given {len(stacks)} times for {len(racks)} racks ({', '.join(racks)}); "
-                    "give it once for every rack or once per --hardware, in order")

@@ -32,7 +32,7 @@ QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but er
 
 def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
     """(model, platform, workload) per rack (hardware + its stack), with the `--set` overrides that apply to it."""
-    from rubinperf.cli.options import pair_stacks
+    from rubinperf.engine import pair_stacks
 
     from rubinperf.scenario import DEFAULT_HARDWARE
     from rubinperf.specs.stack import load_platform
