@@ -1,6 +1,6 @@
 """rubinperf: analytical roofline performance for serving MoE language models on racks.
 
-Data flows one way: specs -> kernels -> roofline -> step -> serving -> report -> cli.
+Data flows one way: specs -> kernels -> roofline -> step -> serving -> render -> cli.
 """
 
 

@@ -79,3 +79,69 @@ def step_record(r) -> dict:
         "stack": getattr(r.hw, "stack", None),
         "breakdown": breakdown,
     }
+
+
+# ---------------------------------------------------------------- the bundled specs (`rubinperf list`)
+
+
+def hardware_records() -> list[dict]:
+    """Each bundled hardware spec with its headline peaks (SI)."""
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.loader import bundled_names
+
+    recs = []
+    for name in bundled_names("hardware"):
+        hw = load_hardware(name)
+        recs.append({
+            "name": hw.name, "description": hw.description, "preview": hw.preview, "default_stack": hw.default_stack,
+            "fp4_dense_flops_per_s": hw.fp4_dense_flops_per_s, "fp8_dense_flops_per_s": hw.fp8_dense_flops_per_s,
+            "bf16_dense_flops_per_s": hw.bf16_dense_flops_per_s, "hbm_capacity_bytes": hw.hbm_capacity_bytes,
+            "hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s,
+            "nvlink_bandwidth_bytes_per_s": hw.nvlink_bandwidth_bytes_per_s, "nvlink_domain_size": hw.nvlink_domain_size,
+            "gpu_power_w": hw.gpu_power_w, "price_usd_per_gpu_hour": hw.price_usd_per_gpu_hour,
+        })
+    return recs
+
+
+def stack_records() -> list[dict]:
+    """Each bundled software stack: kernel library and engine facts, and the racks that name it as their default."""
+    from rubinperf.specs.hardware import load_hardware
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.stack import load_stack
+
+    default_of: dict = {}
+    for name in bundled_names("hardware"):
+        hw = load_hardware(name)
+        default_of.setdefault(hw.default_stack, []).append(hw.name)
+    recs = []
+    for name in bundled_names("stack"):
+        st = load_stack(name)
+        recs.append({"name": st.name, "description": st.description, "default_for": default_of.get(st.name, []),
+                     "split_k_max": st.split_k_max, "mma_bytes_in_flight_per_sm": st.mma_bytes_in_flight_per_sm,
+                     "pdl_hidden_fraction": st.pdl_hidden_fraction, "mma_compute_efficiency": st.mma_compute_efficiency,
+                     "grouped_compute_efficiency": st.grouped_compute_efficiency,
+                     "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
+                     "eplb_target_balancedness": st.eplb_target_balancedness})
+    return recs
+
+
+def model_records() -> list[dict]:
+    """Each bundled model with the total and active parameters its shapes imply."""
+    from rubinperf.architecture import parameter_counts
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.model import load_model
+
+    recs = []
+    for name in bundled_names("model"):
+        m = load_model(name)
+        recs.append({"name": m.name, "description": m.description, "layers": m.num_layers,
+                     "routed_experts": m.num_routed_experts, "experts_per_token": m.experts_per_token,
+                     **parameter_counts(m)})
+    return recs
+
+
+def layout_records() -> list[dict]:
+    """The parallel layouts, by example."""
+    from rubinperf.layout import LAYOUT_EXAMPLES
+
+    return [{"name": n, "description": d} for n, d in LAYOUT_EXAMPLES]

@@ -399,6 +399,34 @@ def explain_step(ss: SymbolicStep) -> dict:
     return {"context": _step_context(ss), "top": top, "ops": ops}
 
 
+# The step's top-level quantities (explain_step's "top"), named, with their unit.
+STEP_LABELS = {
+    "expected_s": ("step time = max(GPU, CPU)", "s"),
+    "gpu_s": ("GPU time = sum over GPU ops of their expected time", "s"),
+    "cpu_s": ("CPU time (scheduling + DP sync, overlapped with the GPU)", "s"),
+    "sol_s": ("speed of light = sum over GPU ops of their SOL", "s"),
+    "tokens_per_s_per_gpu": ("tokens/s per GPU", "tok/s"),
+    "tokens_per_s_per_user": ("tokens/s per user", "tok/s"),
+}
+
+
+def step_numbers(st) -> tuple[dict, dict]:
+    """The values of explain_step's top-level formulas, and the symbol values they were evaluated at."""
+    values = dict(st["ops"][0].values)
+    t = evaluate(st["top"]["expected_s"], values)
+    values[STEP_TIME] = t
+    return {k: evaluate(e, values) for k, e in st["top"].items()}, values
+
+
+def step_record(st) -> dict:
+    """`explain step --json`: the step's formulas (text and LaTeX) and values, and each op's record."""
+    nums, values = step_numbers(st)
+    top = {k: {"label": STEP_LABELS[k][0], "formula": to_str(tidy(e)), "latex": to_latex(tidy(e)),
+               "value": nums[k]} for k, e in st["top"].items()}
+    return {"kernel": "step", **st["context"], "step_time_ms": nums["expected_s"] * 1e3,
+            "sol_step_time_ms": nums["sol_s"] * 1e3, "top": top, "ops": [ex.to_record() for ex in st["ops"]]}
+
+
 # ---------------------------------------------------------------- printing
 
 

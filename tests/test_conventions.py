@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rubinperf.cli.options import parse_tokens
-from rubinperf.render.tables import fmt_tokens
+from rubinperf.units import fmt_tokens
 
 
 @pytest.mark.parametrize("text,value", [("131072", 131072), ("128K", 131072), ("128k", 131072), ("1M", 1 << 20),

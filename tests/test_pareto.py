@@ -234,7 +234,7 @@ def test_serving_commands_import_nothing_heavy():
 def test_terminal_chart_and_progress(summaries):
     from rich.console import Console
 
-    from rubinperf.render.serving import frontier_chart
+    from rubinperf.render.chart import frontier_chart
 
     recs = [r for s in summaries for r in point_records(s)]
     console = Console(width=120, record=True)

@@ -215,7 +215,7 @@ def _tornado_records():
 def test_tornado_figure_shows_the_baseline_and_readable_names():
     import matplotlib.pyplot as plt
 
-    from rubinperf.render import tables as report
+    from rubinperf.units import fmt_time
 
     records = _tornado_records()
     base = records[0]["metric_value"]
@@ -225,7 +225,7 @@ def test_tornado_figure_shows_the_baseline_and_readable_names():
         ax = fig.axes[0]
         (line,) = g["baseline"]
         assert list(line.get_xdata()) == pytest.approx([base * 1e3] * 2)   # ms
-        assert g["baseline-label"][0].get_text() == f"baseline {report.fmt_time(base)}"
+        assert g["baseline-label"][0].get_text() == f"baseline {fmt_time(base)}"
         names = [t.get_text() for t in ax.get_yticklabels()]
         assert len(names) == 6
         assert names[-1] == plots.parameter_label(records[0]["parameter"])         # the largest on top
@@ -275,6 +275,6 @@ def test_without_matplotlib_every_format_says_how_to_install_it(cli, monkeypatch
 
 
 def test_no_svg_fallback_renderer_is_left():
-    from rubinperf.render import serving as render_serving
+    from rubinperf.render import chart, serving
 
-    assert not hasattr(render_serving, "svg_chart")
+    assert not hasattr(serving, "svg_chart") and not hasattr(chart, "svg_chart")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from rubinperf.render import tables as report
+from rubinperf.render import output
 
 HEAVY = ("typer.rich_utils", "rich.markdown", "markdown_it", "pygments", "rich.traceback", "rich.syntax")
 
@@ -69,7 +69,7 @@ def test_usage_errors_stay_one_plain_line():
 
 
 def _reference(x) -> str:
-    return json.dumps(report._finite(x), indent=2, default=report._jsonable, allow_nan=False)
+    return json.dumps(output._finite(x), indent=2, default=output._jsonable, allow_nan=False)
 
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.text(max_size=8),
@@ -83,14 +83,14 @@ values = st.recursive(scalars, lambda kids: st.one_of(st.lists(kids, max_size=4)
 @settings(max_examples=300, deadline=None)
 @given(values)
 def test_to_json_is_exactly_json_dumps_indent_2(x):
-    assert report.to_json(x) == _reference(x)
+    assert output.to_json(x) == _reference(x)
 
 
 def test_to_json_leaves_the_unusual_to_json_dumps():
     for x in ({1: 2.0, "a": float("nan")}, [{"k": {None: 1}}], {"p": ValueError("x")},
               [np.array([1.0, math.inf])], {"d": __import__("decimal").Decimal("1.5")}):
-        assert report.to_json(x) == _reference(x)
-    assert json.loads(report.to_json([{"ratio": math.inf, "x": -math.nan}])) == [{"ratio": None, "x": None}]
+        assert output.to_json(x) == _reference(x)
+    assert json.loads(output.to_json([{"ratio": math.inf, "x": -math.nan}])) == [{"ratio": None, "x": None}]
 
 
 def test_to_json_of_real_records(cli):

@@ -145,7 +145,7 @@ def _interrupting(target: str, signum: int) -> str:
 @pytest.mark.parametrize("target,argv", [
     ("rubinperf.engine:run_estimates", ["estimate"]),
     ("rubinperf.serving:sweep", ["pareto"]),
-    pytest.param("rubinperf.render.tables:write_atomic", ["pareto", "--plot", "PLOT"],
+    pytest.param("rubinperf.files:write_atomic", ["pareto", "--plot", "PLOT"],
                  marks=pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="a plot needs matplotlib")),
     ("rubinperf.specs.loader:read_toml", ["list", "hardware"]),
 ])

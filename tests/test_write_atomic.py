@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from rubinperf.errors import SpecError
-from rubinperf.render.tables import write_atomic
+from rubinperf.files import write_atomic
 
 needs_mpl = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
                                reason="writing a plot needs matplotlib (the plot extra)")
@@ -118,7 +118,7 @@ def test_error_mid_write_leaves_nothing(tmp_path, monkeypatch):
 def test_sigterm_while_writing_leaves_no_temporary_file(tmp_path):
     """SIGTERM delivered while the data is being written: the CLI unwinds, the .tmp file goes."""
     out = tmp_path / "f.svg"
-    code = ("import os, signal, sys, rubinperf.render.tables as r\n"
+    code = ("import os, signal, sys, rubinperf.files as r\n"
             "real = os.fdopen\n"
             "class Slow:\n"
             "    def __init__(self, fh): self.fh = fh\n"

@@ -1,39 +1,42 @@
 """`rubinperf calibrate`: measure kernels (or collectives) on this host's GPUs and fit the spec.
 
 Kept light at import time (typer only), so registering it leaves `rubinperf --help` fast;
-numpy, torch and the fit are imported inside the command.
+numpy, torch and the fit are imported inside the command; its tables are rubinperf.render.calibrate.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
+from rubinperf.cli.options import JsonRecord, complete_names
 from rubinperf.errors import SpecError
 
 
 def calibrate(
-    hardware: str = typer.Option("h200", "--hardware", "-H",
-                                 help="Hardware spec to start from: a bundled name or a path to a TOML file."),
-    out_dir: Optional[str] = typer.Option(None, "--out-dir",
-                                          help="Where the measurements CSV and the calibrated TOML go "
-                                               "[default: calibration/<hardware>]."),
-    quick: bool = typer.Option(False, "--quick", help="A few shapes per kernel family (about a minute)."),
-    from_csv: Optional[List[str]] = typer.Option(None, "--from-csv", metavar="FILE",
-                                                 help="Fit existing measurements (repeatable: kernel CSVs are fitted "
-                                                      "together); no GPU needed."),
-    collectives: bool = typer.Option(False, "--collectives",
-                                     help="Measure all-reduce and all-to-all over every local GPU (needs 2 or more) "
-                                          "and fit nvlink_latency_s, nvlink_efficiency and collective_floor_s."),
-    suite: str = typer.Option("kernels", "--suite", metavar="kernels|shapes",
-                              help="kernels: generic shapes of every family. shapes: DeepSeek-V4.1-Flash's kernels "
-                                   "at its own shapes, each launched alone (eager) and chained in a CUDA graph, plus "
-                                   "the pointer-chase and CTA-streaming probes (writes shapes.csv)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print no result table (files are still written; errors still print)."),
+    hardware: Annotated[str, typer.Option(
+        "--hardware", "-H", help="Hardware spec to start from: a bundled name or a path to a TOML file.",
+        autocompletion=complete_names("hardware"))] = "h200",
+    out_dir: Annotated[Optional[str], typer.Option(
+        "--out-dir", help="Where the measurements CSV and the calibrated TOML go [default: calibration/<hardware>].")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A few shapes per kernel family (about a minute).")] = False,
+    from_csv: Annotated[Optional[List[str]], typer.Option(
+        "--from-csv", metavar="FILE",
+        help="Fit existing measurements (repeatable: kernel CSVs are fitted together); no GPU needed.")] = None,
+    collectives: Annotated[bool, typer.Option(
+        "--collectives", help="Measure all-reduce and all-to-all over every local GPU (needs 2 or more) and fit "
+                              "nvlink_latency_s, nvlink_efficiency and collective_floor_s.")] = False,
+    suite: Annotated[str, typer.Option(
+        "--suite", metavar="kernels|shapes",
+        help="kernels: generic shapes of every family. shapes: DeepSeek-V4.1-Flash's kernels at its own shapes, each "
+             "launched alone (eager) and chained in a CUDA graph, plus the pointer-chase and CTA-streaming probes "
+             "(writes shapes.csv).")] = "kernels",
+    as_json: JsonRecord = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print no result table (files are still written; errors still print).")] = False,
 ):
     """Measure kernels on the local GPU and fit the kernel model's physical parameters.
 
@@ -142,11 +145,13 @@ def calibrate(
         rec["groups"] = fit.collective_groups(rows, after_hw)
 
     if as_json:
-        from rubinperf.render import tables as report
+        from rubinperf.render.output import emit_text, to_json
 
-        report.emit_text(report.to_json(rec))
+        emit_text(to_json(rec))
     elif not quiet:
-        _render(rec)
+        from rubinperf.render.calibrate import calibration_tables
+
+        calibration_tables(rec)
 
 
 def _read_env(csv_path: Path) -> dict:
@@ -162,48 +167,3 @@ def _make_dir(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecError(f"--out-dir {path}: cannot create: {exc.strerror or exc}") from None
-
-
-def _render(rec: dict) -> None:
-    from rubinperf.render import tables as report
-
-    def val(field: str, v: float) -> str:
-        return report.fmt_time(v) if field.endswith("_s") else f"{v:.3g}"
-
-    rows = [[f["field"], val(f["field"], f["before"]), val(f["field"], f["after"]), "fitted" if f["fitted"] else "kept"]
-            for f in rec["fit"]]
-    caption = (f"{rec['measurements']} measurements on {rec['gpu'] or 'an unknown GPU'}; {rec['method']}; "
-               f"{rec['objective']} {rec['objective_before']:.4f} -> {rec['objective_after']:.4f}\n"
-               "wrote " + " and ".join(p for p in (rec["toml"], rec["stack_toml"]) if p) + ("" if rec["csv"] == "" else f"; measurements in {rec['csv']}")
-               + "".join(f"\nnote: {n}" for n in rec["notes"]))
-    report.print_out(report.table(f"Calibrated efficiency table of {rec['hardware']} ({rec['kind']})",
-                                  [("field", "left"), ("before", "right"), ("after", "right"), ("", "left")], rows,
-                                  caption=caption))
-    if rec["kind"] == "kernels":
-        fam = [[b["family"], str(b["n"]), f"{b['median_ratio']:.2f}", f"{b['worst_ratio']:.2f}",
-                f"{a['median_ratio']:.2f}", f"{a['worst_ratio']:.2f}", f"{a['max_sol_over_measured']:.2f}"]
-               for b, a in zip(rec["families_before"], rec["families_after"])]
-        col = report.col
-        cols = [col("family", "left", min_width=17, wrap=False), col("rows"),
-                col("before median", short="bef. med.", drop=2), col("before worst", short="bef. worst", drop=3),
-                col("after median", short="median"), col("after worst", short="worst"),
-                col("max SOL/measured", short="SOL/meas", drop=1)]
-        report.print_out(report.table("measured / expected time per kernel family", cols, fam))
-        ho = rec.get("heldout") or {}
-        if ho:
-            rows_ = [[m, str(v["n"]), f"{v['median_abs_log']:.3f}", f"{v['worst_abs_log']:.3f}",
-                      f"{v['max_sol_over_measured']:.2f}", v["worst_row"]] for m, v in ho["modes"].items()]
-            rows_.append(["all", str(ho["n"]), f"{ho['median_abs_log']:.3f}", f"{ho['worst_abs_log']:.3f}",
-                          f"{ho['max_sol_over_measured']:.2f}", ho["worst_row"]])
-            col = report.col
-            cols = [col("launch", "left", wrap=False), col("rows"), col("median |ln|", short="median"),
-                    col("worst |ln|", short="worst"), col("max SOL/meas", short="SOL/meas", drop=1),
-                    col("worst row", "left", min_width=20)]
-            report.print_out(report.table(f"error on rows the fit did not see ({ho['folds']}-fold cross-validation)",
-                                          cols, rows_))
-    else:
-        grp = [[g["collective"], str(g["ranks"]), str(g["points"]), report.fmt_time(g["intercept_s"]),
-                f"{g['nvlink_efficiency']:.2f}", report.si(g["busbw_bytes_per_s"], "B/s")] for g in rec["groups"]]
-        cols = [("collective", "left"), ("ranks", "right"), ("sizes", "right"), ("floor + hops x latency", "right"),
-                ("link efficiency", "right"), ("bandwidth", "right")]
-        report.print_out(report.table("per collective and rank count (fitted separately)", cols, grp))

@@ -1,35 +1,49 @@
-"""Rules between output options, shared by every command (one place, one wording)."""
+"""Every command option shared by two or more commands, declared once, and the rules between them.
+
+Each option is a typer `Annotated` type: a command takes it as `model: Model = DEFAULT_MODEL`,
+so its flags, help and completion are written here once and its default stays in the command's
+signature (typer prints it as `[default: ...]`). Options of one command only are declared in
+that command. Also here: the rules between output options (--json, --csv, --quiet, --wide), the
+one place records are printed in the format asked for, and numbers with units (128K, 4GB).
+
+Light at import time (typer, click and re only): every command's module imports this.
+"""
 
 from __future__ import annotations
 
+import re as _re
+from typing import Annotated, List, Optional
+
+import click as _click
 import typer
 
 from rubinperf.errors import SpecError
 
-WIDE_OPT = typer.Option(False, "--wide", help="Tables with every column at full width (default: fit the terminal, "
-                        "leaving out the least needed columns, named under the table).")
+# ---------------------------------------------------------------- shell completion of values
 
 
-def apply_wide(wide: bool) -> None:
-    from rubinperf.render import tables as report
+def complete_names(kind: str):
+    """Tab-completion of bundled spec names (hardware, model, workload, stack)."""
+    def complete(incomplete: str) -> list[str]:
+        from rubinperf.specs.loader import bundled_names
 
-    report.set_wide(wide)
+        try:
+            return [n for n in bundled_names(kind) if n.startswith(incomplete)]
+        except SpecError:  # no bundled specs: nothing to complete
+            return []
+    return complete
 
 
-def check_output_flags(as_json: bool = False, as_csv: bool = False, quiet: bool = False) -> None:
-    """--json and --csv are two formats of one output: choose one. --quiet prints nothing, so
-    with --json or --csv it would silently drop what was asked for: an error too."""
-    if as_json and as_csv:
-        raise SpecError("--json and --csv: choose one output format")
-    if quiet and (as_json or as_csv):
-        raise SpecError(f"--quiet and {'--json' if as_json else '--csv'}: --quiet prints nothing; choose one")
+def complete_words(*words: str):
+    return lambda incomplete: [w for w in words if w.startswith(incomplete)]
+
+
+LAYOUT_WORDS = ("dep2", "dep8", "dep16", "dep32", "dep64", "tp4", "tp8")
+DTYPES = "fp4, fp8, bf16 or fp32"
+DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 
 # ---------------------------------------------------------------- numbers with units on the command line
-
-import re as _re
-
-import click as _click
 
 _TOKENS = _re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmM]?)\s*(?:tokens|tok)?\s*$")
 TOKEN_PREFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024 ** 2, "M": 1024 ** 2}
@@ -76,23 +90,149 @@ TOKENS = TokensType()
 BYTES = BytesType()
 
 
-# ---------------------------------------------------------------- software stacks
+# ---------------------------------------------------------------- defaults
 
+DEFAULT_MODEL = "deepseek-v4.1-flash"   # rubinperf.scenario.DEFAULT_MODEL, not imported: start-up stays light
+DEFAULT_HARDWARE = "gb300-nvl72"        # the rack of commands that take one
+
+
+# ---------------------------------------------------------------- the specs evaluated
+
+MODEL_HELP = "Bundled model name or a path to a TOML file."
+HARDWARE_HELP = "Bundled hardware name or a path to a TOML file."
 STACK_ONE_HELP = ("Software stack: a bundled name (rubinperf list stacks) or a path to a stack TOML file. "
                   "Default: the stack the hardware file names (default_stack).")
 STACK_HELP = (STACK_ONE_HELP + " Give it once for every rack, or once per --hardware in the same order: "
               "-H gb300-nvl72 -H vr-nvl72 --stack vllm-rubin-nov2026 --stack vllm-rubin-nov2026 runs both racks "
               "on the November software.")
 
+Model = Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP, autocompletion=complete_names("model"))]
+Hardware = Annotated[str, typer.Option("--hardware", "-H", help=HARDWARE_HELP,
+                                       autocompletion=complete_names("hardware"))]
+HardwareList = Annotated[Optional[List[str]], typer.Option(
+    "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72.",
+    autocompletion=complete_names("hardware"))]
+Racks = Annotated[Optional[List[str]], typer.Option(
+    "--hardware", "-H", help="Rack (repeatable). Default: gb300-nvl72 and vr-nvl72; the first is the baseline of ratios.",
+    autocompletion=complete_names("hardware"))]
+Stack = Annotated[Optional[str], typer.Option("--stack", help=STACK_ONE_HELP, autocompletion=complete_names("stack"))]
+Stacks = Annotated[Optional[List[str]], typer.Option("--stack", help=STACK_HELP, autocompletion=complete_names("stack"))]
 
-def _complete_stacks(incomplete: str):
-    from rubinperf.specs.loader import bundled_names
+SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
+            "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
+Sets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=SET_HELP)]
+RackSets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=(
+    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set workload.prefix_hit_rate=0.9, "
+    "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
+    "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))]
 
-    try:
-        return [n for n in bundled_names("stack") if n.startswith(incomplete)]
-    except SpecError:
-        return []
+
+# ---------------------------------------------------------------- the operating point of one step
+
+Layout = Annotated[str, typer.Option("--layout", "-l", help="dep<N> or tp<N>.", autocompletion=complete_words(*LAYOUT_WORDS))]
+Layouts = Annotated[Optional[List[str]], typer.Option(
+    "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode.",
+    autocompletion=complete_words(*LAYOUT_WORDS))]
+Phase = Annotated[Optional[str], typer.Option(
+    help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
+    autocompletion=complete_words("prefill", "decode"))]
+Batch = Annotated[Optional[float], typer.Option(
+    help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. "
+         "Default: 16 for dep32 decode, else 1.")]
+Context = Annotated[Optional[float], typer.Option(
+    click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")]
+NewTokens = Annotated[Optional[float], typer.Option(
+    click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")]
+DraftTokens = Annotated[Optional[int], typer.Option(
+    help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash).")]
+Acceptance = Annotated[Optional[float], typer.Option(
+    help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash).")]
+Balancedness = Annotated[Optional[float], typer.Option(
+    help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")]
+Eplb = Annotated[bool, typer.Option(
+    "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness.")]
 
 
-STACK_ONE_OPT = typer.Option(None, "--stack", help=STACK_ONE_HELP, autocompletion=_complete_stacks)
-STACK_OPT = typer.Option(None, "--stack", help=STACK_HELP, autocompletion=_complete_stacks)
+# ---------------------------------------------------------------- one kernel
+
+Launch = Annotated[str, typer.Option(
+    "--launch", help="eager: the kernel launched alone from the host (pays the host launch); graph: one "
+                     "kernel among many in a CUDA graph, as the step's ops are timed (pays the graph "
+                     "boundary, with the hardware's programmatic-dependent-launch overlap).",
+    autocompletion=complete_words("eager", "graph"))]
+
+
+# ---------------------------------------------------------------- serving sweeps (pareto, compare)
+
+Workload = Annotated[str, typer.Option(
+    "--workload", "-w", help="Bundled workload (examples/: agentx, chat-8k1k) or a path to a TOML file.",
+    autocompletion=complete_names("workload"))]
+DecodeLayouts = Annotated[Optional[List[str]], typer.Option(
+    "--decode-layout", "-l", help="Decode engine shape, repeatable. Default: the engine shapes of each rack's stack "
+                                  "(serving.decode_layouts: tp4, dep16, dep32 on GB300; tp8, dep16, dep32 on Rubin).",
+    autocompletion=complete_words(*LAYOUT_WORDS))]
+PrefillLayouts = Annotated[Optional[List[str]], typer.Option(
+    "--prefill-layout", help="Prefill engine shape, repeatable. Default: the workload's (dep2).",
+    autocompletion=complete_words(*LAYOUT_WORDS))]
+MaxBatch = Annotated[int, typer.Option(
+    "--max-batch", help="Largest decode batch swept (requests per rank for DEP, per instance for TP).")]
+DraftLength = Annotated[Optional[int], typer.Option(
+    "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")]
+SweepAcceptance = Annotated[Optional[float], typer.Option(
+    "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5).")]
+SweepEplb = Annotated[bool, typer.Option(
+    "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets the decode and prefill balancedness.")]
+InteractivityStat = Annotated[str, typer.Option(
+    "--interactivity-stat", help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the "
+                                 "speed 90% of users reach; the published figures' statistic), p50 or mean.",
+    autocompletion=complete_words("p90", "p50", "mean"))]
+Ttft = Annotated[Optional[str], typer.Option(
+    "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + KV transfer) is at most "
+                   "this: 2s, 500ms or 0.5 (seconds).")]
+Tpot = Annotated[Optional[str], typer.Option(
+    "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, at --interactivity-stat) "
+                   "is at most this: 20ms or 0.02 (seconds).")]
+TotalGpus = Annotated[Optional[int], typer.Option(
+    "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
+                         "prefill and 1 DEP32 decode instance... as the seed writes them); throughput is counted "
+                         "over all of them. Default: a continuous prefill/decode ratio.")]
+
+
+# ---------------------------------------------------------------- output
+
+JsonRecord = Annotated[bool, typer.Option("--json", help="Print one JSON record.")]
+JsonRecords = Annotated[bool, typer.Option("--json", help="Print JSON records instead of tables.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (exit status still tells).")]
+QuietPlot = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")]
+Wide = Annotated[bool, typer.Option(
+    "--wide", help="Tables with every column at full width (default: fit the terminal, leaving out the least "
+                   "needed columns, named under the table).")]
+
+
+def apply_wide(wide: bool) -> None:
+    from rubinperf.render.tables import set_wide
+
+    set_wide(wide)
+
+
+def check_output_flags(as_json: bool = False, as_csv: bool = False, quiet: bool = False) -> None:
+    """--json and --csv are two formats of one output: choose one. --quiet prints nothing, so
+    with --json or --csv it would silently drop what was asked for: an error too."""
+    if as_json and as_csv:
+        raise SpecError("--json and --csv: choose one output format")
+    if quiet and (as_json or as_csv):
+        raise SpecError(f"--quiet and {'--json' if as_json else '--csv'}: --quiet prints nothing; choose one")
+
+
+def emit(records, as_json: bool, render_table, as_csv: bool = False, quiet: bool = False) -> None:
+    """Print `records` as asked: JSON, CSV, the command's table (`render_table(records)`), or nothing."""
+    from rubinperf.render import output
+
+    check_output_flags(as_json, as_csv, quiet)
+    if as_json:
+        output.emit_text(output.to_json(records))
+    elif as_csv:
+        output.emit_text(output.to_csv(records))
+    elif not quiet:
+        render_table(records)

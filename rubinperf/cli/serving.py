@@ -1,33 +1,22 @@
 """`rubinperf pareto` and `rubinperf compare`: the serving model from the command line (thin).
 
-Registered in cli.py; imports of the model and of matplotlib happen inside the commands.
+Registered in rubinperf/cli/__init__.py; imports of the model, the renderers and matplotlib happen
+inside the commands.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import STACK_OPT, WIDE_OPT, apply_wide
+from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, JsonRecords, MaxBatch,
+                                   Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, Stacks, SweepAcceptance,
+                                   SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide, check_output_flags)
 from rubinperf.errors import SpecError
 
-MODEL_OPT = typer.Option("deepseek-v4.1-flash", "--model", "-m", help="Bundled model name or a path to a TOML file.")
-HW_OPT = typer.Option(None, "--hardware", "-H", help="Rack (repeatable). Default: gb300-nvl72 and vr-nvl72; the first is the baseline of ratios.")
-WORKLOAD_OPT = typer.Option("agentx", "--workload", "-w", help="Bundled workload (examples/: agentx, chat-8k1k) or a path to a TOML file.")
-DECODE_OPT = typer.Option(None, "--decode-layout", "-l", help="Decode engine shape, repeatable. Default: the engine shapes of each rack's stack (serving.decode_layouts: tp4, dep16, dep32 on GB300; tp8, dep16, dep32 on Rubin).")
-PREFILL_OPT = typer.Option(None, "--prefill-layout", help="Prefill engine shape, repeatable. Default: the workload's (dep2).")
-MAX_BATCH_OPT = typer.Option(1024, "--max-batch", help="Largest decode batch swept (requests per rank for DEP, per instance for TP).")
-K_OPT = typer.Option(None, "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")
-ACC_OPT = typer.Option(None, "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5).")
-EPLB_OPT = typer.Option(True, "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets the decode and prefill balancedness.")
-SET_OPT = typer.Option(None, "--set", "-s", help=(
-    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set workload.prefix_hit_rate=0.9, "
-    "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
-    "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))
-JSON_OPT = typer.Option(False, "--json", help="Print JSON records instead of tables.")
-QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells).")
-QUIET_PLOT_OPT = typer.Option(False, "--quiet", "-q", help="Print nothing but errors (exit status still tells; --plot still writes).")
+DEFAULT_WORKLOAD = "agentx"
+DEFAULT_MAX_BATCH = 1024
 
 
 def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
@@ -62,22 +51,6 @@ def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
         specs = apply_overrides(common + scoped.get(hw.name, []), hardware=hw, model=m, workload=w)
         out.append((specs["model"], specs["hardware"], specs["workload"]))
     return out
-
-
-STAT_OPT = typer.Option("p90", "--interactivity-stat",
-                        help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the speed "
-                             "90% of users reach; the published figures' statistic), p50 or mean.")
-
-
-TTFT_OPT = typer.Option(None, "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + "
-                        "KV transfer) is at most this: 2s, 500ms or 0.5 (seconds).")
-TPOT_OPT = typer.Option(None, "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, "
-                        "at --interactivity-stat) is at most this: 20ms or 0.02 (seconds).")
-
-
-GPUS_OPT = typer.Option(None, "--total-gpus", help="Size the deployment in whole instances within this many GPUs "
-                        "(e.g. 72: 7P1D is 7 DEP2 prefill and 1 DEP32 decode instance... as the seed writes them); "
-                        "throughput is counted over all of them. Default: a continuous prefill/decode ratio.")
 
 
 def _check_gpus(total_gpus):
@@ -126,16 +99,9 @@ def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens
                   interactivity_stat=stat, total_gpus=total_gpus)
     if quiet or not sys.stderr.isatty():
         return sweep(setups, **kwargs)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rubinperf.render.progress import progress_bar
 
-    with Progress(TextColumn("sweeping {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("", total=None)
-
-        def tick(done, total, label):
-            bar.update(task, completed=done, total=total, description=label)
-
+    with progress_bar("sweeping") as tick:
         return sweep(setups, progress=tick, **kwargs)
 
 
@@ -158,28 +124,32 @@ def _check_any(summaries, sw):
 
 
 def pareto(
-    model: str = MODEL_OPT,
-    hardware: Optional[List[str]] = HW_OPT,
-    stack: Optional[List[str]] = STACK_OPT,
-    workload: str = WORKLOAD_OPT,
-    decode_layout: Optional[List[str]] = DECODE_OPT,
-    prefill_layout: Optional[List[str]] = PREFILL_OPT,
-    max_batch: int = MAX_BATCH_OPT,
-    draft_tokens: Optional[int] = K_OPT,
-    acceptance: Optional[float] = ACC_OPT,
-    eplb: bool = EPLB_OPT,
-    interactivity_stat: str = STAT_OPT,
-    ttft: Optional[str] = TTFT_OPT,
-    tpot: Optional[str] = TPOT_OPT,
-    total_gpus: Optional[int] = GPUS_OPT,
-    sets: Optional[List[str]] = SET_OPT,
-    as_json: bool = JSON_OPT,
-    frontier_only: bool = typer.Option(False, "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier)."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: pip install 'rubinperf[plot]')."),
-    rows: int = typer.Option(14, "--rows", help="Frontier rows shown per rack in the table (0: all)."),
-    chart: bool = typer.Option(True, "--chart/--no-chart", help="Draw the frontier in the terminal after the tables."),
-    quiet: bool = QUIET_PLOT_OPT,
-    wide: bool = WIDE_OPT,
+    model: Model = DEFAULT_MODEL,
+    hardware: Racks = None,
+    stack: Stacks = None,
+    workload: Workload = DEFAULT_WORKLOAD,
+    decode_layout: DecodeLayouts = None,
+    prefill_layout: PrefillLayouts = None,
+    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
+    draft_tokens: DraftLength = None,
+    acceptance: SweepAcceptance = None,
+    eplb: SweepEplb = True,
+    interactivity_stat: InteractivityStat = "p90",
+    ttft: Ttft = None,
+    tpot: Tpot = None,
+    total_gpus: TotalGpus = None,
+    sets: RackSets = None,
+    as_json: JsonRecords = False,
+    frontier_only: Annotated[bool, typer.Option(
+        "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
+    plot: Annotated[Optional[str], typer.Option(
+        "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: "
+                       "pip install 'rubinperf[plot]').")] = None,
+    rows: Annotated[int, typer.Option("--rows", help="Frontier rows shown per rack in the table (0: all).")] = 14,
+    chart: Annotated[bool, typer.Option(
+        "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
+    quiet: QuietPlot = False,
+    wide: Wide = False,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -198,18 +168,15 @@ def pareto(
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
     """
-    from rubinperf.render import tables as report
     from rubinperf.pareto import point_records, summarize
-    from rubinperf.render.serving import chart_width, check_plot_path, frontier_chart, pareto_tables, plot_file
-
-    from rubinperf.cli.options import check_output_flags
+    from rubinperf.render import plots
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
     if rows < 0:
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
-        check_plot_path(plot)
+        plots.check_plot_path(plot)
     setups = _setups(model, hardware, workload, sets, stack)
     from rubinperf.interactivity import check_stat
 
@@ -221,40 +188,52 @@ def pareto(
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
     if plot:
         m, _, w = setups[0]
-        plot_file(records, plot, title=f"{m.name}, workload {w.name}")
+        plots.plot_frontier(records, plot, title=f"{m.name}, workload {w.name}")
     if as_json:
-        report.emit_text(report.to_json(records))
+        _json(records)
         return
     if quiet:
         return
+    from rubinperf.render.chart import chart_width, frontier_chart
+    from rubinperf.render.output import print_out
+    from rubinperf.render.serving import pareto_tables
+
     pareto_tables(records, _notes(summaries, sw), rows=rows)
     if chart:
-        report.print_out(frontier_chart(records, width=chart_width()))
+        print_out(frontier_chart(records, width=chart_width()))
     if plot:
-        report.print_out(f"wrote {plot}")
+        print_out(f"wrote {plot}")
+
+
+def _json(records) -> None:
+    from rubinperf.render.output import emit_text, to_json
+
+    emit_text(to_json(records))
 
 
 def compare(
-    model: str = MODEL_OPT,
-    hardware: Optional[List[str]] = HW_OPT,
-    stack: Optional[List[str]] = STACK_OPT,
-    workload: str = WORKLOAD_OPT,
-    at_interactivity: str = typer.Option("196,387", "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput."),
-    decode_layout: Optional[List[str]] = DECODE_OPT,
-    prefill_layout: Optional[List[str]] = PREFILL_OPT,
-    max_batch: int = MAX_BATCH_OPT,
-    draft_tokens: Optional[int] = K_OPT,
-    acceptance: Optional[float] = ACC_OPT,
-    eplb: bool = EPLB_OPT,
-    interactivity_stat: str = STAT_OPT,
-    ttft: Optional[str] = TTFT_OPT,
-    tpot: Optional[str] = TPOT_OPT,
-    total_gpus: Optional[int] = GPUS_OPT,
-    sets: Optional[List[str]] = SET_OPT,
-    kernels: int = typer.Option(6, "--kernels", help="Decode kernels listed per compared point (0: no kernel tables)."),
-    as_json: bool = JSON_OPT,
-    quiet: bool = QUIET_OPT,
-    wide: bool = WIDE_OPT,
+    model: Model = DEFAULT_MODEL,
+    hardware: Racks = None,
+    stack: Stacks = None,
+    workload: Workload = DEFAULT_WORKLOAD,
+    at_interactivity: Annotated[str, typer.Option(
+        "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
+    decode_layout: DecodeLayouts = None,
+    prefill_layout: PrefillLayouts = None,
+    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
+    draft_tokens: DraftLength = None,
+    acceptance: SweepAcceptance = None,
+    eplb: SweepEplb = True,
+    interactivity_stat: InteractivityStat = "p90",
+    ttft: Ttft = None,
+    tpot: Tpot = None,
+    total_gpus: TotalGpus = None,
+    sets: RackSets = None,
+    kernels: Annotated[int, typer.Option(
+        "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
+    as_json: JsonRecords = False,
+    quiet: Quiet = False,
+    wide: Wide = False,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
@@ -272,11 +251,7 @@ def compare(
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
     """
-    from rubinperf.render import tables as report
     from rubinperf.pareto import compare_records, summarize
-    from rubinperf.render.serving import compare_tables
-
-    from rubinperf.cli.options import check_output_flags
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
@@ -295,17 +270,20 @@ def compare(
                                       quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
-        report.emit_text(report.to_json(records))
+        _json(records)
         return
     if quiet:
         return
+    from rubinperf.render.output import print_out
+    from rubinperf.render.serving import compare_tables
+
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
                    + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
                              for k, v in _limits(ttft, tpot).items()))
     notes = _notes(summaries, sw)
     for hw, lines in notes.items():
         for line in lines:
-            report.print_out(f"{hw}: {line}")
+            print_out(f"{hw}: {line}")
 
 
 def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,

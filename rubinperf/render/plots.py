@@ -2,7 +2,7 @@
 
 One renderer, matplotlib (the `plot` extra). Each figure is built by a function that returns
 it (`frontier_figure`, `tornado_figure`: tested without writing a file) and written by
-`save_figure` as PNG, SVG or PDF through `report.write_atomic`. SVG keeps its text as text
+`save_figure` as PNG, SVG or PDF through `rubinperf.files.write_atomic`. SVG keeps its text as text
 (`svg.fonttype = none`), so labels can be searched in the file. Nothing here computes a
 formula: the records come from `rubinperf.pareto` / `rubinperf.sensitivity`, the published
 points from `validation/published.toml` (through `rubinperf.validate.load_points`).
@@ -15,9 +15,10 @@ import math
 import textwrap
 from pathlib import Path
 
-from rubinperf.render import tables as report
+from rubinperf import files
 from rubinperf.files import regular_target
 from rubinperf.errors import SpecError, shorten
+from rubinperf.units import fmt_num, fmt_time, si
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # .pgf, .ps, .eps would make matplotlib run LaTeX or ghostscript
 INSTALL_HINT = "pip install 'rubinperf[plot]'"
@@ -94,7 +95,7 @@ def save_figure(fig, path: str) -> None:
         raise SpecError(f"--plot {shorten(path)}: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
     finally:
         plt.close(fig)
-    report.write_atomic(path, buf.getvalue())
+    files.write_atomic(path, buf.getvalue())
 
 
 def _caption(fig, lines: list[str], width: int = 150) -> int:
@@ -199,7 +200,7 @@ def frontier_assumptions(records: list[dict], targets=INTERACTIVITY_TARGETS) -> 
     return [
         f"Assumptions: model {first.get('model', '?')}, workload {first.get('workload', '?')}; "
         f"interactivity: {basis} decode tokens/s per user with speculative decoding (k = {first.get('draft_tokens', '?')}, "
-        f"acceptance {report.fmt_num(first.get('acceptance', 0))} tokens/step); throughput: cached + uncached input + "
+        f"acceptance {fmt_num(first.get('acceptance', 0))} tokens/step); throughput: cached + uncached input + "
         f"output tokens/s over every prefill ({prefill}) and decode GPU; {swept} points swept, {feasible} fit in HBM "
         "(faint dots: feasible points off the frontier).",
         "Labels along each frontier: its decode layout. Dashed lines: interactivity targets "
@@ -252,12 +253,12 @@ def frontier_figure(records: list[dict], title: str = "", published: list[dict] 
         ref = f"[{sources.index(p['short_source']) + 1}]"
         if p["metric"] == "peak_throughput":
             ax.axhline(p["published"], color=color, ls=":", lw=1.2, gid=f"published-{p['id']}",
-                       label=f"{p['hardware']} published peak {report.si(p['published'])} tok/s/GPU {ref}")
+                       label=f"{p['hardware']} published peak {si(p['published'])} tok/s/GPU {ref}")
         else:
             stat = "P90 " if p["p90"] else ""
             ax.scatter([p["interactivity"]], [p["published"]], marker="*", s=160, color=color, edgecolors="black",
                        linewidths=0.6, zorder=5, gid=f"published-{p['id']}",
-                       label=(f"{p['hardware']} published {report.si(p['published'])} tok/s/GPU at {stat}"
+                       label=(f"{p['hardware']} published {si(p['published'])} tok/s/GPU at {stat}"
                               f"{p['interactivity']:g} tok/s/user {ref}"))
 
     ax.set_xscale("log")
@@ -357,7 +358,7 @@ def _metric_scale(unit: str, base: float) -> tuple[float, str]:
 
 
 def _fmt_metric(value: float, unit: str) -> str:
-    return report.fmt_time(value) if unit == "s" else f"{report.fmt_num(value)} {unit}".strip()
+    return fmt_time(value) if unit == "s" else f"{fmt_num(value)} {unit}".strip()
 
 
 def tornado_figure(records: list[dict], swing: float, top: int | None = None):

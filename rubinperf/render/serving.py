@@ -1,4 +1,5 @@
-"""Tables, a terminal chart and the --plot entry (drawn by rubinperf.render.plots) for `pareto` and `compare` (presentation only).
+"""Tables of `pareto` and `compare` (presentation only); their terminal chart is rubinperf.render.chart, the
+--plot figures rubinperf.render.plots.
 
 Everything here reads records built by `rubinperf.pareto` / `rubinperf.serving`; nothing
 computes a formula.
@@ -8,10 +9,9 @@ from __future__ import annotations
 
 import math
 
-from rubinperf.render import tables as report
-
-MARKERS = ("●", "▲", "■", "◆", "✚", "★")
-COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
+from rubinperf.render.output import print_out
+from rubinperf.render.tables import col, table
+from rubinperf.units import fmt_num, fmt_pct, fmt_time
 
 
 def _usd(v) -> str:
@@ -28,7 +28,7 @@ def _ratio(v) -> str:
 
 
 def _config(r: dict, prefill: bool = False) -> str:
-    text = f"{r['decode_layout']} × {report.fmt_num(r['batch_per_rank'])}"
+    text = f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])}"
     if r.get("pools"):
         text = f"{r['pools']} {text}"
     return f"{text} (prefill {r['prefill_layout']})" if prefill else text
@@ -57,7 +57,6 @@ def thin(records: list[dict], n: int) -> list[dict]:
 def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
     """One frontier table per rack: each row a non-dominated configuration."""
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
-    col = report.col
     cols = [col("tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
             col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
             col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
@@ -67,105 +66,25 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
         front = [r for r in mine if r["on_frontier"]]
         shown = thin(front, rows)
         several = len({r["prefill_layout"] for r in mine}) > 1
-        body = [[report.fmt_num(r["tokens_per_s_per_user"]), report.fmt_num(r["tokens_per_s_per_gpu"]),
-                 report.fmt_num(r.get("output_tokens_per_s_per_gpu")), _config(r, several),
-                 report.fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
-                 f"{r['prefill_gpus_per_decode_gpu']:.2f}", report.fmt_time(r["ttft_ms"] / 1e3),
+        body = [[fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
+                 fmt_num(r.get("output_tokens_per_s_per_gpu")), _config(r, several),
+                 fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
+                 f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
                  _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
-                 report.fmt_num(r["tokens_per_s_per_kw"])] for r in shown]
+                 fmt_num(r["tokens_per_s_per_kw"])] for r in shown]
         feasible = sum(r["feasible"] for r in mine)
         first = mine[0] if mine else {}
         title = (f"{hw}: Pareto frontier of {first.get('model', '')} on workload {first.get('workload', '')} "
                  f"(prefill {', '.join(dict.fromkeys(r['prefill_layout'] for r in mine))}, k = {first.get('draft_tokens', '')}, "
-                 f"acceptance {report.fmt_num(first.get('acceptance', 0))})")
+                 f"acceptance {fmt_num(first.get('acceptance', 0))})")
         caption = [f"{len(mine)} points swept, {feasible} feasible, {len(front)} on the frontier"
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
         caption += notes.get(hw, [])
         caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
                        "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
-        report.print_out(report.table(title, cols, body, caption="\n".join(caption)))
+        print_out(table(title, cols, body, caption="\n".join(caption)))
     for line in notes.get("", []):
-        report.print_out(line)
-
-
-def _log_scale(lo: float, hi: float, n: int):
-    lo, hi = math.log10(lo), math.log10(hi)
-    if hi - lo < 1e-9:
-        lo, hi = lo - 0.5, hi + 0.5
-    return lambda v: int(round((math.log10(v) - lo) / (hi - lo) * (n - 1))), (lo, hi)
-
-
-CHART_LABEL_W = 9  # the y axis labels and the axis line: the chart's width is the console's less this and 2
-
-
-def chart_width() -> int:
-    """Plot columns of the terminal chart: the console's width less the axis, between 24 and 150."""
-    return max(24, min(150, report.console_width() - CHART_LABEL_W - 3))
-
-
-def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
-    """A log-log character chart: tokens/s per GPU (up) against tokens/s per user (right); a marker
-    per rack on its frontier, dots for the other feasible points. Returns a rich Text."""
-    from rich.text import Text
-
-    pts = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
-    if not pts:
-        return Text("(no feasible points to chart)")
-    xs = [r["tokens_per_s_per_user"] for r in pts]
-    ys = [r["tokens_per_s_per_gpu"] for r in pts]
-    fx, (xlo, xhi) = _log_scale(min(xs), max(xs), width)
-    fy, (ylo, yhi) = _log_scale(min(ys), max(ys), height)
-    hardware = list(dict.fromkeys(r["hardware"] for r in records))
-    grid = [[(" ", "")] * width for _ in range(height)]
-    for r in sorted(pts, key=lambda r: r["on_frontier"]):      # frontier markers drawn last, on top
-        k = hardware.index(r["hardware"]) % len(MARKERS)
-        col, row = fx(r["tokens_per_s_per_user"]), height - 1 - fy(r["tokens_per_s_per_gpu"])
-        if r["on_frontier"]:
-            grid[row][col] = (MARKERS[k], COLORS[k])
-        elif grid[row][col][0] == " ":
-            grid[row][col] = ("·", "dim " + COLORS[k])
-    label_w = CHART_LABEL_W
-    text = Text()
-    text.append("tok/s/GPU\n", style="bold")
-    for i, line in enumerate(grid):
-        yv = 10 ** (yhi - (yhi - ylo) * i / (height - 1))
-        label = report.si(yv) if i % 3 == 0 or i == height - 1 else ""
-        text.append(f"{label:>{label_w}} ┤" if label else " " * label_w + " │")
-        for ch, style in line:
-            text.append(ch, style=style or None)
-        text.append("\n")
-    text.append(" " * label_w + " └" + "─" * width + "\n")
-    ticks = [" "] * (width + 12)
-    last = report.si(10 ** xhi)
-    for j in range(0, width, 16):
-        s = report.si(10 ** (xlo + (xhi - xlo) * j / (width - 1)))
-        if j + len(s) + 2 > width - len(last):
-            break
-        ticks[j:j + len(s)] = list(s)
-    ticks[width - len(last):width] = list(last)
-    text.append(" " * (label_w + 2) + "".join(ticks).rstrip() + "\n")
-    text.append(" " * (label_w + 2) + "tok/s/user (log) →")
-    legend = sum(len(hw) + 4 for hw in hardware) + 20
-    text.append("\n" + " " * (label_w + 2) if label_w + 23 + legend > label_w + 2 + width else "   ")
-    for k, hw in enumerate(hardware):
-        text.append(f"{MARKERS[k % len(MARKERS)]} {hw}  ", style=COLORS[k % len(COLORS)])
-    text.append("· other swept points", style="dim")
-    return text
-
-
-def check_plot_path(path: str) -> None:
-    """Fail before any work when --plot cannot be written (see `rubinperf.render.plots.check_plot_path`)."""
-    from rubinperf.render.plots import check_plot_path as check
-
-    check(path)
-
-
-def plot_file(records: list[dict], path: str, title: str = "") -> None:
-    """Write the frontier figure (layouts labelled, published points, interactivity targets, assumptions)
-    as PNG, SVG or PDF, atomically; matplotlib (the `plot` extra) draws it: `rubinperf.render.plots`."""
-    from rubinperf.render.plots import plot_frontier
-
-    plot_frontier(records, path, title=title)
+        print_out(line)
 
 
 # ---------------------------------------------------------------- compare
@@ -181,7 +100,7 @@ def _metric_label(r: dict) -> str:
         return "peak throughput"
     if r["metric"] == "interactivity":
         stat = r.get("interactivity_stat") or ""
-        return f"at {stat.upper() + ' ' if stat and stat != 'mean' else ''}≥ {report.fmt_num(r['target_tokens_per_s_per_user'])} tok/s/user"
+        return f"at {stat.upper() + ' ' if stat and stat != 'mean' else ''}≥ {fmt_num(r['target_tokens_per_s_per_user'])} tok/s/user"
     return "best single-user speed"
 
 
@@ -195,7 +114,6 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     keys = list(dict.fromkeys((r["metric"], r["target_tokens_per_s_per_user"]) for r in records))
     first = next((r for r in records if r.get("model")), records[0])
 
-    col = report.col
     stack_of = {r["hardware"]: r.get("stack") for r in records}
     cols = ([col("", "left", min_width=20)]
             + [col(f"{hw} ({stack_of[hw]})" if stack_of.get(hw) else hw, short=hw, wrap=True, min_width=16)
@@ -212,10 +130,10 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                 cells.append(r["note"])
                 continue
             main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
-            side = (f"{report.fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
-                    else f"{report.fmt_num(r['tokens_per_s_per_user'])} tok/s/user")
+            side = (f"{fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
+                    else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
-            cells.append(f"{report.fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
+            cells.append(f"{fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:
@@ -230,15 +148,15 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     # Money and power at the peak.
     peak = [by.get((hw, "peak", None)) for hw in hardware]
     if all(p and p["reachable"] for p in peak):
-        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", report.fmt_num),
+        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", fmt_num),
                                 ("$/M input tokens at peak", "usd_per_m_input", _usd),
                                 ("$/M output tokens at peak", "usd_per_m_output", _usd),
                                 ("$/M tokens (all) at peak", "usd_per_m_tokens", _usd),
-                                ("tok/s per kW at peak", "tokens_per_s_per_kw", report.fmt_num),
+                                ("tok/s per kW at peak", "tokens_per_s_per_kw", fmt_num),
                                 ("TTFT (prefill + KV moves)", "ttft_ms", None)):
             vals = [p[key] for p in peak]
             if fmt is None:
-                cells = [report.fmt_time(v / 1e3) for v in vals]
+                cells = [fmt_time(v / 1e3) for v in vals]
             else:
                 cells = [fmt(v) for v in vals]
             rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] else "—" for v in vals[1:]])
@@ -248,7 +166,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                f"interactivity = decode tokens/s per user ({_stat_words(first)}, speculative decoding included); "
                "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
                + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
-    report.print_out(report.table(title, cols, rows, caption=caption))
+    print_out(table(title, cols, rows, caption=caption))
 
     # Where the throughput ratios come from.
     for hw in others:
@@ -270,17 +188,17 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             a_sh, b_sh = a["decode_gpu_share"], b["decode_gpu_share"]
             trows.append([
                 label,
-                f"{report.fmt_num(a_req)} → {report.fmt_num(b_req)}  ×{f['requests_per_decode_gpu']:.2f}",
-                f"{report.fmt_time(a['decode_step_ms'] / 1e3)} → {report.fmt_time(b['decode_step_ms'] / 1e3)}  "
+                f"{fmt_num(a_req)} → {fmt_num(b_req)}  ×{f['requests_per_decode_gpu']:.2f}",
+                f"{fmt_time(a['decode_step_ms'] / 1e3)} → {fmt_time(b['decode_step_ms'] / 1e3)}  "
                 f"×{f['decode_step_speedup']:.2f}",
                 f"×{f['acceptance']:.2f}",
-                f"{report.fmt_pct(a_sh)} → {report.fmt_pct(b_sh)}  ×{f['decode_gpu_share']:.2f}",
+                f"{fmt_pct(a_sh)} → {fmt_pct(b_sh)}  ×{f['decode_gpu_share']:.2f}",
                 _ratio(b["ratio"]),
                 f"{a['decode_bound']} → {b['decode_bound']}",
             ])
         cap = ("tok/s/GPU ratio = requests-per-GPU ratio × step speed-up × acceptance ratio × decode-share ratio "
                "(× tokens per output token, the same workload); decode share = decode GPUs / all GPUs")
-        report.print_out(report.table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
+        print_out(table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
         _split_table(by, keys, base, hw)
 
     if kernels > 0:
@@ -288,12 +206,11 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             recs = [by[(hw, metric, level)] for hw in hardware]
             if not all(r["reachable"] for r in recs):
                 continue
-            report.print_out(_kernel_table(recs, kernels))
+            print_out(_kernel_table(recs, kernels))
 
 
 def _split_table(by: dict, keys: list, base: str, hw: str) -> None:
     """Silicon vs software: each ratio of `hw` (its stack) over `base` (its stack) as hardware x software."""
-    col = report.col
     first = by[(hw, keys[0][0], keys[0][1])]
     st, st0 = first.get("stack"), first.get("baseline_stack")
     if not st or not st0:
@@ -314,7 +231,7 @@ def _split_table(by: dict, keys: list, base: str, hw: str) -> None:
     cap = (f"whole = {hw} on {st} / {base} on {st0} = silicon × software: silicon compares the racks on the same "
            f"stack ({st}), software compares {base} on {st} with {base} on {st0}; ask for {base} with another "
            f"stack with -H {base} --stack NAME")
-    report.print_out(report.table(f"Silicon vs software in {hw} / {base}", cols, rows, caption=cap))
+    print_out(table(f"Silicon vs software in {hw} / {base}", cols, rows, caption=cap))
 
 
 def _kernel_table(recs: list[dict], n: int):
@@ -324,7 +241,6 @@ def _kernel_table(recs: list[dict], n: int):
         for k in r["kernels"][:n]:
             if k["kernel"] not in names:
                 names.append(k["kernel"])
-    col = report.col
     cols = [col("decode kernel", "left", min_width=18)] + \
         [col(f"{r['hardware']} per token", short=r["hardware"], wrap=True, min_width=8) for r in recs] + \
         [col(f"{r['hardware']} / {base['hardware']}", short="ratio" if len(recs) == 2 else None) for r in recs[1:]]
@@ -335,14 +251,14 @@ def _kernel_table(recs: list[dict], n: int):
         for look in lookup:
             k = look.get(name)
             vals.append(k["us_per_token"] if k else 0.0)
-            cells.append(f"{report.fmt_time(k['us_per_token'] * 1e-6)} ({k['bound']})" if k else "—")
+            cells.append(f"{fmt_time(k['us_per_token'] * 1e-6)} ({k['bound']})" if k else "—")
         rows.append([name] + cells + [(f"{v / vals[0]:.2f}×" if vals[0] else "—") for v in vals[1:]])
     rest = [sum(k["us_per_token"] for k in r["kernels"] if k["kernel"] not in names) for r in recs]
     tot = [sum(k["us_per_token"] for k in r["kernels"]) for r in recs]
-    rows.append(["other kernels"] + [report.fmt_time(v * 1e-6) for v in rest] + [(f"{v / rest[0]:.2f}×" if rest[0] else "—") for v in rest[1:]])
-    rows.append(["GPU time per output token"] + [report.fmt_time(v * 1e-6) for v in tot] + [f"{v / tot[0]:.2f}×" for v in tot[1:]])
+    rows.append(["other kernels"] + [fmt_time(v * 1e-6) for v in rest] + [(f"{v / rest[0]:.2f}×" if rest[0] else "—") for v in rest[1:]])
+    rows.append(["GPU time per output token"] + [fmt_time(v * 1e-6) for v in tot] + [f"{v / tot[0]:.2f}×" for v in tot[1:]])
     title = (f"{_metric_label(base)}: decode GPU time per output token per GPU "
              + ", ".join(f"{r['hardware']} {_config(r)}" for r in recs))
-    return report.table(title, cols, rows,
+    return table(title, cols, rows,
                         caption="time of one decode GPU per emitted token (kernel time × GPUs / tokens per step); "
                                 "ratios below 1× mean the other rack spends less time on that kernel")

@@ -1,119 +1,21 @@
-"""Presentation only: number formatting and rendering records as a rich table, JSON or CSV.
+"""Tables that fit the terminal (rich): compact column sets, short headers, wrapped text columns,
+optional columns left out and named under the table; --wide shows every column at full width.
 
-Records are plain dicts with SI values (and the contract's `_ms` fields); nothing here
-computes a formula.
+Rows are strings already formatted (`rubinperf.units`); printed by `rubinperf.render.output.print_out`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
-import os
-import sys
-
-from rubinperf.units import fmt_num, fmt_pct, fmt_time, fmt_tokens, si  # noqa: E402,F401  (re-exported)
-
-
-def to_json(records) -> str:
-    """Strict JSON: a non-finite number (a ratio over zero, an unreachable point) becomes null.
-
-    The text is exactly json.dumps(..., indent=2) of the records with non-finite numbers as null;
-    `_indented` writes it about twice as fast (json's C encoder does not indent, its Python one is
-    generic), and anything it does not know (a non-string key, another type) goes to json.dumps."""
-    try:
-        return _indented(records, "")
-    except _Generic:
-        return json.dumps(_finite(records), indent=2, default=_jsonable, allow_nan=False)
-
-
-class _Generic(Exception):
-    """A value _indented leaves to json.dumps."""
-
-
-_float_repr = float.__repr__
-_int_repr = int.__repr__
-_enc_str = json.encoder.encode_basestring_ascii  # C
-
-
-def _indented(x, pad: str) -> str:
-    """json.dumps(_finite(x), indent=2) for str/int/float/bool/None, lists, tuples, str-keyed dicts and
-    numpy values; raises _Generic for anything else."""
-    t = type(x)
-    if t is str:
-        return _enc_str(x)
-    if t is float:
-        return _float_repr(x) if math.isfinite(x) else "null"
-    if t is int:
-        return _int_repr(x)
-    if x is None:
-        return "null"
-    if x is True:
-        return "true"
-    if x is False:
-        return "false"
-    inner = pad + "  "
-    if t is dict:
-        if not x:
-            return "{}"
-        parts = []
-        for k, v in x.items():
-            if type(k) is not str:
-                raise _Generic
-            parts.append(f"{inner}{_enc_str(k)}: {_indented(v, inner)}")
-        return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
-    if t is list or t is tuple:
-        if not x:
-            return "[]"
-        return "[\n" + ",\n".join([inner + _indented(v, inner) for v in x]) + "\n" + pad + "]"
-    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
-        return _indented(x.tolist(), pad)
-    raise _Generic
-
-
-def _finite(x):
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    if hasattr(x, "dtype") and hasattr(x, "tolist"):  # numpy scalars and arrays
-        return _finite(x.tolist())
-    return x
-
-
-def _jsonable(x):
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return str(x)
-
-
-def to_csv(records: list[dict]) -> str:
-    """Flat columns only: nested values (lists, dicts) are left out of CSV."""
-    if not records:
-        return ""
-    cols = [k for k, v in records[0].items() if not isinstance(v, (list, dict))]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    for r in records:
-        w.writerow({k: r.get(k) for k in cols})
-    return buf.getvalue()
-
-
-from rubinperf.files import write_atomic  # noqa: E402,F401  (re-exported)
-
-
 _WIDE = False
-PIPE_WIDTH = 200  # output that is not a terminal, and no COLUMNS: tables as wide as they need, up to this
 
 
 def set_wide(wide: bool) -> None:
     global _WIDE
     _WIDE = bool(wide)
+
+
+def is_wide() -> bool:
+    return _WIDE
 
 
 def col(header: str, justify: str = "right", short: str | None = None, drop: int = 0, wrap: bool | None = None,
@@ -231,61 +133,3 @@ class FitTable:
 def table(title: str, columns: list, rows: list[list[str]], caption: str | None = None) -> FitTable:
     """A table that fits the console; columns are (header, justify) or `col(...)` records."""
     return FitTable(title, columns, rows, caption)
-
-
-def console_width() -> int:
-    """The width output is laid out for: the terminal's, else $COLUMNS, else PIPE_WIDTH."""
-    from rich.console import Console
-
-    console = Console()
-    if console.is_terminal:
-        return console.width
-    try:
-        cols = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        cols = 0
-    return cols if cols > 0 else PIPE_WIDTH
-
-
-def print_out(renderable) -> None:
-    from rich.console import Console
-
-    width = console_width()
-    if isinstance(renderable, FitTable):
-        if _WIDE:
-            width = max(width, renderable.natural_width())
-        renderable = renderable.build(width)
-    console = Console(soft_wrap=False, width=width)
-    console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
-    with _stdout_errors():
-        console.print(renderable)
-
-
-def _reader_gone() -> None:
-    from rubinperf.render.console import silence_stdout
-
-    silence_stdout()
-    raise SystemExit(0)
-
-
-def emit_text(text: str) -> None:
-    with _stdout_errors():
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-class _stdout_errors:
-    """A write to standard output that fails (a full disk) is a one-line error, not a traceback."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, typ, exc, tb):
-        if typ is None or not issubclass(typ, OSError):
-            return False
-        from rubinperf.render.console import silence_stdout
-        from rubinperf.errors import SpecError
-
-        silence_stdout()
-        if issubclass(typ, BrokenPipeError):  # the reader has gone (| head): done, successfully, quietly
-            raise SystemExit(0)
-        raise SpecError(f"cannot write to standard output: {exc.strerror or exc}") from None

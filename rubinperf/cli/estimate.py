@@ -1,0 +1,67 @@
+"""`rubinperf estimate`: one engine step per rack, layout and phase (thin: options in, rubinperf.engine's
+records out to rubinperf.render.step)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rubinperf.cli.options import (DEFAULT_MODEL, Acceptance, Balancedness, Batch, Context, DraftTokens, Eplb,
+                                   HardwareList, JsonRecords, Layouts, Model, NewTokens, Phase, Quiet, Sets, Stacks,
+                                   Wide, apply_wide, check_output_flags, complete_words, emit)
+
+
+def estimate(
+    model: Model = DEFAULT_MODEL,
+    hardware: HardwareList = None,
+    layout: Layouts = None,
+    phase: Phase = None,
+    batch: Batch = None,
+    context: Context = None,
+    new_tokens: NewTokens = None,
+    draft_tokens: DraftTokens = None,
+    acceptance: Acceptance = None,
+    balancedness: Balancedness = None,
+    eplb: Eplb = True,
+    stack: Stacks = None,
+    engram_placement: Annotated[Optional[str], typer.Option(
+        help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). "
+             "Default: hbm for decode, host for prefill.",
+        autocompletion=complete_words("hbm", "host", "peer-hbm"))] = None,
+    breakdown: Annotated[bool, typer.Option(
+        "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
+    as_json: JsonRecords = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV (one row per result, no breakdown).")] = False,
+    quiet: Quiet = False,
+    sets: Sets = None,
+    wide: Wide = False,
+):
+    """Step time and tokens/s of a model on racks, per parallel layout and phase.
+
+    With no options: DeepSeek-V4.1-Flash on GB300 NVL72 and Vera Rubin NVL72 in the three
+    engine shapes (DEP2 prefill at 32K new tokens per rank, DEP32 decode at 16 requests per
+    rank x 6 tokens, TP8 decode at batch 1), at 128K context.
+
+    Examples:
+
+      rubinperf estimate
+
+      rubinperf estimate -H vr-nvl72 -l dep32 --batch 64 --context 855000 --breakdown
+
+      rubinperf estimate -l tp8 --acceptance 3.0 --json
+    """
+    from rubinperf.engine import run_estimates
+
+    check_output_flags(as_json, as_csv, quiet)
+    apply_wide(wide)
+    records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
+                            draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
+                            engram_placement=engram_placement, sets=sets, stacks=stack)
+
+    def tables(rs):
+        from rubinperf.render.step import estimate_tables
+
+        estimate_tables(rs, breakdown)
+
+    emit(records, as_json, tables, as_csv=as_csv, quiet=quiet)

@@ -1,0 +1,67 @@
+"""`rubinperf list hardware|stacks|models|layouts`: the bundled specs (thin: rubinperf.records' records out
+to rubinperf.render.lists)."""
+
+from __future__ import annotations
+
+import typer
+
+from rubinperf.cli.options import JsonRecords, Quiet, Wide, apply_wide, emit
+
+list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.\n\n"
+                       "Example: rubinperf list hardware --json")
+
+
+def _table(name: str):
+    """The renderer `name` of rubinperf.render.lists, imported when a table is printed."""
+    def render(records):
+        from rubinperf.render import lists
+
+        getattr(lists, name)(records)
+    return render
+
+
+@list_app.command("hardware")
+def list_hardware(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+    """Bundled hardware specs with their headline peaks.
+
+    Example: rubinperf list hardware --json
+    """
+    from rubinperf.records import hardware_records
+
+    apply_wide(wide)
+    emit(hardware_records(), as_json, _table("hardware_table"), quiet=quiet)
+
+
+@list_app.command("stacks")
+def list_stacks(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+    """Bundled software stacks: kernel library and engine facts, and which racks name each as their default.
+
+    Example: rubinperf list stacks --json
+    """
+    from rubinperf.records import stack_records
+
+    apply_wide(wide)
+    emit(stack_records(), as_json, _table("stacks_table"), quiet=quiet)
+
+
+@list_app.command("models")
+def list_models(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+    """Bundled model specs with total and active parameters implied by their shapes.
+
+    Example: rubinperf list models
+    """
+    from rubinperf.records import model_records
+
+    apply_wide(wide)
+    emit(model_records(), as_json, _table("models_table"), quiet=quiet)
+
+
+@list_app.command("layouts")
+def list_layouts(as_json: JsonRecords = False, quiet: Quiet = False):
+    """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel).
+
+    Example: rubinperf list layouts
+    """
+    from rubinperf.records import layout_records
+
+    emit(layout_records(), as_json, _table("layouts_table"), quiet=quiet)

@@ -1,0 +1,43 @@
+"""`rubinperf validate`: predictions against published results (thin: rubinperf.validate's records out to
+rubinperf.render.step)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from rubinperf.cli.options import JsonRecords, Wide, apply_wide, check_output_flags, emit
+
+
+def validate_cmd(
+    points: Annotated[Optional[str], typer.Option(
+        "--points", help="A TOML file of [[point]] tables. Default: the bundled validation/published.toml.")] = None,
+    as_json: JsonRecords = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print nothing; the exit status says whether every point is in band.")] = False,
+    stack: Annotated[Optional[str], typer.Option(
+        "--stack", help="Run every point that names no stack of its own on this stack (a bundled name or a path). "
+                        "Default: each point's stack, else its hardware's default_stack.")] = None,
+    wide: Wide = False,
+):
+    """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
+
+    Each point carries its source, operating point, the published figure and a band for
+    predicted/published. Points marked fitted informed a spec field and are not independent.
+
+    Example: rubinperf validate --json
+    """
+    from rubinperf.render.step import validate_table
+    from rubinperf.validate import POINTS_FILE, load_points, validate
+
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
+    if stack is not None:
+        from rubinperf.specs.stack import load_stack
+
+        load_stack(stack)   # a bad name fails once, before any point runs
+    records = validate(load_points(points or POINTS_FILE), stack=stack)
+    emit(records, as_json, validate_table, quiet=quiet)
+    if not all(r["in_band"] for r in records):
+        raise typer.Exit(1)

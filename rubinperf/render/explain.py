@@ -1,0 +1,150 @@
+"""What `explain` and `sensitivity` print: formulas, with their numbers, as text or LaTeX; the elasticity table.
+
+Presentation only: the formulas and their values come from `rubinperf.symbolic` (the same
+definitions the numeric path uses) and `rubinperf.sensitivity`.
+"""
+
+from __future__ import annotations
+
+from rubinperf import symbolic as S
+from rubinperf.render.output import emit_text, print_out
+from rubinperf.render.tables import col, table
+from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
+
+
+def _width() -> int:
+    import shutil
+
+    return max(80, shutil.get_terminal_size((160, 40)).columns)
+
+
+# ---------------------------------------------------------------- explain
+
+
+_time = fmt_time
+UNIT_FMT = {"FLOP": lambda v: si(v, "FLOP"), "B": lambda v: si(v, "B"), "s": _time}
+
+
+def _header(ex) -> list[str]:
+    c = ex.context
+    if "layout" in c:
+        lines = [f"{ex.kernel}: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, "
+                 f"{c['occurrences']} occurrence(s) per step on one rank"]
+    else:
+        shape = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items() if k != "hardware")
+        lines = [f"{ex.kernel} on {c['hardware']} ({shape})"]
+    import textwrap
+
+    syms = ", ".join(f"{k}={v:.6g}" for k, v in ex.symbols.items())
+    lines += textwrap.wrap(f"symbols (spec fields and shapes) at this point: {syms}", _width(), subsequent_indent="  ")
+    lines += textwrap.wrap(ex.rule, _width(), subsequent_indent="  ")
+    return lines
+
+
+def explanation_text(ex, latex: bool = False) -> None:
+    """One kernel's or op's formulas (FLOPs, bytes, each time term), each with its numbers substituted."""
+    out = ["% " + line for line in _header(ex)] if latex else _header(ex)
+    width = _width()
+    for key, label, unit in S.COST_TERMS + S.TIME_TERMS:
+        if key not in ex.exprs or (ex.exprs[key] == 0 and key not in ("flops", "bytes", "sol_s", "expected_s")):
+            continue
+        e, v = ex.exprs[key], ex.numbers[key]
+        value = UNIT_FMT[unit](v)
+        if latex:
+            out.append(f"% {label} = {value}")
+            out.append(rf"\mathrm{{{key.replace('_', chr(92) + '_')}}} = {S.to_latex(e)} = "
+                       rf"{S.to_latex(S.substitute(e, ex.values))} = {v:.6g}")
+            continue
+        out += ["", f"{label} ({key}) = {value}", _indent(S.to_pretty(e, width - 2))]
+        if e.free_symbols:
+            out += ["  with the numbers:", _indent(S.to_pretty(S.substitute(e, ex.values), width - 2))]
+    n = ex.numbers
+    if latex:
+        out.append(f"% bound: {ex.bound}")
+    else:
+        out += ["", f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
+                f"({100 * n['sol_s'] / n['expected_s']:.0f}% of roofline); bound: {ex.bound} "
+                f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
+                f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"]
+    emit_text("\n".join(out))
+
+
+def _indent(text: str, pad: str = "  ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())
+
+
+def _fmt_top(k, v):
+
+    return _time(v) if S.STEP_LABELS[k][1] == "s" else fmt_num(v)
+
+
+def step_text(st) -> None:
+    """The step's top-level formulas and a table of its ops' formulas and times."""
+    nums, _ = S.step_numbers(st)
+    c = st["context"]
+    lines = [f"step: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, batch {c['batch_per_rank']:g}/rank, "
+             f"context {c['context_tokens']:g}" + (f", draft tokens {c['draft_tokens']:g}, acceptance {c['acceptance']:g}"
+                                                   if "draft_tokens" in c else f", new tokens {c['new_tokens_per_rank']:g}/rank")]
+    cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
+    lines += [
+        f"  step time = max(GPU, CPU) = max({_time(nums['gpu_s'])}, {_time(nums['cpu_s'])}) = {_time(nums['expected_s'])}",
+        f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
+        f"  CPU = {cpu} = {_time(nums['cpu_s'])} (scheduling and DP sync, overlapped with the GPU)",
+    ]
+    for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
+        lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
+    lines.append("  each kernel: expected = latency + max(compute, memory + parallelism, link) (fused: a share of the "
+                 "smaller terms hides); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
+    emit_text("\n".join(lines))
+    cols = [col("kernel", "left", min_width=14), col("×", drop=3), col("FLOPs per step", "left", min_width=16, fold=True),
+            col("bytes per step", "left", min_width=16, fold=True), col("time"), col("SOL", drop=2),
+            col("share", drop=1), col("bound", "left", wrap=False)]
+    rows = []
+    total = nums["expected_s"]
+    for ex in sorted(st["ops"], key=lambda x: (x.context.get("part") == "cpu", -x.numbers["expected_s"])):
+        n = ex.numbers
+        rows.append([ex.kernel, str(ex.context["occurrences"]), S.to_short_str(ex.exprs["flops"]),
+                     S.to_short_str(ex.exprs["bytes"]), _time(n["expected_s"]), _time(n["sol_s"]),
+                     fmt_pct(n["expected_s"] / total), ex.bound])
+    print_out(table("ops of one step on one rank (formulas in the operating-point symbols)", cols, rows,
+                                  caption="rubinperf explain OP prints an op's time formulas in full"))
+
+
+def step_latex(st) -> None:
+    nums, _ = S.step_numbers(st)
+    out = [f"% step: {st['context']}"]
+    for k, e in st["top"].items():
+        out.append(f"% {S.STEP_LABELS[k][0]} = {nums[k]:.6g}")
+        out.append(rf"\mathrm{{{k.replace('_', chr(92) + '_')}}} = {S.to_latex(S.tidy(e))}")
+    for ex in st["ops"]:
+        out.append(f"% {ex.kernel}: expected {ex.numbers['expected_s']:.6g} s, bound {ex.bound}")
+        for key in ("flops", "bytes", "expected_s"):
+            out.append(rf"\mathrm{{{key.replace('_', chr(92) + '_')}}} = {S.to_latex(ex.exprs[key])}")
+    emit_text("\n".join(out))
+
+
+# ---------------------------------------------------------------- sensitivity
+
+
+def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show_all: bool) -> None:
+    """The elasticities `shown` (of all `records`), largest first, with the metric at each end of the swing."""
+    r0 = records[0]
+    value = _time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{fmt_num(r0['metric_value'])} {r0['metric_unit']}"
+    cols = [col("parameter", "left", wrap=False), col("group", "left", drop=3, wrap=False), col("value"),
+            col("elasticity"), col(f"x{1 - swing:g}", drop=2), col(f"x{1 + swing:g}", drop=2),
+            col("note", "left", drop=5, min_width=24)]
+    fmt = _time if r0["metric_unit"] == "s" else fmt_num
+    rows = []
+    for r in shown:
+        el = "—" if r["elasticity"] is None else f"{r['elasticity']:+.4f}"
+        lo = "—" if r["metric_low"] is None else fmt(r["metric_low"])
+        hi = "—" if r["metric_high"] is None else fmt(r["metric_high"])
+        rows.append([r["parameter"], r["group"], fmt_num(r["value"]),
+                     el, lo, hi, r["note"] or r["doc"]])
+    hidden = len(records) - len([r for r in records if r["elasticity"]])
+    caption = (f"elasticity = d ln({r0['metric_label']}) / d ln(parameter), from the symbolic step; "
+               f"x{1 - swing:g} / x{1 + swing:g}: the metric with the parameter scaled so"
+               + (f"; {hidden} zero or discrete parameter(s) hidden (--all shows them)" if hidden and not show_all else ""))
+    title = (f"sensitivity of {r0['metric_label']} ({value}): {r0['model']} {r0['layout']} {r0['phase']} "
+             f"on {r0['hardware']}")
+    print_out(table(title, cols, rows, caption=caption))
