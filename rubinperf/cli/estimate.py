@@ -3,19 +3,23 @@ records out to rubinperf.render.step)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, Acceptance, Balancedness, Batch, Context, DraftTokens, Eplb,
-                                   HardwareList, JsonRecords, Layouts, Model, NewTokens, Phase, Quiet, Sets, Stacks,
-                                   Wide, apply_wide, check_output_flags, complete_words, emit)
+from rubinperf.cli.options import (DEFAULT_MODEL, LAYOUT_WORDS, Acceptance, Balancedness, Batch, Context, DraftTokens,
+                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, Sets, Stacks, Wide, apply_wide,
+                                   check_output_flags, complete_names, complete_words, emit)
 
 
 def estimate(
     model: Model = DEFAULT_MODEL,
-    hardware: HardwareList = None,
-    layout: Layouts = None,
+    hardware: Annotated[Optional[List[str]], typer.Option(
+        "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72.",
+        autocompletion=complete_names("hardware"))] = None,
+    layout: Annotated[Optional[List[str]], typer.Option(
+        "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode.",
+        autocompletion=complete_words(*LAYOUT_WORDS))] = None,
     phase: Phase = None,
     batch: Batch = None,
     context: Context = None,

@@ -109,9 +109,6 @@ STACK_HELP = (STACK_ONE_HELP + " Give it once for every rack, or once per --hard
 Model = Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP, autocompletion=complete_names("model"))]
 Hardware = Annotated[str, typer.Option("--hardware", "-H", help=HARDWARE_HELP,
                                        autocompletion=complete_names("hardware"))]
-HardwareList = Annotated[Optional[List[str]], typer.Option(
-    "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72.",
-    autocompletion=complete_names("hardware"))]
 Racks = Annotated[Optional[List[str]], typer.Option(
     "--hardware", "-H", help="Rack (repeatable). Default: gb300-nvl72 and vr-nvl72; the first is the baseline of ratios.",
     autocompletion=complete_names("hardware"))]
@@ -130,25 +127,22 @@ RackSets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=(
 # ---------------------------------------------------------------- the operating point of one step
 
 Layout = Annotated[str, typer.Option("--layout", "-l", help="dep<N> or tp<N>.", autocompletion=complete_words(*LAYOUT_WORDS))]
-Layouts = Annotated[Optional[List[str]], typer.Option(
-    "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode.",
-    autocompletion=complete_words(*LAYOUT_WORDS))]
 Phase = Annotated[Optional[str], typer.Option(
-    help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
+    "--phase", help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
     autocompletion=complete_words("prefill", "decode"))]
 Batch = Annotated[Optional[float], typer.Option(
-    help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. "
+    "--batch", help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. "
          "Default: 16 for dep32 decode, else 1.")]
 Context = Annotated[Optional[float], typer.Option(
-    click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")]
+    "--context", click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")]
 NewTokens = Annotated[Optional[float], typer.Option(
-    click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")]
+    "--new-tokens", click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")]
 DraftTokens = Annotated[Optional[int], typer.Option(
-    help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash).")]
+    "--draft-tokens", help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash).")]
 Acceptance = Annotated[Optional[float], typer.Option(
-    help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash).")]
+    "--acceptance", help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash).")]
 Balancedness = Annotated[Optional[float], typer.Option(
-    help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")]
+    "--balancedness", help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")]
 Eplb = Annotated[bool, typer.Option(
     "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness.")]
 
