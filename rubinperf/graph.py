@@ -48,6 +48,7 @@ class Point:
     draft_balancedness: object = 0.89
     nvlink_domain_gpus: object = None   # GPUs per NVLink domain: wider DEP layouts exchange over the NIC too (None: one domain)
     ep_hierarchical: bool = False       # across domains: DeepEP normal (hierarchical) mode, else low-latency (direct RDMA)
+    tp_allreduce_fused: bool = False    # the stack's TP path runs its all-reduces one-shot from the GEMM epilogues
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens
@@ -95,8 +96,13 @@ def _mhc(m: Model, tokens) -> Kernel:
     return K.mhc(tokens, m.hc_routes, m.hidden_size, m.hc_mix_rows, RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
 
 
-def _all_reduce(m: Model, tokens, layout: Layout, hw_tray) -> Kernel:
-    return K.all_reduce(tokens * m.hidden_size * ACT_BYTES, layout.tp, gpus_per_tray=hw_tray)
+def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
+    """The TP all-reduce of a sublayer's output: its own collective kernel, or, when the stack fuses it
+    (tp_allreduce_fused), one-shot from the output GEMM's epilogue."""
+    nbytes = tokens * m.hidden_size * ACT_BYTES
+    if p.tp_allreduce_fused:
+        return K.all_reduce_one_shot(nbytes, layout.tp, gpus_per_tray=hw_tray)
+    return K.all_reduce(nbytes, layout.tp, gpus_per_tray=hw_tray)
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
@@ -159,7 +165,7 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                _linear(w["o_up"], tokens, layout, split="k"))
     ops.append(Op("output projection", out, part=part))
     if layout.tp > 1:
-        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray), part=part))
+        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
     return ops
 
 
@@ -178,7 +184,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     if "dense_ffn" in ws:
         ops = [Op("dense FFN", _ffn(ws["dense_ffn"], tokens, layout), part=part)]
         if layout.tp > 1:
-            ops.append(Op("all-reduce (FFN)", _all_reduce(m, tokens, layout, hw_tray), part=part))
+            ops.append(Op("all-reduce (FFN)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
         return ops
 
     experts = ws["routed_experts"]
@@ -206,7 +212,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     if "shared_expert" in ws:
         ops.append(Op("shared expert", _ffn(ws["shared_expert"], tokens, layout), part=part))
     if layout.tp > 1:
-        ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray), part=part))
+        ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
     return ops
 
 

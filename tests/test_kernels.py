@@ -287,3 +287,21 @@ def test_decode_attention_ctas_top_k_gather_vs_dense_split_kv():
     # A dense pass over the whole cache (MLA, no top-k) splits the KV over CTAs: it fills the GPU.
     dense = sparse_attention(12, 2, 6, 131072, 128, 1, None, 0, 656, 576, 512, prefill=False)
     assert dense.ctas is None
+
+
+def test_one_shot_all_reduce_in_the_gemm_epilogue():
+    from rubinperf.kernels.collectives import all_reduce, all_reduce_one_shot
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    vr = load_platform("vr-nvl72")
+    nbytes = 6 * 4096 * 2                       # 6 tokens x 4096 hidden x BF16
+    fused = all_reduce_one_shot(nbytes, 8, gpus_per_tray=4)
+    c = fused.cost
+    # each rank receives the 7 others' partials; one round across trays; no launch, no collective set-up
+    assert (c.nvlink_bytes, c.nvlink_hops, c.cross_tray_hops, c.collectives, c.launches) == (7 * nbytes, 1, 1, 0, 0)
+    t = kernel_time(fused, vr)
+    want = 7 * nbytes / (vr.nvlink_bandwidth_bytes_per_s * vr.nvlink_efficiency) + vr.nvlink_latency_s + vr.cross_tray_latency_s
+    assert t.expected_s == pytest.approx(want, rel=1e-12)
+    # the collective kernel pays two rounds and the stack's set-up: always slower at decode sizes
+    assert kernel_time(all_reduce(nbytes, 8, gpus_per_tray=4), vr).expected_s > t.expected_s + vr.collective_floor_s

@@ -42,6 +42,15 @@ def all_reduce(nbytes, ranks, gpus_per_tray=None, gpus_per_domain=None) -> Kerne
     return _across(2 * nbytes * (d - 1) / d, 2 * nbytes * (domains - 1) / domains / d, 2, 2)
 
 
+def all_reduce_one_shot(nbytes, ranks, gpus_per_tray=None) -> Kernel:
+    """An all-reduce run from the preceding GEMM's epilogue (Lamport mailbox over NVLink multicast): each rank
+    multicasts its partial once and sums the (n-1) partials it receives, in one latency round, with no kernel
+    launch and no collective set-up of its own. Bytes: the (n-1) x bytes a rank receives (the busier direction)."""
+    cross = 1 if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
+    return Kernel("collective", Cost(nvlink_bytes=nbytes * (ranks - 1), nvlink_hops=1, cross_tray_hops=cross),
+                  dependent_loads=0)
+
+
 def all_gather(nbytes_out, ranks, gpus_per_tray=None, gpus_per_domain=None) -> Kernel:
     """Each rank receives (n-1)/n of the gathered `nbytes_out`; one latency round."""
     if not spans_domains(ranks, gpus_per_domain):
