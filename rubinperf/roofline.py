@@ -88,7 +88,10 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     sol_memory = cost.hbm_bytes / hw.hbm_bandwidth_bytes_per_s + cost.host_bytes / host_rate
     hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
     weight_hbm = hw.hbm_bandwidth_bytes_per_s * (hw.grouped_hbm_efficiency if kern.family in GROUPED else hw.hbm_stream_efficiency)
-    weight_factor = hw.hbm_local_bandwidth_factor if die_local_weights else hw.hbm_interleaved_bandwidth_factor
+    # Weights an op may keep on the die that reads them (each expert's GEMM on the die holding it), when the
+    # stack places them so (die_local_expert_weights); otherwise interleaved over both memory domains.
+    local = die_local_weights and hw.die_local_expert_weights
+    weight_factor = hw.hbm_local_bandwidth_factor if local else hw.hbm_interleaved_bandwidth_factor
     hbm_time = (cost.weight_bytes / (weight_hbm * weight_factor)
                 + (cost.activation_bytes + cost.kv_bytes + cost.table_bytes) / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = hbm_time + cost.host_bytes / (host_rate * hw.host_efficiency)

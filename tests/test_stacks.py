@@ -41,7 +41,7 @@ def test_bundled_stacks_and_defaults():
 @pytest.mark.parametrize("name", STACKS)
 def test_stack_loads_with_a_source_per_table_and_round_trips(name, tmp_path):
     st = load_stack(name)
-    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep"}
+    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep", "placement"}
     assert all(len(s) > 20 for s in st.sources.values())
     p = tmp_path / f"{name}.toml"
     p.write_text(to_toml(st))
@@ -381,3 +381,20 @@ def test_tp_allreduce_fusion_is_the_stack_s_and_only_changes_the_all_reduces():
             assert rows_a[name]["expected_s"] < rows_b[name]["expected_s"]
         else:
             assert rows_a[name]["expected_s"] == rows_b[name]["expected_s"]
+
+
+def test_die_local_expert_weights_are_the_stack_s():
+    import dataclasses
+
+    from rubinperf.cost import Cost, Kernel
+    from rubinperf.roofline import kernel_time
+
+    nov = load_platform("vr-nvl72")
+    old = load_platform("vr-nvl72", "vllm-gb300-oct2026")
+    assert nov.die_local_expert_weights and not old.die_local_expert_weights
+    # 1 GB of expert weights streamed by a grouped GEMM with every SM busy: read at the local rate (x1.0) on the
+    # November stack, at Rubin's interleaved rate (x0.75) on the October one.
+    k = Kernel("grouped_gemm", Cost(weight_bytes=1e9, launches=1), groups=384, rows=64, n=4096, k=4096)
+    same = dataclasses.replace(old, grouped_hbm_efficiency=nov.grouped_hbm_efficiency)
+    t_nov, t_old = (kernel_time(k, hw, die_local_weights=True).memory_s for hw in (nov, same))
+    assert t_old / t_nov == pytest.approx(nov.hbm_local_bandwidth_factor / nov.hbm_interleaved_bandwidth_factor)
