@@ -49,7 +49,7 @@ from rubinperf.graph import Point
 from rubinperf.layout import parse_layout
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
-from rubinperf.sweep import sweep_grid
+from rubinperf.serving.sweeps import sweep_grid
 m = load_model("deepseek-v4.1-flash")
 batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)

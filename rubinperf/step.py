@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from rubinperf.cost import Cost, KernelTime
+from rubinperf.cost import BOUNDS, Cost, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
 from rubinperf.mathops import smax, ssum
@@ -47,6 +47,7 @@ class StepResult:
     layout: Layout
     point: Point
     ops: list[OpTime]
+    extra_cpu_s: object = 0.0   # host work a caller adds to the step (serving: admitting new requests)
 
     @cached_property
     def gpu_s(self):
@@ -54,7 +55,10 @@ class StepResult:
 
     @cached_property
     def cpu_s(self):
-        return self.part_s("cpu")
+        """The host's work for the step (its cpu ops, plus extra_cpu_s), overlapped with the GPU's."""
+        cpu = self.part_s("cpu")
+        extra = self.extra_cpu_s
+        return cpu if type(extra) in (int, float) and extra == 0 else cpu + extra
 
     @property
     def expected_s(self):
@@ -65,16 +69,41 @@ class StepResult:
         return ssum(o.sol_s for o in self.ops if o.op.part != "cpu")
 
     @property
-    def bound(self) -> str:
+    def bound(self):
         """What limits the step: cpu when host overhead exceeds GPU time, else the term
-        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time."""
-        if float(self.cpu_s) > float(self.gpu_s):
-            return "cpu"
-        shares: dict[str, float] = {}
+        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time
+        (ties: the first in that order). A name for a scalar point; for array points (sweeps) an
+        array of names, element by element by the same rule."""
+        if not _is_array(self.expected_s):
+            if float(self.cpu_s) > float(self.gpu_s):
+                return "cpu"
+            shares = dict.fromkeys(BOUNDS, 0.0)
+            present = set()
+            for o in self.ops:
+                if o.op.part != "cpu":
+                    shares[o.time.bound] += float(o.expected_s)
+                    present.add(o.time.bound)
+            return max((b for b in BOUNDS if b in present), key=shares.get)
+        return self._bound_array()
+
+    def _bound_array(self):
+        import numpy as np
+
+        shape = np.shape(self.expected_s)
+        shares = np.zeros((len(BOUNDS),) + shape)
         for o in self.ops:
-            if o.op.part != "cpu":
-                shares[o.time.bound] = shares.get(o.time.bound, 0.0) + float(o.expected_s)
-        return max(shares, key=shares.get)
+            if o.op.part == "cpu":
+                continue
+            t = o.time
+            terms = np.stack(np.broadcast_arrays(*(np.asarray(getattr(t, f"{b}_s"), dtype=float) + np.zeros(shape)
+                                                   for b in BOUNDS)))
+            which = np.argmax(terms, axis=0)          # the op's bound: its largest term (first in BOUNDS on a tie)
+            share = np.asarray(o.expected_s, dtype=float) + np.zeros(shape)
+            for i in range(len(BOUNDS)):
+                shares[i] += np.where(which == i, share, 0.0)
+        names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
+        cpu = np.asarray(self.cpu_s, dtype=float) + np.zeros(shape) > np.asarray(self.gpu_s, dtype=float) + np.zeros(shape)
+        return np.where(cpu, "cpu", names)
 
     @property
     def tokens_per_step(self):
@@ -117,6 +146,11 @@ class StepResult:
             for term, v in o.time.terms.items():
                 r["terms"][term] = r["terms"].get(term, 0.0) + v * o.op.repeat * o.op.stretch
         return rows
+
+
+def _is_array(x) -> bool:
+    """A numpy array of more than a scalar (numpy is not imported for scalar points)."""
+    return getattr(x, "ndim", 0) > 0
 
 
 def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:

@@ -16,7 +16,8 @@ import numpy as np
 
 from rubinperf.graph import Point
 from rubinperf.records import step_record
-from rubinperf.serving import Serving, Sweep
+from rubinperf.serving.pools import Serving
+from rubinperf.serving.sweeps import Sweep
 from rubinperf.step import step
 
 
