@@ -22,7 +22,7 @@ from rubinperf.serving.interactivity import check_stat
 from rubinperf.serving.pools import Serving, check_workload, serve
 from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
 from rubinperf.specs.model import Model
-from rubinperf.step import step
+from rubinperf.step import step_chunks
 
 DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
 DEFAULT_MAX_BATCH = 1024
@@ -167,16 +167,18 @@ CHUNK_POINTS = 25_000
 
 
 def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
-    """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)])."""
+    """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]).
+
+    The step's graph is built once for the grid and its ops that do not read the context are timed
+    once (rubinperf/step.py: step_chunks); the others are timed about `chunk_points` points (whole
+    rows of contexts) at a time."""
     b = np.asarray(batches, dtype=float).reshape(-1, 1)
-    c = np.asarray(contexts, dtype=float).reshape(-1)
-    out = {k: np.empty((b.shape[0], c.shape[0])) for k in GRID_METRICS}
-    cols = max(1, chunk_points // max(1, b.shape[0]))
-    for start in range(0, c.shape[0], cols):
-        sl = slice(start, start + cols)
-        r = step(model, hw, layout, dataclasses.replace(point, batch=b, context=c[sl].reshape(1, -1)))
-        out["step_s"][:, sl] = r.expected_s
-        out["sol_s"][:, sl] = r.sol_s
-        out["tokens_per_s_per_gpu"][:, sl] = r.tokens_per_s_per_gpu
-        out["tokens_per_s_per_user"][:, sl] = r.tokens_per_s_per_user
+    c = np.asarray(contexts, dtype=float).reshape(1, -1)
+    out = {k: np.empty((b.shape[0], c.shape[1])) for k in GRID_METRICS}
+    rows = max(1, chunk_points // max(1, c.shape[1]))
+    for sl, r in step_chunks(model, hw, layout, dataclasses.replace(point, batch=b, context=c), rows):
+        out["step_s"][sl] = r.expected_s
+        out["sol_s"][sl] = r.sol_s
+        out["tokens_per_s_per_gpu"][sl] = r.tokens_per_s_per_gpu
+        out["tokens_per_s_per_user"][sl] = r.tokens_per_s_per_user
     return out
