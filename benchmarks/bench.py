@@ -2,8 +2,9 @@
 
 Run: python benchmarks/bench.py            (targets: estimate < 0.5 s and within 1.5x a bare
                                             `import numpy` of the same interpreter, timed in
-                                            alternating pairs; sweep >= 1e6 points/s; peak RSS
-                                            < 150 MB for estimate and for a 1M-point sweep)
+                                            alternating pairs; sweep: aim 10M points/s on one
+                                            core; peak RSS < 150 MB for estimate and for a
+                                            1M-point sweep; pareto and compare --json wall time)
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from rubinperf.graph import Point
 from rubinperf.layout import parse_layout
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
-from rubinperf.sweep import sweep_grid
+from rubinperf.serving.sweeps import sweep_grid
 m = load_model("deepseek-v4.1-flash")
 batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)
@@ -70,6 +71,8 @@ def main() -> None:
     est, est_rss = wall([py, "-m", "rubinperf", "estimate"])
     numpy_s, est_pair = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "estimate"])
     _, est_json = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "estimate", "--json"])
+    pareto_s, _ = wall([py, "-m", "rubinperf", "pareto", "--json"])
+    compare_s, _ = wall([py, "-m", "rubinperf", "compare", "--json"])
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-c", SWEEP], capture_output=True, text=True, check=True)
     points, seconds = proc.stdout.split()
     sweep_rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
@@ -81,7 +84,9 @@ def main() -> None:
         ("rubinperf estimate / import numpy (pairs)", f"{est_pair / numpy_s:.2f}x", "target <= 1.5x"),
         ("rubinperf estimate --json / import numpy", f"{est_json / numpy_s:.2f}x", "target <= 1.5x"),
         ("rubinperf estimate, peak RSS", f"{est_rss:.0f} MB", "target < 150 MB"),
-        (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "target >= 1 M/s"),
+        ("rubinperf pareto --json, wall", f"{pareto_s * 1e3:.0f} ms", ""),
+        ("rubinperf compare --json, wall", f"{compare_s * 1e3:.0f} ms", ""),
+        (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "aim >= 10 M/s"),
         ("vectorised sweep, peak RSS", f"{sweep_rss:.0f} MB", "target < 150 MB"),
     ]
     width = max(len(r[0]) for r in rows)

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from rubinperf.mathops import sadd
+
 PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
@@ -39,7 +41,7 @@ class Cost:
 
     def __add__(self, other: "Cost") -> "Cost":
         a, b = self.__dict__, other.__dict__
-        return Cost(*[a[f] + b[f] for f in _COST_FIELDS])
+        return Cost(*[_plus(a[f], b[f]) for f in _COST_FIELDS])
 
     def __radd__(self, other):
         if other == 0:
@@ -58,7 +60,7 @@ class Cost:
 
     @property
     def hbm_bytes(self):
-        return self.weight_bytes + self.activation_bytes + self.kv_bytes + self.table_bytes
+        return sadd(self.weight_bytes, self.activation_bytes, self.kv_bytes, self.table_bytes)
 
     @property
     def bytes(self):
@@ -71,6 +73,16 @@ class Cost:
 
 
 _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
+_PLAIN = (int, float)
+
+
+def _plus(x, y):
+    """x + y; an array plus the plain number 0 is the array itself (the same values, no pass over it)."""
+    if type(y) in _PLAIN and y == 0 and type(x).__module__ == "numpy":
+        return x
+    if type(x) in _PLAIN and x == 0 and type(y).__module__ == "numpy":
+        return y
+    return x + y
 
 
 # Kernel families: each selects the efficiency and the overlap rule the roofline applies.

@@ -113,3 +113,44 @@ def ssum(values):
         shape = np.shape(v)
         groups[shape] = groups[shape] + v if shape in groups else v
     return functools.reduce(lambda a, b: a + b, sorted(groups.values(), key=np.size))
+
+
+def _zero(v) -> bool:
+    return type(v) in _PLAIN and v == 0
+
+
+def _numpy(v) -> bool:
+    return type(v).__module__ == "numpy"
+
+
+def sadd(*terms):
+    """terms[0] + terms[1] + ..., left to right, except that a term that is the plain number 0 (an
+    absent cost) is not added to a numpy array, nor an array to it: x + 0.0 is x, and skipping it
+    saves a pass over a sweep's arrays. Numbers and symbols are added exactly as written."""
+    out = terms[0]
+    for t in terms[1:]:
+        if type(t) in _PLAIN and t == 0 and _numpy(out):
+            continue
+        if type(out) in _PLAIN and out == 0 and _numpy(t):
+            out = t
+            continue
+        out = out + t
+    return out
+
+
+def stimes_max(*times):
+    """smax of times (non-negative by construction); beside a numpy array, a time that is the plain
+    number 0 (an absent term) is left out: it cannot be the largest."""
+    if any(_numpy(t) for t in times):
+        kept = [t for t in times if not _zero(t)]
+        return smax(*kept) if kept else smax(*times)
+    return smax(*times)
+
+
+def sscale(x, *factors):
+    """x * f1 * f2 ..., left to right; a numpy array times the plain number 1 is left as it is (the same values)."""
+    for f in factors:
+        if type(f) in _PLAIN and f == 1 and _numpy(x):
+            continue
+        x = x * f
+    return x

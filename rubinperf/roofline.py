@@ -29,7 +29,7 @@ Works on numbers, numpy arrays and sympy symbols.
 from __future__ import annotations
 
 from rubinperf.cost import PEAKS, Kernel, KernelTime
-from rubinperf.mathops import sceil, sfloor, smax, smin
+from rubinperf.mathops import sadd, sceil, sfloor, smax, smin, stimes_max
 
 LAUNCH_MODES = ("graph", "eager")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
@@ -80,47 +80,48 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     ctas, sm_share, padding = parallelism(kern, hw)
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
-    sol_compute = sum(getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks)
-    compute = sum(getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
-                  for p in peaks) * padding / sm_share if peaks else 0.0
+    sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
+    compute = sadd(*[getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
+                     for p in peaks]) * padding / sm_share if peaks else 0.0
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
-    sol_memory = cost.hbm_bytes / hw.hbm_bandwidth_bytes_per_s + cost.host_bytes / host_rate
+    hbm_bytes = cost.hbm_bytes
+    sol_memory = sadd(hbm_bytes / hw.hbm_bandwidth_bytes_per_s, cost.host_bytes / host_rate)
     hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
     weight_hbm = hw.hbm_bandwidth_bytes_per_s * (hw.grouped_hbm_efficiency if kern.family in GROUPED else hw.hbm_stream_efficiency)
     # Weights an op may keep on the die that reads them (each expert's GEMM on the die holding it), when the
     # stack places them so (die_local_expert_weights); otherwise interleaved over both memory domains.
     local = die_local_weights and hw.die_local_expert_weights
     weight_factor = hw.hbm_local_bandwidth_factor if local else hw.hbm_interleaved_bandwidth_factor
-    hbm_time = (cost.weight_bytes / (weight_hbm * weight_factor)
-                + (cost.activation_bytes + cost.kv_bytes + cost.table_bytes) / (hbm * hw.hbm_interleaved_bandwidth_factor))
-    memory = hbm_time + cost.host_bytes / (host_rate * hw.host_efficiency)
+    hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
+                    sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes) / (hbm * hw.hbm_interleaved_bandwidth_factor))
+    memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
     little = bytes_in_flight(kern, hw, ctas) / hw.hbm_latency_s
-    extra = smax(cost.hbm_bytes / little - hbm_time, 0.0) if _nonzero(cost.hbm_bytes) else 0.0
+    extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
 
     # NVLink and the scale-out NIC are separate links: their bytes move at the same time (the larger
     # sets the pace); each link's serial per-message latencies add.
     sol_comm = _links(cost.nvlink_bytes / hw.nvlink_bandwidth_bytes_per_s,
                       cost.scale_out_bytes / hw.scale_out_bandwidth_bytes_per_s)
-    scale_out = (cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
-                 + cost.scale_out_hops * hw.scale_out_latency_s)
-    comm = (
+    scale_out = sadd(cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency),
+                     cost.scale_out_hops * hw.scale_out_latency_s)
+    comm = sadd(
         _links(cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency),
-               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency))
-        + cost.nvlink_hops * hw.nvlink_latency_s
-        + cost.cross_tray_hops * hw.cross_tray_latency_s
-        + cost.scale_out_hops * hw.scale_out_latency_s
+               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)),
+        cost.nvlink_hops * hw.nvlink_latency_s,
+        cost.cross_tray_hops * hw.cross_tray_latency_s,
+        cost.scale_out_hops * hw.scale_out_latency_s,
     )
 
     latency = launch_latency(kern, hw, launch) + (
         cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + cost.dp_sync_ranks * hw.dp_sync_per_rank_s)
 
-    body = overlap(kern, hw, compute, memory + extra, comm)
+    body = overlap(kern, hw, compute, sadd(memory, extra), comm)
     return KernelTime(
         compute_s=compute, memory_s=memory, parallelism_s=extra, comm_s=comm, latency_s=latency,
         expected_s=latency + body,
-        sol_compute_s=sol_compute + 0.0, sol_memory_s=sol_memory, sol_comm_s=sol_comm,
-        sol_s=smax(sol_compute, sol_memory, sol_comm),
+        sol_compute_s=sadd(sol_compute, 0.0), sol_memory_s=sol_memory, sol_comm_s=sol_comm,
+        sol_s=stimes_max(sol_compute, sol_memory, sol_comm),
         scale_out_s=scale_out,
     )
 
@@ -160,7 +161,7 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
 def overlap(kern: Kernel, hw, compute, memory, comm):
     """How the body terms compose: the max in a pipelined kernel; in a fused kernel a share
     rho = rows / (rows + fused_overlap_rows) of the smaller terms hides under the largest."""
-    largest = smax(compute, memory, comm)
+    largest = stimes_max(compute, memory, comm)
     if kern.fused_rows is None:
         return largest
     rho = kern.fused_rows / (kern.fused_rows + hw.fused_overlap_rows)

@@ -15,13 +15,14 @@ speed-of-light step is the sum of per-op SOL times of the GPU work.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
-from rubinperf.cost import Cost, KernelTime
+from rubinperf.cost import BOUNDS, Cost, Kernel, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
-from rubinperf.mathops import smax, ssum
+from rubinperf.mathops import smax, sscale, ssum
 from rubinperf.roofline import kernel_time
 from rubinperf.specs.model import Model
 
@@ -33,11 +34,11 @@ class OpTime:
 
     @cached_property
     def expected_s(self):
-        return self.time.expected_s * self.op.repeat * self.op.stretch
+        return sscale(self.time.expected_s, self.op.repeat, self.op.stretch)
 
     @cached_property
     def sol_s(self):
-        return self.time.sol_s * self.op.repeat * self.op.stretch
+        return sscale(self.time.sol_s, self.op.repeat, self.op.stretch)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class StepResult:
     layout: Layout
     point: Point
     ops: list[OpTime]
+    extra_cpu_s: object = 0.0   # host work a caller adds to the step (serving: admitting new requests)
 
     @cached_property
     def gpu_s(self):
@@ -54,7 +56,10 @@ class StepResult:
 
     @cached_property
     def cpu_s(self):
-        return self.part_s("cpu")
+        """The host's work for the step (its cpu ops, plus extra_cpu_s), overlapped with the GPU's."""
+        cpu = self.part_s("cpu")
+        extra = self.extra_cpu_s
+        return cpu if type(extra) in (int, float) and extra == 0 else cpu + extra
 
     @property
     def expected_s(self):
@@ -65,16 +70,40 @@ class StepResult:
         return ssum(o.sol_s for o in self.ops if o.op.part != "cpu")
 
     @property
-    def bound(self) -> str:
+    def bound(self):
         """What limits the step: cpu when host overhead exceeds GPU time, else the term
-        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time."""
-        if float(self.cpu_s) > float(self.gpu_s):
-            return "cpu"
-        shares: dict[str, float] = {}
+        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time
+        (ties: the first in that order). A name for a scalar point; for array points (sweeps) an
+        array of names, element by element by the same rule."""
+        if not _is_array(self.expected_s):
+            if float(self.cpu_s) > float(self.gpu_s):
+                return "cpu"
+            shares = dict.fromkeys(BOUNDS, 0.0)
+            present = set()
+            for o in self.ops:
+                if o.op.part != "cpu":
+                    shares[o.time.bound] += float(o.expected_s)
+                    present.add(o.time.bound)
+            return max((b for b in BOUNDS if b in present), key=shares.get)
+        return self._bound_array()
+
+    def _bound_array(self):
+        import numpy as np
+
+        shape = np.shape(self.expected_s)
+        kinds = np.arange(len(BOUNDS)).reshape((-1,) + (1,) * len(shape))
+        like = np.empty(shape)
+        shares = np.zeros((len(BOUNDS),) + shape)
         for o in self.ops:
-            if o.op.part != "cpu":
-                shares[o.time.bound] = shares.get(o.time.bound, 0.0) + float(o.expected_s)
-        return max(shares, key=shares.get)
+            if o.op.part == "cpu":
+                continue
+            t = o.time
+            terms = np.broadcast_arrays(*(np.asarray(getattr(t, f"{b}_s"), dtype=float) for b in BOUNDS), like)[:-1]
+            which = np.argmax(np.stack(terms), axis=0)    # the op's bound: its largest term (first in BOUNDS on a tie)
+            shares += np.where(which == kinds, np.asarray(o.expected_s, dtype=float), 0.0)
+        names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
+        cpu = np.asarray(self.cpu_s, dtype=float) + np.zeros(shape) > np.asarray(self.gpu_s, dtype=float) + np.zeros(shape)
+        return np.where(cpu, "cpu", names)
 
     @property
     def tokens_per_step(self):
@@ -93,6 +122,29 @@ class StepResult:
         m, p = self.model, self.point
         per_user = p.accepted(m) if p.phase == "decode" else p.new_tokens / p.batch
         return per_user / self.expected_s
+
+    def at(self, index) -> "StepResult":
+        """The scalar step at one element of an array point (a swept batch): every op's cost and time
+        taken at that element, so nothing is rebuilt or re-timed; equal to step() at that point."""
+        import numpy as np
+
+        shape = np.shape(self.expected_s)
+
+        def pick(x):
+            if not _is_array(x):
+                return x
+            return float(x[index] if x.shape == shape else np.broadcast_to(x, shape)[index])
+
+        def op_at(o: OpTime) -> OpTime:
+            kernels = tuple(dataclasses.replace(k, cost=Cost(**{f: pick(v) for f, v in k.cost.__dict__.items()}),
+                                                **{f: pick(getattr(k, f)) for f in _KERNEL_SHAPE_FIELDS})
+                            for k in o.op.kernels)
+            op = dataclasses.replace(o.op, kernels=kernels, repeat=pick(o.op.repeat), stretch=pick(o.op.stretch))
+            return OpTime(op, KernelTime(**{f: pick(v) for f, v in o.time.__dict__.items()}))
+
+        point = dataclasses.replace(self.point, **{f.name: pick(getattr(self.point, f.name))
+                                                   for f in dataclasses.fields(self.point)})
+        return StepResult(self.model, self.hw, self.layout, point, [op_at(o) for o in self.ops], pick(self.extra_cpu_s))
 
     def part_s(self, part: str):
         return ssum(o.expected_s for o in self.ops if o.op.part == part)
@@ -119,13 +171,156 @@ class StepResult:
         return rows
 
 
+def _is_array(x) -> bool:
+    """A numpy array of more than a scalar (numpy is not imported for scalar points)."""
+    return getattr(x, "ndim", 0) > 0
+
+
 def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:
     """An op's kernels run one after another: their times add (each term separately)."""
     return sum(kernel_time(k, hw, die_local_weights=op.die_local_weights, launch=launch) for k in op.kernels)
 
 
 def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
-    """Build the step's op graph and time every op on `hw`."""
-    ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
+    """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`."""
+    ops = op_graph(model, layout, point, hw.gpus_per_tray)
     timed = [OpTime(o, op_time(o, hw)) for o in ops]
     return StepResult(model, hw, layout, point, timed)
+
+
+# ---------------------------------------------------------------- reusing graphs
+
+# The graph depends on the model, the layout, the point and the tray size only (not on the rest of the
+# hardware or the stack): a sweep that runs the same engine on another rack or stack (compare's
+# silicon/software split) builds it once. Graphs over small arrays only (a serving sweep's batch grid);
+# a grid sweep builds its one large graph itself (step_chunks).
+_GRAPHS: dict = {}
+GRAPH_CACHE_SIZE = 64
+GRAPH_CACHE_MAX_POINTS = 1 << 14
+
+
+def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> list[Op]:
+    """build_step, remembered for the last GRAPH_CACHE_SIZE (model, layout, point, tray) of numbers or small arrays."""
+    key = _graph_key(model, layout, point, gpus_per_tray)
+    if key is None:
+        return build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
+    if len(_GRAPHS) >= GRAPH_CACHE_SIZE:
+        _GRAPHS.pop(next(iter(_GRAPHS)))
+    _GRAPHS[key] = (model, ops)   # the model is kept, so its id is not reused while the entry lives
+    return ops
+
+
+def _graph_key(model, layout, point, gpus_per_tray):
+    """A hashable key of the graph's inputs, or None (symbols, large arrays, anything unhashable)."""
+    parts = []
+    for f in dataclasses.fields(point):
+        v = getattr(point, f.name)
+        if _is_array(v):
+            if v.size > GRAPH_CACHE_MAX_POINTS or v.dtype.kind != "f":
+                return None
+            parts.append((f.name, v.shape, v.tobytes()))
+        elif v is None or type(v) in (int, float, str, bool):
+            parts.append((f.name, type(v).__name__, v))
+        elif type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0:
+            parts.append((f.name, "float", float(v)))
+        else:
+            return None
+    try:
+        key = (id(model), layout, gpus_per_tray, tuple(parts))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+# ---------------------------------------------------------------- grids (batch x context) in chunks
+
+
+def step_chunks(model: Model, hw, layout: Layout, point: Point, rows: int):
+    """Yield (slice, StepResult) over the first axis of a grid point (a batch column times a context
+    row), `rows` rows at a time: each result is exactly step() of that chunk's point.
+
+    The graph is built once for the whole grid; the ops whose costs vary along one axis only (most:
+    only attention and the indexer read both batch and context) are timed once, and each chunk takes
+    its rows of their times; the others are timed per chunk on their rows of their costs. (Rows keep
+    the long context axis innermost: numpy's loops run over whole rows.)"""
+    ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
+    height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
+    both = [any(_is_grid(v, height) for v in _op_values(o)) for o in ops]
+    once = {n: OpTime(o, op_time(o, hw)) for n, o in enumerate(ops) if not both[n]}
+    cut_op = [_op_cutter(o, height) for o in ops]
+    cut_time = {n: _cutter(t.time, KernelTime, height) for n, t in once.items()}
+    rows = max(1, int(rows))
+    for start in range(0, height, rows):
+        sl = slice(start, min(start + rows, height))
+        timed = []
+        for n, o in enumerate(ops):
+            part = cut_op[n](sl)
+            timed.append(OpTime(part, cut_time[n](sl)) if n in once else OpTime(part, op_time(part, hw)))
+        chunk = dataclasses.replace(point, **{f.name: _cut(getattr(point, f.name), sl, height)
+                                              for f in dataclasses.fields(point)})
+        yield sl, StepResult(model, hw, layout, chunk, timed)
+
+
+def _cutter(obj, cls, height):
+    """A function of a slice giving `obj` (a Cost or KernelTime) with its arrays over the grid's rows cut to it."""
+    values = obj.__dict__
+    names = [f for f in values if _cuttable(values[f], height)]
+    if not names:
+        return lambda sl: obj
+    return lambda sl: cls(**{**values, **{f: values[f][sl] for f in names}})
+
+
+def _op_cutter(o: Op, height):
+    """A function of a slice giving op `o` with every array over the grid's rows (costs, shapes) cut to it."""
+    parts = []
+    for k in o.kernels:
+        cost = _cutter(k.cost, Cost, height)
+        names = [f for f in _KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), height)]
+        parts.append((k, cost, names))
+    extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), height)]
+    if not extra and all(c(slice(0, 1)) is k.cost and not names for k, c, names in parts):
+        return lambda sl: o
+
+    def cut(sl):
+        kernels = tuple(dataclasses.replace(k, cost=c(sl), **{f: getattr(k, f)[sl] for f in names})
+                        for k, c, names in parts)
+        return dataclasses.replace(o, kernels=kernels, **{f: getattr(o, f)[sl] for f in extra})
+    return cut
+
+
+def _cuttable(v, height) -> bool:
+    return height > 1 and getattr(v, "ndim", 0) > 1 and v.shape[0] == height
+
+
+def _first(v) -> int:
+    """Length of the first axis of an array (1 for numbers)."""
+    shape = getattr(v, "shape", ())
+    return shape[0] if shape else 1
+
+
+def _is_grid(v, height) -> bool:
+    """An array that varies along the first axis and another one."""
+    shape = getattr(v, "shape", ())
+    return len(shape) > 1 and shape[0] == height and any(d > 1 for d in shape[1:])
+
+
+def _cut(v, sl, height):
+    return v[sl] if height > 1 and _first(v) == height and getattr(v, "ndim", 0) > 1 else v
+
+
+# A kernel's fields besides its family and cost (its shape: rows, tiles, CTAs, ...), which may vary over a grid too.
+_KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))
+
+
+def _op_values(o: Op):
+    yield o.repeat
+    yield o.stretch
+    for k in o.kernels:
+        yield from k.cost.__dict__.values()
+        for f in _KERNEL_SHAPE_FIELDS:
+            yield getattr(k, f)

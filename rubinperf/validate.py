@@ -138,7 +138,7 @@ def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
     why = f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
     if p.interactivity_stat in (None, "mean"):
         return mean, why
-    from rubinperf.interactivity import speed_factors
+    from rubinperf.serving.interactivity import speed_factors
 
     pt, hw = r.point, r.hw
     nu = 1e12 if p.fixed_acceptance else float(hw.acceptance_concentration)
@@ -225,7 +225,7 @@ def _summary(model: str, hardware: str, workload: str, stack: str | None = None)
     """The Pareto summary of one rack (on a stack) on one workload (swept once per run), at P90 interactivity."""
     key = (model, hardware, workload, stack)
     if key not in _SUMMARIES:
-        from rubinperf.pareto import summarize
+        from rubinperf.serving.pareto import summarize
         from rubinperf.serving import batch_grid, sweep
         from rubinperf.specs.stack import load_platform
         from rubinperf.specs.model import load_model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubinperf.interactivity import per_request_acceptance, speed_factors
+from rubinperf.serving.interactivity import per_request_acceptance, speed_factors
 from rubinperf.layout import parse_layout
 from rubinperf.serving import batch_grid, serve, sweep
 from rubinperf.specs.model import load_model
@@ -62,7 +62,7 @@ def test_the_spread_comes_from_the_stack():
 
 
 def test_p90_frontier_is_stricter_than_the_mean_one():
-    from rubinperf.pareto import summarize
+    from rubinperf.serving.pareto import summarize
 
     setups = [(V41, load_platform("gb300-nvl72"), AGENTX)]
     p90 = summarize(sweep(setups, batches=batch_grid(256)))[0]

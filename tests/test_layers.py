@@ -21,8 +21,8 @@ PKG = REPO / "rubinperf"
 # The core: packages (every module under them) and modules, by their name under rubinperf/.
 CORE = (
     "__init__", "architecture", "bundled", "calibrate", "capacity", "cost", "engine", "errors", "files", "graph",
-    "interactivity", "kernels", "layout", "mathops", "pareto", "precision", "records", "roofline", "scenario",
-    "sensitivity", "serving", "specs", "step", "sweep", "symbolic", "units", "validate",
+    "kernels", "layout", "mathops", "precision", "records", "roofline", "scenario",
+    "sensitivity", "serving", "specs", "step", "symbolic", "units", "validate",
 )
 # Presentation: what the core must not import.
 PRESENTATION = ("render", "cli", "entry", "__main__")

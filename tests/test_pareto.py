@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubinperf.pareto import best_at, compare_records, dominates, frontier_mask, point_records, summarize
+from rubinperf.serving.pareto import best_at, compare_records, dominates, frontier_mask, point_records, summarize
 from rubinperf.serving import batch_grid, sweep
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model

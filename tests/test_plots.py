@@ -20,7 +20,7 @@ GB300_SOURCE = "vLLM DeepSeek-V4.1-Flash on GB300 NVL72 (Oct 2026)"
 
 
 def _records(workload="agentx"):
-    from rubinperf.pareto import point_records, summarize
+    from rubinperf.serving.pareto import point_records, summarize
     from rubinperf.serving import batch_grid, sweep
     from rubinperf.specs.stack import load_platform as load_hardware  # a rack: hardware with its default stack
     from rubinperf.specs.model import load_model

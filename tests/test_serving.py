@@ -16,7 +16,7 @@ from rubinperf.capacity import (capacity, draft_kv_bytes_per_token, kv_bytes_per
 from rubinperf.errors import SpecError
 from rubinperf.layout import parse_layout
 from rubinperf.serving import (Serving, accepted_tokens, acceptance_rate, decode_engine, default_acceptance,
-                               prefill_plan, serve, sweep)
+                               kv_transfer_time, prefill_plan, prefix_load_s, serve, sweep)
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.loader import build_spec, to_toml
 from rubinperf.specs.model import load_model
@@ -242,6 +242,35 @@ def test_prefix_pool_changes_only_the_loads():
     slow = prefill_plan(V41, GB300, with_workload(prefix_pool="host"))
     fast = prefill_plan(V41, GB300, with_workload(prefix_pool="hbm"))
     assert fast.step_s == slow.step_s and fast.load_ttft_s < slow.load_ttft_s
+
+
+@pytest.mark.parametrize("hw", [GB300, VR], ids=["gb300", "vr"])
+def test_kv_loads_and_transfers_by_hand(hw):
+    """Prefix loads and KV transfers are kernels timed by the roofline: link bytes at the link's
+    efficiency plus one message latency; loads at the pool's rate (no launch: copy engines)."""
+    nbytes = 3.7e9
+    assert kv_transfer_time(hw, nbytes, "nvlink") == pytest.approx(
+        nbytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency) + hw.nvlink_latency_s, rel=1e-12)
+    assert kv_transfer_time(hw, nbytes, "scale-out") == pytest.approx(
+        nbytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency) + hw.scale_out_latency_s, rel=1e-12)
+    host = min(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s) * hw.host_efficiency
+    assert prefix_load_s(hw, nbytes, "host") == pytest.approx(nbytes / host, rel=1e-12)
+    assert prefix_load_s(hw, nbytes, "peer-hbm") == pytest.approx(
+        nbytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency), rel=1e-12)
+    # Local HBM: KV bytes at the streaming rate of interleaved reads (Rubin: 0.75 of it, its two memory domains).
+    hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
+    assert prefix_load_s(hw, nbytes, "hbm") == pytest.approx(nbytes / hbm, rel=1e-12)
+    assert prefix_load_s(hw, 0.0, "host") == 0.0
+
+
+def test_prefill_plan_uses_the_workloads_link_and_pool():
+    w = with_workload(kv_transfer_link="scale-out", prefix_pool="peer-hbm")
+    p, q = prefill_plan(V41, GB300, w), _PREFILL["gb300-nvl72"]
+    sent = q.seqs * float(kv_bytes_per_request(V41, w.input_tokens_per_turn))   # DEP: per rank = per GPU
+    assert p.transfer_s == kv_transfer_time(GB300, sent, "scale-out")
+    assert p.load_ttft_s == prefix_load_s(GB300, p.seqs * float(kv_bytes_per_request(V41, w.cached_tokens_per_turn)),
+                                          "peer-hbm")
+    assert p.step_s == q.step_s
 
 
 # ---------------------------------------------------------------- pools, money, power

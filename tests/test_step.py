@@ -264,3 +264,21 @@ def test_default_context_leaves_room_for_new_tokens_in_a_shorter_window():
     # Asked for, the full context with 32K new tokens is still refused.
     with pytest.raises(SpecError, match="exceed"):
         make_point(v3, load_platform("h200"), lay, phase="prefill", context=131072)
+
+
+@pytest.mark.parametrize("hw", [GB300, VR], ids=["gb300", "vr"])
+@pytest.mark.parametrize("layout", ["tp8", "dep32", "dep64"])
+def test_array_bound_is_the_scalar_bound_element_by_element(hw, layout):
+    """One bound rule: a step over an array of batches names, per element, what the scalar step at
+    that batch names (cpu where host work exceeds GPU work)."""
+    import numpy as np
+
+    lay = parse_layout(layout)
+    batches = np.array([1.0, 2.0, 16.0, 64.0, 300.0])
+    point = make_point(V41, hw, lay, phase="decode", batch=1)
+    arr = step(V41, hw, lay, dataclasses.replace(point, batch=batches))
+    bounds = arr.bound
+    assert bounds.shape == batches.shape
+    for i, b in enumerate(batches):
+        one = step(V41, hw, lay, dataclasses.replace(point, batch=float(b)))
+        assert bounds[i] == one.bound

@@ -168,7 +168,7 @@ def pareto(
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
     """
-    from rubinperf.pareto import point_records, summarize
+    from rubinperf.serving.pareto import point_records, summarize
     from rubinperf.render import plots
 
     check_output_flags(as_json, quiet=quiet)
@@ -178,7 +178,7 @@ def pareto(
     if plot:
         plots.check_plot_path(plot)
     setups = _setups(model, hardware, workload, sets, stack)
-    from rubinperf.interactivity import check_stat
+    from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
@@ -251,7 +251,7 @@ def compare(
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
     """
-    from rubinperf.pareto import compare_records, summarize
+    from rubinperf.serving.pareto import compare_records, summarize
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
@@ -259,7 +259,7 @@ def compare(
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
     setups = _setups(model, hardware, workload, sets, stack)
-    from rubinperf.interactivity import check_stat
+    from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
@@ -290,7 +290,7 @@ def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_toke
                     stat="p90", limits=None, total_gpus=None):
     """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
     sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
-    from rubinperf.pareto import summarize
+    from rubinperf.serving.pareto import summarize
     from rubinperf.specs.stack import platform
 
     stacks = {hw.name: hw.stack for _, hw, _ in setups}

@@ -56,3 +56,25 @@ def kv_insert(tokens, entry_bytes, ratio=1, index_key_bytes=0) -> Cost:
 def host_step(dp_ranks) -> Kernel:
     """The host's work for one engine step: scheduling, and DP synchronisation over `dp_ranks` (0: none)."""
     return Kernel("host", Cost(steps=1, dp_sync_ranks=dp_ranks), dependent_loads=0)
+
+
+def kv_transfer(nbytes, link: str = "nvlink") -> Kernel:
+    """A prefilled KV cache of `nbytes` (per GPU) sent to another engine over `link` (nvlink or scale-out):
+    link bytes and one message's latency, moved by copy engines (no kernel launch)."""
+    if link == "nvlink":
+        return Kernel("stream", Cost(nvlink_bytes=nbytes, nvlink_hops=1), dependent_loads=0)
+    if link == "scale-out":
+        return Kernel("stream", Cost(scale_out_bytes=nbytes, scale_out_hops=1), dependent_loads=0)
+    raise ValueError(f"kv_transfer: link {link!r}: expected nvlink or scale-out")
+
+
+def kv_load(nbytes, pool: str = "host") -> Kernel:
+    """Cached prefix KV of `nbytes` (per GPU) loaded from a shared pool by copy engines (no kernel launch):
+    host memory over C2C, peers' HBM over NVLink (streamed: no per-message latency), or local HBM."""
+    if pool == "host":
+        return Kernel("stream", Cost(host_bytes=nbytes), dependent_loads=0)
+    if pool == "peer-hbm":
+        return Kernel("stream", Cost(nvlink_bytes=nbytes), dependent_loads=0)
+    if pool == "hbm":
+        return Kernel("stream", Cost(kv_bytes=nbytes), dependent_loads=0)
+    raise ValueError(f"kv_load: pool {pool!r}: expected host, peer-hbm or hbm")

@@ -1,6 +1,6 @@
 """The terminal chart of `pareto`: a log-log character chart of each rack's frontier, as wide as the console.
 
-Presentation only: it reads the point records of `rubinperf.pareto`.
+Presentation only: it reads the point records of `rubinperf.serving.pareto`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ One renderer, matplotlib (the `plot` extra). Each figure is built by a function 
 it (`frontier_figure`, `tornado_figure`: tested without writing a file) and written by
 `save_figure` as PNG, SVG or PDF through `rubinperf.files.write_atomic`. SVG keeps its text as text
 (`svg.fonttype = none`), so labels can be searched in the file. Nothing here computes a
-formula: the records come from `rubinperf.pareto` / `rubinperf.sensitivity`, the published
+formula: the records come from `rubinperf.serving.pareto` / `rubinperf.sensitivity`, the published
 points from `validation/published.toml` (through `rubinperf.validate.load_points`).
 """
 

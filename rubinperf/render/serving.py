@@ -1,7 +1,7 @@
 """Tables of `pareto` and `compare` (presentation only); their terminal chart is rubinperf.render.chart, the
 --plot figures rubinperf.render.plots.
 
-Everything here reads records built by `rubinperf.pareto` / `rubinperf.serving`; nothing
+Everything here reads records built by `rubinperf.serving` (pareto, pools); nothing
 computes a formula.
 """
 

@@ -54,7 +54,7 @@ class Stack:
     eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB on")
     no_eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB off (--no-eplb)")
     no_eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
-    # [interactivity] how per-user decode speed spreads around its mean (rubinperf/interactivity.py)
+    # [interactivity] how per-user decode speed spreads around its mean (rubinperf/serving/interactivity.py)
     acceptance_concentration: float = spec_field("interactivity", doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
     step_time_spread: float = spec_field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel

@@ -9,15 +9,13 @@ frontier read as a step function, never interpolated between configurations.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from rubinperf.graph import Point
 from rubinperf.records import step_record
-from rubinperf.serving import Serving, Sweep
-from rubinperf.step import step
+from rubinperf.serving.pools import Serving
+from rubinperf.serving.sweeps import Sweep
 
 
 def frontier_mask(x, y, feasible=None) -> np.ndarray:
@@ -64,10 +62,9 @@ class Pick:
         return float(np.asarray(self.run.decode.batch)[self.i])
 
     def step_result(self):
-        """The decode step re-run at this scalar point (for the bound and the per-kernel breakdown)."""
-        d = self.run.decode
-        p: Point = dataclasses.replace(d.result.point, batch=self.batch)
-        return step(self.run.model, self.run.hw, d.layout, p)
+        """The decode step at this point (for the bound and the per-kernel breakdown): the swept run's
+        ops taken at this element, not a step re-run."""
+        return self.run.decode.result.at(self.i)
 
     def kernel_terms(self) -> list[dict]:
         """Per-kernel GPU time per output token on one GPU of the decode pool (µs), largest first.

@@ -1,0 +1,184 @@
+"""Sweeps: the deployment over racks x decode layouts x prefill layouts x decode batches, and
+grids of one engine step over batch x context.
+
+A deployment sweep evaluates each (rack, layouts) once, vectorised over the batch grid.
+A step grid (`sweep_grid`) evaluates the step model on numpy arrays directly (broadcasting
+batch as a column and context as a row), keeping its peak memory down by evaluating the
+context axis a chunk at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rubinperf.errors import SpecError
+from rubinperf.graph import Point
+from rubinperf.layout import Layout, check_layout, parse_layout
+from rubinperf.serving.interactivity import check_stat
+from rubinperf.serving.pools import Serving, check_workload, serve
+from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
+from rubinperf.specs.model import Model
+from rubinperf.step import step_chunks
+
+DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
+DEFAULT_MAX_BATCH = 1024
+
+MAX_BATCH_LIMIT = 1 << 20  # requests per rank: far beyond any HBM's KV capacity, and exact in float64
+
+
+def batch_grid(max_batch: float = DEFAULT_MAX_BATCH) -> np.ndarray:
+    """Every batch 1..128, then 48 geometric steps to `max_batch`."""
+    if not max_batch >= 1:
+        raise SpecError(f"--max-batch: expected at least 1, got {max_batch}")
+    if max_batch > MAX_BATCH_LIMIT:
+        shown = str(max_batch) if len(str(max_batch)) <= 24 else f"{str(max_batch)[:12]}... ({len(str(max_batch))} digits)"
+        raise SpecError(f"--max-batch: expected at most {MAX_BATCH_LIMIT:,} requests per rank or instance, got {shown}")
+    dense = np.arange(1, min(128, max_batch) + 1, dtype=float)
+    tail = np.round(np.geomspace(128, max_batch, 48)) if max_batch > 128 else np.array([])
+    return np.unique(np.concatenate([dense, tail, [float(math.floor(max_batch))]]))
+
+
+@dataclass
+class Sweep:
+    """Runs of the deployment over racks x decode layouts x prefill layouts, each an array over batch."""
+
+    runs: list[Serving]
+    skipped: list[str]
+    notes: list[str] = field(default_factory=list)   # defaults changed to make a rack work, said aloud
+    max_ttft_s: float | None = None   # --ttft: points whose time to first token is longer are left out
+    max_tpot_s: float | None = None   # --tpot: points whose time per output token (1 / tokens/s per user) is longer
+
+    def hardware_names(self) -> list[str]:
+        return list(dict.fromkeys(r.hw.name for r in self.runs))
+
+    def within_limits(self, r: Serving) -> np.ndarray:
+        """Points of run `r` that meet --ttft and --tpot (TPOT at the frontier's statistic: 1 / tokens/s per user)."""
+        c = r.columns
+        keep = np.ones(c["batch_per_rank"].size, dtype=bool)
+        if self.max_ttft_s is not None:
+            keep &= r.ttft_s <= self.max_ttft_s
+        if self.max_tpot_s is not None:
+            keep &= 1.0 / np.ravel(c["tokens_per_s_per_user"]) <= self.max_tpot_s
+        return keep
+
+    def points(self, hardware: str | None = None):
+        """(run index, element index, tok/s/user, tok/s/GPU, feasible) arrays over every swept point."""
+        idx, el, x, y, ok = [], [], [], [], []
+        for n, r in enumerate(self.runs):
+            if hardware is not None and r.hw.name != hardware:
+                continue
+            c = r.columns
+            size = c["batch_per_rank"].size
+            idx.append(np.full(size, n))
+            el.append(np.arange(size))
+            x.append(np.ravel(c["tokens_per_s_per_user"]))
+            y.append(np.ravel(c["tokens_per_s_per_gpu"]))
+            ok.append(np.ravel(c["feasible"]) & self.within_limits(r))
+        if not idx:
+            return tuple(np.array([]) for _ in range(5))
+        return (np.concatenate(idx), np.concatenate(el), np.concatenate(x), np.concatenate(y), np.concatenate(ok))
+
+
+def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft_tokens=None, acceptance=None,
+          eplb: bool = True, progress=None, interactivity_stat: str = "p90", total_gpus: int | None = None) -> Sweep:
+    """The deployment for every (model, rack, workload) setup, decode layout and prefill layout,
+    vectorised over `batches`.
+
+    `setups` is a list of (model, hardware, workload) triples (one per rack, each with its
+    own `--set` overrides applied). Layouts a rack or model cannot take (experts not
+    divisible, wider than the NVLink domain) are skipped with a note. `progress(done,
+    total, label)` is called before each run and once at the end. `interactivity_stat` (p90, p50
+    or mean) is the statistic of tokens/s per user the frontier is drawn over.
+    """
+    check_stat(interactivity_stat)
+    batches = batch_grid() if batches is None else np.asarray(batches, dtype=float)
+    asked = [parse_layout(x) if isinstance(x, str) else x for x in decode_layouts] if decode_layouts else None
+    plans, notes, prefills = [], [], {}
+    for m, hw, w in setups:
+        decode_layouts = asked or stack_decode_layouts(m, hw, notes)
+        check_workload(m, w)
+        defaults = [w.prefill_layout]
+        if not prefill_layouts:
+            chosen, note, plan = default_prefill_layout(m, hw, w, eplb=eplb)
+            defaults = [chosen]
+            if plan is not None:   # computed while choosing: not computed again
+                prefills[(id(m), id(hw), id(w), chosen)] = plan
+            if note:
+                notes.append(f"{hw.name}: {note}")
+        for pl in (prefill_layouts or defaults):
+            pl = parse_layout(pl) if isinstance(pl, str) else pl
+            for dl in decode_layouts:
+                plans.append((m, hw, w, pl, dl))
+    runs, skipped = [], []
+    for n, (m, hw, w, pl, dl) in enumerate(plans):
+        if progress:
+            progress(n, len(plans), f"{hw.name} {dl.name}")
+        try:
+            check_layout(pl, m, hw)
+        except SpecError as exc:
+            note = f"{hw.name}: prefill_layout {pl.name}: {exc}"
+            if note not in skipped:
+                skipped.append(note)
+            continue
+        try:
+            check_layout(dl, m, hw)
+        except SpecError as exc:
+            skipped.append(f"{hw.name}: {exc}")
+            continue
+        key = (id(m), id(hw), id(w), pl)
+        if key not in prefills:
+            prefills[key] = prefill_plan(m, hw, w, pl, eplb=eplb)
+        runs.append(serve(m, hw, w, dl, batches, draft_tokens, acceptance, eplb, prefill=prefills[key],
+                          interactivity_stat=interactivity_stat, total_gpus=total_gpus))
+    if progress:
+        progress(len(plans), len(plans), "done")
+    return Sweep(runs=runs, skipped=skipped, notes=notes)
+
+
+def stack_decode_layouts(m: Model, hw, notes: list | None = None) -> list[Layout]:
+    """The decode engine shapes of the rack's stack (serving.decode_layouts) that this rack and model can take;
+    when none can (a stack of 72-GPU racks on an 8-GPU server), the generic set that can, with a note."""
+    def fits(layout: Layout) -> bool:
+        try:
+            check_layout(layout, m, hw)
+            return True
+        except SpecError:
+            return False
+
+    wanted = [parse_layout(x) for x in hw.decode_layouts]
+    chosen = [x for x in wanted if fits(x)]
+    if chosen:
+        return chosen
+    chosen = [x for x in map(parse_layout, DEFAULT_DECODE_LAYOUTS) if fits(x)]
+    if notes is not None:
+        notes.append(f"{hw.name}: none of the {hw.stack} decode shapes ({', '.join(hw.decode_layouts)}) fit; "
+                     f"sweeping {', '.join(x.name for x in chosen)}")
+    return chosen or wanted
+
+
+# ---------------------------------------------------------------- grids of one step
+
+GRID_METRICS = ("step_s", "sol_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")
+CHUNK_POINTS = 25_000
+
+
+def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
+    """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]).
+
+    The step's graph is built once for the grid and its ops that do not read the context are timed
+    once (rubinperf/step.py: step_chunks); the others are timed about `chunk_points` points (whole
+    rows of contexts) at a time."""
+    b = np.asarray(batches, dtype=float).reshape(-1, 1)
+    c = np.asarray(contexts, dtype=float).reshape(1, -1)
+    out = {k: np.empty((b.shape[0], c.shape[1])) for k in GRID_METRICS}
+    rows = max(1, chunk_points // max(1, c.shape[1]))
+    for sl, r in step_chunks(model, hw, layout, dataclasses.replace(point, batch=b, context=c), rows):
+        out["step_s"][sl] = r.expected_s
+        out["sol_s"][sl] = r.sol_s
+        out["tokens_per_s_per_gpu"][sl] = r.tokens_per_s_per_gpu
+        out["tokens_per_s_per_user"][sl] = r.tokens_per_s_per_user
+    return out
