@@ -41,7 +41,7 @@ class Cost:
 
     def __add__(self, other: "Cost") -> "Cost":
         a, b = self.__dict__, other.__dict__
-        return Cost(*[_plus(a[f], b[f]) for f in _COST_FIELDS])
+        return Cost(*[a[f] + b[f] for f in _COST_FIELDS])
 
     def __radd__(self, other):
         if other == 0:
@@ -73,16 +73,6 @@ class Cost:
 
 
 _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
-_PLAIN = (int, float)
-
-
-def _plus(x, y):
-    """x + y; an array plus the plain number 0 is the array itself (the same values, no pass over it)."""
-    if type(y) in _PLAIN and y == 0 and type(x).__module__ == "numpy":
-        return x
-    if type(x) in _PLAIN and x == 0 and type(y).__module__ == "numpy":
-        return y
-    return x + y
 
 
 # Kernel families: each selects the efficiency and the overlap rule the roofline applies.

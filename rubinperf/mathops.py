@@ -115,11 +115,8 @@ def ssum(values):
     return functools.reduce(lambda a, b: a + b, sorted(groups.values(), key=np.size))
 
 
-def _zero(v) -> bool:
-    return type(v) in _PLAIN and v == 0
-
-
-def _numpy(v) -> bool:
+def is_numpy(v) -> bool:
+    """A numpy array or scalar (numpy is not imported to tell)."""
     return type(v).__module__ == "numpy"
 
 
@@ -129,9 +126,10 @@ def sadd(*terms):
     saves a pass over a sweep's arrays. Numbers and symbols are added exactly as written."""
     out = terms[0]
     for t in terms[1:]:
-        if type(t) in _PLAIN and t == 0 and _numpy(out):
-            continue
-        if type(out) in _PLAIN and out == 0 and _numpy(t):
+        if type(t) in _PLAIN:
+            if t == 0 and type(out).__module__ == "numpy":
+                continue
+        elif type(out) in _PLAIN and out == 0 and type(t).__module__ == "numpy":
             out = t
             continue
         out = out + t
@@ -141,16 +139,17 @@ def sadd(*terms):
 def stimes_max(*times):
     """smax of times (non-negative by construction); beside a numpy array, a time that is the plain
     number 0 (an absent term) is left out: it cannot be the largest."""
-    if any(_numpy(t) for t in times):
-        kept = [t for t in times if not _zero(t)]
-        return smax(*kept) if kept else smax(*times)
+    for t in times:
+        if type(t).__module__ == "numpy":
+            kept = [x for x in times if not (type(x) in _PLAIN and x == 0)]
+            return smax(*kept) if kept else smax(*times)
     return smax(*times)
 
 
 def sscale(x, *factors):
     """x * f1 * f2 ..., left to right; a numpy array times the plain number 1 is left as it is (the same values)."""
     for f in factors:
-        if type(f) in _PLAIN and f == 1 and _numpy(x):
+        if type(f) in _PLAIN and f == 1 and type(x).__module__ == "numpy":
             continue
         x = x * f
     return x

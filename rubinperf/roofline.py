@@ -29,7 +29,7 @@ Works on numbers, numpy arrays and sympy symbols.
 from __future__ import annotations
 
 from rubinperf.cost import PEAKS, Kernel, KernelTime
-from rubinperf.mathops import sadd, sceil, sfloor, smax, smin, stimes_max
+from rubinperf.mathops import is_numpy, sadd, sceil, sfloor, smax, smin, stimes_max
 
 LAUNCH_MODES = ("graph", "eager")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
@@ -80,9 +80,9 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     ctas, sm_share, padding = parallelism(kern, hw)
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
-    sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
-    compute = sadd(*[getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
-                     for p in peaks]) * padding / sm_share if peaks else 0.0
+    sol_compute = sum(getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks)
+    compute = sum(getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
+                  for p in peaks) * padding / sm_share if peaks else 0.0
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     hbm_bytes = cost.hbm_bytes
@@ -103,24 +103,25 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     # sets the pace); each link's serial per-message latencies add.
     sol_comm = _links(cost.nvlink_bytes / hw.nvlink_bandwidth_bytes_per_s,
                       cost.scale_out_bytes / hw.scale_out_bandwidth_bytes_per_s)
-    scale_out = sadd(cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency),
-                     cost.scale_out_hops * hw.scale_out_latency_s)
-    comm = sadd(
+    scale_out = (cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
+                 + cost.scale_out_hops * hw.scale_out_latency_s)
+    comm = (
         _links(cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency),
-               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)),
-        cost.nvlink_hops * hw.nvlink_latency_s,
-        cost.cross_tray_hops * hw.cross_tray_latency_s,
-        cost.scale_out_hops * hw.scale_out_latency_s,
+               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency))
+        + cost.nvlink_hops * hw.nvlink_latency_s
+        + cost.cross_tray_hops * hw.cross_tray_latency_s
+        + cost.scale_out_hops * hw.scale_out_latency_s
     )
 
     latency = launch_latency(kern, hw, launch) + (
         cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + cost.dp_sync_ranks * hw.dp_sync_per_rank_s)
 
-    body = overlap(kern, hw, compute, sadd(memory, extra), comm)
+    body = overlap(kern, hw, compute, memory + extra, comm)
     return KernelTime(
         compute_s=compute, memory_s=memory, parallelism_s=extra, comm_s=comm, latency_s=latency,
         expected_s=latency + body,
-        sol_compute_s=sadd(sol_compute, 0.0), sol_memory_s=sol_memory, sol_comm_s=sol_comm,
+        sol_compute_s=sol_compute if is_numpy(sol_compute) else sol_compute + 0.0, sol_memory_s=sol_memory,
+        sol_comm_s=sol_comm,
         sol_s=stimes_max(sol_compute, sol_memory, sol_comm),
         scale_out_s=scale_out,
     )
