@@ -10,6 +10,7 @@ standard library.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 # Top-level folders shipped inside the wheel as package data. A new spec folder (e.g.
@@ -21,9 +22,13 @@ DATA_DIR = "_data"  # rubinperf/_data/<folder> inside an installed wheel
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the checkout, when run from one
 
 
+@functools.cache
 def data_root() -> Path:
     """The folder that holds the bundled spec folders: inside the installed package when
-    the wheel carried them, else the source checkout beside the package."""
+    the wheel carried them, else the source checkout beside the package (found once per run)."""
+    beside = Path(__file__).resolve().parent / DATA_DIR
+    if beside.is_dir():   # an installed wheel unpacked on disk: no need for importlib.resources
+        return beside
     from importlib import resources
 
     try:

@@ -9,6 +9,7 @@ the file, the key and what was expected.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from pathlib import Path
@@ -42,6 +43,12 @@ def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: 
     return dataclasses.field(default=default, metadata=meta)
 
 
+@functools.cache
+def _type_hints(cls) -> dict:
+    """get_type_hints of a spec class, evaluated once per run (string annotations are slow to evaluate)."""
+    return get_type_hints(cls)
+
+
 def spec_fields(cls) -> list[dataclasses.Field]:
     """The fields of a spec class that live in TOML tables (not name/sources)."""
     return [f for f in dataclasses.fields(cls) if "section" in f.metadata]
@@ -49,7 +56,7 @@ def spec_fields(cls) -> list[dataclasses.Field]:
 
 def numeric_fields(cls) -> list[str]:
     """Names of scalar numeric fields: what `--set` and sensitivity may vary."""
-    hints = get_type_hints(cls)
+    hints = _type_hints(cls)
     return [f.name for f in spec_fields(cls) if hints[f.name] in (float, int)]
 
 
@@ -208,7 +215,7 @@ def top_level_keys(cls) -> tuple[str, ...]:
 def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = None):
     """Check `data` (a parsed TOML document) against `cls` and build the frozen record."""
     top_level = top_level_keys(cls) if top_level is None else top_level
-    hints = get_type_hints(cls)
+    hints = _type_hints(cls)
     fields = spec_fields(cls)
     sections: dict[str, list[dataclasses.Field]] = {}
     for f in fields:
