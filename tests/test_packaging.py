@@ -30,13 +30,18 @@ def test_bundled_folders_come_from_the_package_when_the_wheel_carried_them(tmp_p
 
     (tmp_path / "_data" / "hardware").mkdir(parents=True)
     monkeypatch.setattr(resources, "files", lambda pkg: tmp_path)
-    assert bundled.folder("hardware") == tmp_path / "_data" / "hardware"
+    bundled.data_root.cache_clear()   # the folder is found once per run
+    try:
+        assert bundled.folder("hardware") == tmp_path / "_data" / "hardware"
+    finally:
+        bundled.data_root.cache_clear()
 
 
 def test_source_checkout_fallback():
     from rubinperf import bundled
 
     # In this checkout no wheel data exists inside the package: the top-level folders are read.
+    bundled.data_root.cache_clear()
     assert bundled.folder("hardware") == REPO / "hardware"
     assert not (REPO / "rubinperf" / "_data").exists()
 
