@@ -441,7 +441,10 @@ def substitute(expr, values: dict):
     """The expression with every symbol replaced by a symbol *named* after its value: the
     structure stays visible (2·16·4096·4096), nothing is evaluated."""
     expr = sympy.sympify(expr)
-    return replace(expr, {s: sympy.Dummy(_number_name(values[s])) for s in expr.free_symbols if s in values})
+    # Dummies made in name order: their order (and so the printed order of terms) then does not follow the
+    # set order of free_symbols, which changes with Python's hash seed from run to run.
+    return replace(expr, {s: sympy.Dummy(_number_name(values[s]))
+                          for s in sorted(expr.free_symbols, key=lambda x: x.name) if s in values})
 
 
 class _Pretty(PrettyPrinter):

@@ -242,3 +242,16 @@ def test_sympy_stays_out_of_import_and_estimate():
             "print(rc, 'sympy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["0", "False"], out
+
+
+def test_explain_prints_the_same_text_whatever_the_hash_seed():
+    # Substituted formulas used to list their terms in set order, which follows PYTHONHASHSEED.
+    import os
+
+    def run(seed):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "COLUMNS": "100"}
+        out = subprocess.run([sys.executable, "-m", "rubinperf", "explain", "megamoe", "--json"], env=env,
+                             capture_output=True, text=True, check=True)
+        return out.stdout
+
+    assert run(1) == run(2)
