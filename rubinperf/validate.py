@@ -46,6 +46,7 @@ class RefPoint:
     launch: str | None = None      # kernel_error_unseen: graph or eager rows
     data: str | None = None        # kernel_error_unseen: measurements (relative to the repository) the spec was not fitted to
     previous: float | None = None  # the prediction of the last release's model (rubinperf 0.1.0)
+    changed: str = ""              # what moved the prediction since that release (stack, kernel terms, P90, ...)
     new_tokens: float | None = None     # prefill: new tokens per rank of the step
     draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
     prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
@@ -55,10 +56,10 @@ class RefPoint:
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
-             "op", "launch", "data", "previous", "new_tokens", "draft_tokens", "prefix_hit_rate")
+             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
-            "baseline_stack", "interactivity_stat", "note",
+            "baseline_stack", "interactivity_stat", "note", "changed",
             "op", "launch", "data")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens")
 _NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
@@ -66,7 +67,7 @@ _NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
 
 def _check_types(where: str, raw: dict) -> None:
     for key, v in raw.items():
-        if key in _STRINGS and not (isinstance(v, str) and (v.strip() or key == "note")):
+        if key in _STRINGS and not (isinstance(v, str) and (v.strip() or key in ("note", "changed"))):
             raise SpecError(f"{where}: {key}: expected a non-empty string, got {v!r}")
         if key in _POSITIVE + _NON_NEGATIVE:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -298,6 +299,6 @@ def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
             "band": list(p.band), "in_band": reachable and p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
             "reachable": reachable, "previous": p.previous,
             "moved": predicted / p.previous if p.previous and reachable else None,
-            "detail": why, "source": p.source, "note": p.note,
+            "detail": why, "changed": p.changed, "source": p.source, "note": p.note,
         })
     return records

@@ -65,3 +65,13 @@ def test_bad_points_file_is_one_line_exit_2(cli, tmp_path, text, culprit):
 
 def test_default_points_file_is_bundled():
     assert POINTS_FILE.is_file()
+
+
+def test_every_point_with_a_previous_prediction_says_what_changed(cli):
+    points = load_points(POINTS_FILE)
+    with_previous = [p for p in points if p.previous is not None]
+    assert with_previous and all(p.changed.strip() for p in with_previous)
+    r = cli("validate", "--json")
+    recs = {x["id"]: x for x in r.json()}
+    for p in with_previous:
+        assert recs[p.id]["changed"] == p.changed and recs[p.id]["moved"] is not None

@@ -46,13 +46,14 @@ def validate_table(records: list[dict]) -> None:
     cols = [col("point", "left", min_width=16), col("metric", "left", drop=6), col("hardware", "left", drop=4),
             col("layout", "left", drop=5), col("published", short="publ."), col("0.1.0", drop=7),
             col("predicted", short="pred."), col("ratio"), col("band", drop=2), col("", "left"),
-            col("why", "left", drop=3, min_width=24)]
+            col("why", "left", drop=3, min_width=24), col("changed since 0.1.0", "left", drop=8, min_width=24)]
     rows = [[r["id"] + (" (fitted)" if r["fitted"] else ""), r["metric"], r["hardware"], r["layout"],
              fmt_num(r["published"]), fmt_num(r["previous"]) if r.get("previous") else "",
              fmt_num(r["predicted"]),
              "—" if r["ratio"] is None else f"{r['ratio']:.2f}",
              f"{r['band'][0]:.2f}-{r['band'][1]:.2f}",
-             "in band" if r["in_band"] else "MISS" if r.get("reachable", True) else "unreachable", r["detail"]]
+             "in band" if r["in_band"] else "MISS" if r.get("reachable", True) else "unreachable", r["detail"],
+             r.get("changed", "")]
             for r in records]
     hits = sum(r["in_band"] for r in records)
     print_out(table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
