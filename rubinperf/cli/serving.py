@@ -19,40 +19,6 @@ DEFAULT_WORKLOAD = "agentx"
 DEFAULT_MAX_BATCH = 1024
 
 
-def _setups(model: str, hardware, workload: str, sets, stacks=None) -> list:
-    """(model, platform, workload) per rack (hardware + its stack), with the `--set` overrides that apply to it."""
-    from rubinperf.engine import pair_stacks
-
-    from rubinperf.scenario import DEFAULT_HARDWARE
-    from rubinperf.specs.stack import load_platform
-    from rubinperf.specs.model import load_model
-    from rubinperf.specs.overrides import apply_overrides
-    from rubinperf.specs.workload import load_workload
-
-    names = list(hardware or DEFAULT_HARDWARE)
-    if len(set(names)) != len(names):
-        raise SpecError(f"--hardware: a rack is listed twice ({', '.join(names)})")
-    m, w = load_model(model), load_workload(workload)
-    racks = [(name, load_platform(name, stack)) for name, stack in zip(names, pair_stacks(names, stacks))]
-    scoped: dict[str, list[str]] = {}
-    common = []
-    for text in sets or []:
-        key = text.partition("=")[0]
-        if ":" in key:
-            rack, _, rest = text.partition(":")
-            matches = [hw.name for name, hw in racks if rack in (name, hw.name)]
-            if not matches:
-                raise SpecError(f"--set {text!r}: no rack named {rack!r} in this run ({', '.join(hw.name for _, hw in racks)})")
-            scoped.setdefault(matches[0], []).append(rest)
-        else:
-            common.append(text)
-    out = []
-    for _, hw in racks:
-        specs = apply_overrides(common + scoped.get(hw.name, []), hardware=hw, model=m, workload=w)
-        out.append((specs["model"], specs["hardware"], specs["workload"]))
-    return out
-
-
 def _check_gpus(total_gpus):
     if total_gpus is not None and total_gpus < 1:
         raise SpecError(f"--total-gpus: expected a positive number of GPUs, got {total_gpus}")
@@ -177,7 +143,9 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
-    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.engine import serving_setups
+
+    setups = serving_setups(model, hardware, workload, sets, stack)
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
@@ -258,7 +226,9 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    setups = _setups(model, hardware, workload, sets, stack)
+    from rubinperf.engine import serving_setups
+
+    setups = serving_setups(model, hardware, workload, sets, stack)
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
@@ -288,24 +258,18 @@ def compare(
 
 def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,
                     stat="p90", limits=None, total_gpus=None):
-    """For the silicon/software split: the first rack's silicon run on every other rack's stack (one more
-    sweep per stack that differs from the first rack's). Returns ({rack: stack}, {stack: Summary})."""
+    """For the silicon/software split: the first rack's silicon swept on every other rack's stack.
+    Returns ({rack: stack}, {stack: Summary})."""
+    from rubinperf.engine import swapped_stack_setups
     from rubinperf.serving.pareto import summarize
-    from rubinperf.specs.stack import platform
 
-    stacks = {hw.name: hw.stack for _, hw, _ in setups}
-    m0, hw0, w0 = setups[0]
     swapped = {}
-    for _, hw, _ in setups[1:]:
-        if hw.stack == hw0.stack or hw.stack in swapped:
-            continue
-        mixed = platform(hw0.hardware_spec(), hw.stack_spec())   # --set overrides of each part kept
-        sw = _run_sweep([(m0, mixed, w0)], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                        quiet=quiet, stat=stat, limits=limits, total_gpus=total_gpus)
-        got = summarize(sw)
+    for stack, setup in swapped_stack_setups(setups).items():
+        got = summarize(_run_sweep([setup], decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                                   quiet=quiet, stat=stat, limits=limits, total_gpus=total_gpus))
         if got:
-            swapped[hw.stack] = got[0]
-    return stacks, swapped
+            swapped[stack] = got[0]
+    return {hw.name: hw.stack for _, hw, _ in setups}, swapped
 
 
 def _levels(text: str) -> list[float]:
