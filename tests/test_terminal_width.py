@@ -14,6 +14,8 @@ COMMANDS = {
     "sensitivity": ["sensitivity", "--top", "8"],
     "list hardware": ["list", "hardware"],
     "list models": ["list", "models"],
+    "explain op": ["explain", "megamoe"],
+    "explain step": ["explain", "step"],
 }
 # Words that must appear whole (a cell folded across lines would split them).
 WHOLE = {
@@ -25,6 +27,8 @@ WHOLE = {
     "sensitivity": ["hbm_bandwidth_bytes_per_s", "hbm_stream_efficiency", "elasticity"],
     "list hardware": ["gb300-nvl72", "gb200-nvl72", "PFLOP/s", "TB/s"],
     "list models": ["deepseek-v4.1-flash", "deepseek-v3", "top-6"],
+    "explain op": ["MegaMoE", "speed of light", "balancedness"],
+    "explain step": ["gb300-nvl72", "acceptance", "MegaMoE"],
 }
 
 

@@ -28,11 +28,11 @@ UNIT_FMT = {"FLOP": lambda v: si(v, "FLOP"), "B": lambda v: si(v, "B"), "s": _ti
 def _header(ex) -> list[str]:
     c = ex.context
     if "layout" in c:
-        lines = [f"{ex.kernel}: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, "
-                 f"{c['occurrences']} occurrence(s) per step on one rank"]
+        lines = _wrap([f"{ex.kernel}: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, "
+                       f"{c['occurrences']} occurrence(s) per step on one rank"])
     else:
         shape = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items() if k != "hardware")
-        lines = [f"{ex.kernel} on {c['hardware']} ({shape})"]
+        lines = _wrap([f"{ex.kernel} on {c['hardware']} ({shape})"])
     import textwrap
 
     syms = ", ".join(f"{k}={v:.6g}" for k, v in ex.symbols.items())
@@ -62,11 +62,23 @@ def explanation_text(ex, latex: bool = False) -> None:
     if latex:
         out.append(f"% bound: {ex.bound}")
     else:
-        out += ["", f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
-                f"({100 * n['sol_s'] / n['expected_s']:.0f}% of roofline); bound: {ex.bound} "
-                f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
-                f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"]
+        out += [""] + _wrap([f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
+                             f"({100 * n['sol_s'] / n['expected_s']:.0f}% of roofline); bound: {ex.bound} "
+                             f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
+                             f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"])
     emit_text("\n".join(out))
+
+
+def _wrap(lines: list[str]) -> list[str]:
+    """Prose lines wrapped to the terminal at spaces, each continuation indented two more than its line."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        lead = line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line, _width(), subsequent_indent=lead + "  ", break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return out
 
 
 def _indent(text: str, pad: str = "  ") -> str:
@@ -95,7 +107,7 @@ def step_text(st) -> None:
         lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
     lines.append("  each kernel: expected = latency + max(compute, memory + parallelism, link) (fused: a share of the "
                  "smaller terms hides); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
-    emit_text("\n".join(lines))
+    emit_text("\n".join(_wrap(lines)))
     cols = [col("kernel", "left", min_width=14), col("×", drop=3), col("FLOPs per step", "left", min_width=16, fold=True),
             col("bytes per step", "left", min_width=16, fold=True), col("time"), col("SOL", drop=2),
             col("share", drop=1), col("bound", "left", wrap=False)]
