@@ -85,18 +85,20 @@ def domains_spanned(layout: Layout, hw) -> int:
     return max(1, -(-layout.ranks // hw.nvlink_domain_size))
 
 
+def fits(layout: Layout, model, hw) -> bool:
+    """check_layout as a yes or no."""
+    try:
+        check_layout(layout, model, hw)
+    except SpecError:
+        return False
+    return True
+
+
 def layouts_that_fit(model, hw, kind: str) -> list[str]:
     """Names of the `kind` layouts (dep or tp) that divide the model and fit the rack's NVLink domain
     (DEP: or span whole domains of a cluster)."""
-    out = []
     widest = hw.nvlink_domain_size if kind == "tp" else max_ranks(hw)
-    for n in range(1, min(widest, 4096) + 1):
-        try:
-            check_layout(Layout(kind, n), model, hw)
-        except SpecError:
-            continue
-        out.append(f"{kind}{n}")
-    return out
+    return [f"{kind}{n}" for n in range(1, min(widest, 4096) + 1) if fits(Layout(kind, n), model, hw)]
 
 
 def _short(names: list[str], most: int = 12) -> str:

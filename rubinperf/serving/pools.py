@@ -110,20 +110,21 @@ class Serving:
         if self.pools is not None and not np.any(self.pools[1] >= 1):
             return (f"--total-gpus {self.total_gpus}: no room for one {self.prefill.layout.name} prefill and one "
                     f"{self.decode.layout.name} decode instance")
-        b = self.decode.batch if i is None else np.asarray(self.decode.batch)[i]
-        b = np.max(b) if np.ndim(b) else b
-        why = self.decode_capacity.reason(b)
+
+        def pick(x):  # point i's values (the whole run's when i is None)
+            return np.asarray(x)[i] if i is not None and np.ndim(x) else x
+
+        def top(x):
+            return float(np.max(pick(x)))
+
+        why = self.decode_capacity.reason(top(self.decode.batch))
         if why:
             return why
-        pick = (lambda x: x) if i is None else (lambda x: np.asarray(x)[i] if np.ndim(x) else x)
         if not np.all(pick(self.admits)):
-            per = self.decode.admissions_per_step
-            per = float(np.max(pick(per))) if np.ndim(per) else float(per)
-            return (f"admission: {per:.3g} new requests per step per scheduler, more than the stack's "
-                    f"max_kv_loads_per_step = {self.hw.max_kv_loads_per_step} ({self.hw.stack})")
+            return (f"admission: {top(self.decode.admissions_per_step):.3g} new requests per step per scheduler, more "
+                    f"than the stack's max_kv_loads_per_step = {self.hw.max_kv_loads_per_step} ({self.hw.stack})")
         if not np.all(pick(self.fits_domain)):
-            gpus = pick(self.deployment_gpus)
-            gpus = float(np.max(gpus)) if np.ndim(gpus) else float(gpus)
+            gpus = top(self.deployment_gpus)
             return (f"{self.decode.layout.name} decode and its prefill GPUs need {gpus:.1f} GPUs, more than the "
                     f"{self.hw.nvlink_domain_size}-GPU NVLink domain that kv_transfer_link = nvlink puts both pools in "
                     "(the workload's kv_transfer_link = scale-out lets them span domains)")

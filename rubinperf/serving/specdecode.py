@@ -105,10 +105,14 @@ class SpecDecode:
 
     @property
     def admissions_per_step(self):
-        """New requests one scheduler (a DEP rank, a TP instance) admits per step in steady state: each step
-        emits batch x acceptance tokens, and a turn leaves after its output, so batch x acceptance / output
-        turns end, and as many start, per step."""
-        return self.batch * self.acceptance / self.output_tokens_per_turn if self.output_tokens_per_turn else 0.0
+        return admissions_per_step(self.batch, self.acceptance, self.output_tokens_per_turn)
+
+
+def admissions_per_step(batch, acceptance, output_tokens_per_turn):
+    """New requests one scheduler (a DEP rank, a TP instance) admits per step in steady state: each step
+    emits batch x acceptance tokens, and a turn leaves after its output, so batch x acceptance / output
+    turns end, and as many start, per step (0 without a workload's turn)."""
+    return batch * acceptance / output_tokens_per_turn if output_tokens_per_turn else 0.0
 
 
 def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tokens: int | None = None,
@@ -131,7 +135,8 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
     b = np.asarray(batch, dtype=float)
     r = step(m, hw, layout, dataclasses.replace(point, batch=b))
     if output_tokens_per_turn:
-        r = dataclasses.replace(r, extra_cpu_s=admission_time(hw, b * a / output_tokens_per_turn * prompt_tokens_per_turn))
+        admitted = admissions_per_step(b, a, output_tokens_per_turn) * prompt_tokens_per_turn
+        r = dataclasses.replace(r, extra_cpu_s=admission_time(hw, admitted))
     check_times(hw, m, f"{layout.name} decode", r.expected_s)
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,

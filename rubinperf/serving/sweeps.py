@@ -17,7 +17,7 @@ import numpy as np
 
 from rubinperf.errors import SpecError
 from rubinperf.graph import Point
-from rubinperf.layout import Layout, check_layout, parse_layout
+from rubinperf.layout import Layout, check_layout, fits, parse_layout
 from rubinperf.serving.interactivity import check_stat
 from rubinperf.serving.pools import Serving, check_workload, serve
 from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
@@ -142,18 +142,11 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
 def stack_decode_layouts(m: Model, hw, notes: list | None = None) -> list[Layout]:
     """The decode engine shapes of the rack's stack (serving.decode_layouts) that this rack and model can take;
     when none can (a stack of 72-GPU racks on an 8-GPU server), the generic set that can, with a note."""
-    def fits(layout: Layout) -> bool:
-        try:
-            check_layout(layout, m, hw)
-            return True
-        except SpecError:
-            return False
-
     wanted = [parse_layout(x) for x in hw.decode_layouts]
-    chosen = [x for x in wanted if fits(x)]
+    chosen = [x for x in wanted if fits(x, m, hw)]
     if chosen:
         return chosen
-    chosen = [x for x in map(parse_layout, DEFAULT_DECODE_LAYOUTS) if fits(x)]
+    chosen = [x for x in map(parse_layout, DEFAULT_DECODE_LAYOUTS) if fits(x, m, hw)]
     if notes is not None:
         notes.append(f"{hw.name}: none of the {hw.stack} decode shapes ({', '.join(hw.decode_layouts)}) fit; "
                      f"sweeping {', '.join(x.name for x in chosen)}")
