@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rubinperf.errors import SpecError
-from rubinperf.layout import parse_layout
+from rubinperf.layout import fits, parse_layout
 from rubinperf.records import step_record
 from rubinperf.scenario import DEFAULT_ENGINES, DEFAULT_HARDWARE, make_point
 from rubinperf.specs.stack import load_platform
@@ -156,16 +156,6 @@ def _weights_fit(m, hw, lay, reserve_bytes: float = 10e9) -> bool:
     return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
 
 
-def _valid(m, hw, lay) -> bool:
-    from rubinperf.layout import check_layout
-
-    try:
-        check_layout(lay, m, hw)
-        return True
-    except SpecError:
-        return False
-
-
 def default_shapes(m, hw, phase=None) -> list[tuple]:
     """The seed's engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
     fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
@@ -177,12 +167,12 @@ def default_shapes(m, hw, phase=None) -> list[tuple]:
     for name, ph, batch in DEFAULT_ENGINES:
         lay, ph = parse_layout(name), phase or ph
         note = ""
-        if lay.kind == "dep" and (not _valid(m, hw, lay) or not _weights_fit(m, hw, lay)):
+        if lay.kind == "dep" and (not fits(lay, m, hw) or not _weights_fit(m, hw, lay)):
             wider = range(lay.ranks + 1, hw.nvlink_domain_size + 1)
             narrower = range(min(lay.ranks, hw.nvlink_domain_size + 1) - 1, 0, -1)
             order = list(wider) if ph == "prefill" or lay.ranks <= hw.nvlink_domain_size else list(narrower)
             pick = next((Layout("dep", n) for n in order
-                         if _valid(m, hw, Layout("dep", n)) and _weights_fit(m, hw, Layout("dep", n))), None)
+                         if fits(Layout("dep", n), m, hw) and _weights_fit(m, hw, Layout("dep", n))), None)
             if pick is not None and all(pick != s[0] or ph != s[1] for s in out):
                 why = ("exceeds the NVLink domain" if lay.ranks > hw.nvlink_domain_size
                        else "does not hold the weights in HBM")
