@@ -93,9 +93,17 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     got = {(x["hardware"], x["layout"], x["phase"]): x for x in r.json()}
     for key, want in BEFORE_STEP_MS.items():
         if key[1].startswith("tp"):
-            # since then the stacks' TP paths fuse their all-reduces into the GEMM epilogues ([fusion]): only
-            # time taken out (the equality of every other op is test_tp_allreduce_fusion_...)
+            # since then the stacks' TP paths fuse their all-reduces into the GEMM epilogues ([fusion]): time
+            # taken out; with the fusion off the step is the one from before the move, exactly
             assert got[key]["step_time_ms"] < want, key
+            from rubinperf.layout import parse_layout
+            from rubinperf.scenario import make_point
+            from rubinperf.specs.model import load_model
+            from rubinperf.step import step
+
+            m, lay = load_model("deepseek-v4.1-flash"), parse_layout(key[1])
+            plain = dataclasses.replace(load_platform(key[0]), tp_allreduce_fused=False)
+            assert step(m, plain, lay, make_point(m, plain, lay)).expected_s * 1e3 == pytest.approx(want, rel=1e-9), key
         else:
             assert got[key]["step_time_ms"] == pytest.approx(want, rel=1e-9), key
         assert got[key]["stack"] == DEFAULTS[key[0]]
