@@ -119,6 +119,8 @@ class Kernel:
     tile_cols: Any = None
     m_tile_multiple: Any = None
     max_ctas: Any = None
+    # A kernel of unequal CTAs (causal prefill attention): the longest CTA's share of the work. None: equal CTAs.
+    critical_share: Any = None
 
     @property
     def is_mma(self) -> bool:

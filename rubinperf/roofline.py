@@ -8,7 +8,7 @@ each term named (KernelTime):
 
 - latency: launches x (launch + (1 - PDL share) x fill) + collectives x set-up + the host's
   step work; fill = dependent HBM loads x HBM latency, + the prologue of a tensor-core kernel. A lone (eager) kernel pays the
-  host launch and no PDL; a kernel in a graph pays the graph boundary.
+  host launch (+ a tensor-core library call's host set-up) and no PDL; a kernel in a graph pays the graph boundary.
 - compute: useful FLOPs at the family's efficiency, x tile padding (rows padded to
   mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs).
 - memory: bytes at the streaming rate, hbm x hbm_stream_efficiency (weights at the
@@ -47,12 +47,19 @@ def parallelism(kern: Kernel, hw):
     wave_quantization x the idle part of the last wave. A kernel that names its own tile (Kernel.tile_rows,
     tile_cols), rounds each group's M tiles up to a cluster (m_tile_multiple) or runs a persistent grid of
     max_ctas CTAs (the share in use is then max_ctas / SMs, times the same wave tail over its tiles) uses
-    those. Other kernels: the CTAs they launch."""
+    those. Other kernels: the CTAs they launch. A kernel of unequal CTAs whose longest does a share c
+    of the work (Kernel.critical_share) takes, in units of its work spread evenly over the SMs,
+    max(SMs x c, 1 + wave_quantization x SMs x c) with more CTAs than SMs (list scheduling: the
+    longest CTA, started in the last wave, runs on after the others), SMs x c in one wave."""
     sms = hw.sm_count
     if not kern.is_mma:
         if kern.ctas is None:
             return sms, 1.0, 1.0
-        return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
+        if kern.critical_share is None:
+            return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
+        longest = sms * kern.critical_share
+        tail = hw.wave_quantization * smin(1.0, smax(0.0, kern.ctas - sms))  # none in one wave
+        return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), 1.0
     tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
     tile_cols = hw.mma_tile_cols if kern.tile_cols is None else kern.tile_cols
     m_tiles = sceil(kern.rows / tile_rows)
@@ -154,8 +161,9 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
     fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in TENSOR_CORE else 0.0)
-    if launch == "eager":
-        return kern.cost.launches * (hw.kernel_launch_eager_s + fill)
+    if launch == "eager":  # a tensor-core library call also sets up its descriptors on the host
+        host = hw.kernel_launch_eager_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
+        return kern.cost.launches * (host + fill)
     return kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
 
 

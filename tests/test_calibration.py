@@ -23,7 +23,7 @@ README = DIR / "README.md"
 ORIGINAL_H200 = dict(hbm_stream_efficiency=0.90, hbm_latency_s=0.7e-6, stream_bytes_in_flight_per_sm=32768.0,
                      mma_prologue_s=2e-6, mma_compute_efficiency=0.71, mma_bytes_in_flight_per_sm=131072.0,
                      grouped_compute_efficiency=0.71, grouped_hbm_efficiency=0.90, attention_compute_efficiency=0.5,
-                     kernel_launch_eager_s=4e-6, kernel_launch_graph_s=0.62e-6, split_k_max=4,
+                     kernel_launch_eager_s=4e-6, tensor_core_dispatch_s=0.0, kernel_launch_graph_s=0.62e-6, split_k_max=4,
                      split_k_min_depth=1024, wave_quantization=0.0)
 
 

@@ -44,10 +44,11 @@ def test_compute_bound_gemm(gb300):
     assert t.expected_s == pytest.approx(1.4e-6 + 77.54801e-6, rel=1e-6)
     assert t.bound == "compute"
     assert t.fraction_of_roofline == pytest.approx(54.9755813888 / 78.94801, rel=1e-6)
-    # launched alone: 4 us + 1 us + 0.8 us = 5.8 us, nothing hidden
+    # launched alone: 4 us launch + 2 us of a tensor-core library call's host set-up + 1 us + 0.8 us = 7.8 us,
+    # nothing hidden
     alone = kernel_time(gemm(4096, 4096, 4096, weight="bf16"), gb300, launch="eager")
-    assert alone.latency_s == pytest.approx(5.8e-6, rel=1e-12)
-    assert alone.expected_s - t.expected_s == pytest.approx(4.4e-6, rel=1e-9)
+    assert alone.latency_s == pytest.approx(7.8e-6, rel=1e-12)
+    assert alone.expected_s - t.expected_s == pytest.approx(6.4e-6, rel=1e-9)
 
 
 def test_memory_bound_copy(gb300):
@@ -62,6 +63,8 @@ def test_memory_bound_copy(gb300):
     assert t.expected_s == pytest.approx(284.0909090909e-6 + 0.9e-6, rel=1e-9)
     assert t.compute_s == 0 and t.sol_compute_s == 0
     assert t.bound == "memory"
+    # launched alone: 4 us + 0.8 us of fill; no tensor-core set-up for a streaming kernel
+    assert kernel_time(copy(1e9), gb300, launch="eager").latency_s == pytest.approx(4.8e-6, rel=1e-12)
 
 
 def test_latency_bound_small_copy(gb300):
@@ -216,3 +219,21 @@ def test_streaming_kernel_with_few_ctas_is_capped_per_sm(gb300):
     # 1024 such CTAs (6.4 per SM) saturate: no more than 160 x 65,536 B in flight, 13.1 TB/s > 7.04
     many = kernel_time(dataclasses.replace(k, ctas=1024), gb300)
     assert many.parallelism_s == 0
+
+
+def test_causal_tiles_the_longest_sets_the_time(gb300):
+    from rubinperf.kernels import attention
+
+    # One head, 1024 causal queries over 1024 keys, head dim 128: 8 CTAs of 128 queries on 160 SMs (one wave).
+    # The last CTA's 128 queries see 1024 - 127/2 = 960.5 keys each: 2 x 128 x 960.5 x 256 = 62,947,328 FLOPs on
+    # one SM, whose share of the BF16 rate at 0.6 is 2.5e15 x 0.6 / 160 = 9.375e12 FLOP/s: 6.714 us.
+    t = kernel_time(attention(1, 1, 1024, 1024, 128, causal=True), gb300)
+    assert t.compute_s == pytest.approx(2 * 128 * 960.5 * 256 / (2.5e15 * 0.6 / 160), rel=1e-12)
+    # 64 heads: 512 CTAs, more than the SMs: the evenly spread work, plus the longest CTA once more (the pinned
+    # stack's wave_quantization is 1): (1 + 160 c) x, with c = 128 x 960.5 / (64 x 1024 x 512.5)
+    wide = kernel_time(attention(1, 64, 1024, 1024, 128, causal=True), gb300)
+    c = 128 * 960.5 / (64 * 1024 * 512.5)
+    assert wide.compute_s == pytest.approx(2 * 64 * 1024 * 512.5 * 256 / (2.5e15 * 0.6) * (1 + 160 * c), rel=1e-12)
+    # not causal: CTAs are equal and the kernel fills the GPU as before (no tail)
+    flat = kernel_time(attention(1, 64, 1024, 1024, 128), gb300)
+    assert flat.compute_s == pytest.approx(2 * 64 * 1024 * 1024 * 256 / (2.5e15 * 0.6), rel=1e-12)

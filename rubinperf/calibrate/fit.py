@@ -35,11 +35,11 @@ from rubinperf.calibrate.plan import family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.cost import Cost, Kernel
 from rubinperf.errors import SpecError
-from rubinperf.roofline import kernel_time
+from rubinperf.roofline import TENSOR_CORE, kernel_time
 
 FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_per_sm", "mma_prologue_s",
               "mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "grouped_compute_efficiency",
-              "grouped_hbm_efficiency", "attention_compute_efficiency", "kernel_launch_eager_s")
+              "grouped_hbm_efficiency", "attention_compute_efficiency", "kernel_launch_eager_s", "tensor_core_dispatch_s")
 DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16, 32, 64), "split_k_min_depth": (256, 512, 1024, 2048, 4096),
                    "wave_quantization": (0.0, 0.25, 0.5, 0.75, 1.0)}
 PROBE_FIELDS = ("kernel_launch_graph_s",)
@@ -47,10 +47,10 @@ KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
 BOUNDS = {"mma_prologue_s": (0.0, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
           "mma_bytes_in_flight_per_sm": (1024.0, None), "stream_bytes_in_flight_per_sm": (1024.0, None),
-          "hbm_latency_s": (1e-8, 1e-5), "kernel_launch_eager_s": (1e-7, 1e-3)}
+          "hbm_latency_s": (1e-8, 1e-5), "kernel_launch_eager_s": (1e-7, 1e-3), "tensor_core_dispatch_s": (0.0, 1e-3)}
 EFF_BOUNDS = (0.01, 1.0)
 START = {"mma_prologue_s": 2e-6, "mma_bytes_in_flight_per_sm": 65536.0, "stream_bytes_in_flight_per_sm": 16384.0,
-         "hbm_latency_s": 5e-7, "kernel_launch_eager_s": 1e-5}
+         "hbm_latency_s": 5e-7, "kernel_launch_eager_s": 1e-5, "tensor_core_dispatch_s": 1e-5}
 START_EFFICIENCY = 0.7
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
@@ -66,11 +66,11 @@ class Stacked:
         self.n = len(rows)
         groups: dict[tuple, list] = {}
         for i, r in enumerate(rows):
-            for k, by_host in row_kernels(r):
-                # Launched alone, each operation pays the host launch; kernels a library enqueues do not.
-                mode = row_mode(r) if by_host else "graph"
+            for k, waits_on_host in row_kernels(r):
+                # Launched alone, the call's first kernel pays the host launch; the others start as in a stream.
+                mode = row_mode(r) if waits_on_host else "graph"
                 key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
-                       *(getattr(k, f) is None for f in TILE_FIELDS), mode)
+                       k.critical_share is None, *(getattr(k, f) is None for f in TILE_FIELDS), mode)
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
@@ -78,7 +78,7 @@ class Stacked:
             cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
                            for f in dataclasses.fields(Cost)})
             arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
-                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows",
+                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share",
                                    "in_flight_bytes_per_cta", *TILE_FIELDS)}
             self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
 
@@ -172,6 +172,8 @@ def _constrained(rows: list[dict]) -> list[str]:
         out += ["grouped_compute_efficiency", "grouped_hbm_efficiency"]
     if any(row_mode(r) == "eager" for r in rows):
         out.append("kernel_launch_eager_s")
+    if any(row_mode(r) == "eager" and first and k.family in TENSOR_CORE for r in rows for k, first in row_kernels(r)):
+        out.append("tensor_core_dispatch_s")
     if fams & {"attention_decode", "attention_prefill"}:
         out.append("attention_compute_efficiency")
     return out
@@ -502,8 +504,8 @@ def efficiency_source(env: dict, command: str, result: FitResult, old_source: st
     gpu = env.get("gpu") or "unknown GPU"
     soft = f", torch {env['torch']}" if env.get("torch") else ""
     fitted = ", ".join(result.fitted)
-    if f"`{command}`" in old_source and "whose source was: " in old_source:  # a re-run: don't nest the same note
-        old_source = old_source.split("whose source was: ", 1)[1]
+    if old_source.startswith("Calibrated ") and "whose source was: " in old_source:  # a re-fit: keep the first source only
+        old_source = old_source.rsplit("whose source was: ", 1)[1]
     how = f"measured by `{command}`" + (f", fitted by `{fit_command}`" if fit_command and fit_command != command else "")
     return (f"Calibrated {when} on {gpu}{soft}: {how} ({result.n} measurements; {result.method or 'fit'} "
             f"of the roofline: {fitted}). The other fields were not measured and keep their values, "

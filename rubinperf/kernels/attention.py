@@ -11,6 +11,9 @@ from rubinperf.precision import PRECISIONS
 
 ACT_BYTES = 2  # BF16 queries and outputs
 LOGIT_BYTES = 4  # FP32 indexer scores
+# Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
+# tiles at head dim 128; FlashAttention-3 paper, Shah et al. 2024). One CTA per (sequence, head, query tile).
+FLASH_QUERY_TILE = 128
 
 
 def attended_per_query(q_len, kv_len, causal: bool):
@@ -26,8 +29,13 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
 
     K/V are shared by groups of heads (GQA/MQA) when `kv_heads` < `heads`; with `shared_kv`
     K and V are one latent tensor (V4 MQA, absorbed MLA) read once. `kv_entry_bytes`
-    overrides the bytes of one KV entry per KV head (packed cache formats). A flash kernel
-    splits long KV over CTAs, so it fills the GPU.
+    overrides the bytes of one KV entry per KV head (packed cache formats). Non-causal (decode):
+    a flash kernel splits long KV over CTAs, so it fills the GPU.
+
+    Causal (prefill) attention runs one CTA per (sequence, head, tile of
+    FLASH_QUERY_TILE queries); a tile's work grows with its position (the last sees every key), so
+    the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel
+    states the longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
     """
     kv_heads = heads if kv_heads is None else kv_heads
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
@@ -42,7 +50,13 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
         activation_bytes=batch * q_len * heads * (head_dim + v_head_dim) * p.bytes_per_element,
         launches=1,
     )
-    return Kernel("attention", cost)
+    if not causal:
+        return Kernel("attention", cost)
+    # the last tile of a sequence: its queries are the last min(tile, q_len) positions of kv_len
+    last = smin(FLASH_QUERY_TILE, q_len)
+    longest = last * attended_per_query(last, kv_len, True)
+    return Kernel("attention", cost, ctas=batch * heads * sceil(q_len / FLASH_QUERY_TILE),
+                  critical_share=longest / (batch * heads * q_len * attended))
 
 
 def visible_positions(context, q_per_seq, prefill: bool):

@@ -37,6 +37,7 @@ class Stack:
     wave_quantization: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
     mma_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes); at most twice the SM's shared memory")
     kernel_launch_eager_s: float = spec_field("kernel", "s", doc="launch of a lone kernel from the host (the framework's dispatch and the driver), to its first instruction")
+    tensor_core_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="a lone tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace); not paid in a graph")
     mma_prologue_s: float = spec_field("kernel", "s", positive=False, doc="set-up and drain of a tensor-core kernel (barriers, descriptors, epilogue), beyond its first HBM round trip")
     pdl_hidden_fraction: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of a graph kernel's fill hidden under the previous kernel (programmatic dependent launch)")
     fused_overlap_rows: float = spec_field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
