@@ -49,6 +49,7 @@ class Point:
     nvlink_domain_gpus: object = None   # GPUs per NVLink domain: wider DEP layouts exchange over the NIC too (None: one domain)
     ep_hierarchical: bool = False       # across domains: DeepEP normal (hierarchical) mode, else low-latency (direct RDMA)
     tp_allreduce_fused: bool = False    # the stack's TP path runs its all-reduces one-shot from the GEMM epilogues
+    draft_ep_exchange: str = "all-to-all"   # DEP: the draft's MoE exchange (all-to-all as the target's, or all-gather)
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens
@@ -196,7 +197,17 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         gate = _linear(ws["router"], tokens, layout, split="none", act="bf16")
         ops.append(Op("MegaGate (router)", (gate, K.topk_select(tokens, E, k)), part=part))
     bal = p.draft_balancedness if draft else p.balancedness
-    if layout.kind == "dep":
+    if layout.kind == "dep" and draft and p.draft_ep_exchange == "all-gather":
+        n = layout.ranks
+        gather, scatter = K.ep_all_gather_exchange(tokens, n, m.hidden_size, "bf16", hw_tray, p.nvlink_domain_gpus)
+        # every rank's tokens reach every rank; a rank's experts get tokens x top-k rows on average
+        touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
+        gemms = K.grouped_gemm(tokens * k, E // n, inter3, m.hidden_size, weight=experts.dtype, act=act,
+                               touched=touched)
+        ops += [Op("MoE all-gather (tokens)", gather, part=part),
+                Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True, stretch=1 / bal),
+                Op("MoE reduce-scatter (outputs)", scatter, part=part)]
+    elif layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
                          gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)

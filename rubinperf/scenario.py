@@ -130,8 +130,9 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
 
 
 def topology(hw, phase: str) -> dict:
-    """How the rack groups GPUs, how its stack's EP crosses NVLink domains and whether its TP path fuses the
-    all-reduces into the GEMM epilogues, as a Point carries them."""
+    """How the rack groups GPUs, how its stack's EP crosses NVLink domains, whether its TP path fuses the
+    all-reduces into the GEMM epilogues and how the draft's MoE exchanges tokens, as a Point carries them."""
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
-            "tp_allreduce_fused": bool(getattr(hw, "tp_allreduce_fused", False))}
+            "tp_allreduce_fused": bool(getattr(hw, "tp_allreduce_fused", False)),
+            "draft_ep_exchange": getattr(hw, "draft_ep_exchange", "all-to-all")}

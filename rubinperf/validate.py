@@ -50,13 +50,14 @@ class RefPoint:
     new_tokens: float | None = None     # prefill: new tokens per rank of the step
     draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
     prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
+    without: dict = field(default_factory=dict)  # gpu_time_saved*: the spec fields (hardware or stack) before the change
     extra: dict = field(default_factory=dict, compare=False)
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
-             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate")
+             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
             "baseline_stack", "interactivity_stat", "note", "changed",
@@ -77,6 +78,9 @@ def _check_types(where: str, raw: dict) -> None:
                                 f"number, got {v!r}")
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
             raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
+        if key == "without" and not (isinstance(v, dict) and v and all(
+                isinstance(x, (bool, int, float)) and (isinstance(x, bool) or math.isfinite(x)) for x in v.values())):
+            raise SpecError(f"{where}: without: expected a table of spec fields and their numbers or true/false, got {v!r}")
         if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
             raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
 
@@ -112,13 +116,27 @@ def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
 # ---------------------------------------------------------------- metrics
 
 
-def _step(p: RefPoint, **changes):
+def _step(p: RefPoint, platform: dict | None = None, **changes):
+    """The point's step; `platform` replaces spec fields of its rack (hardware or stack) first."""
+    import dataclasses
+
     from rubinperf.engine import load_specs
     from rubinperf.layout import parse_layout
     from rubinperf.scenario import make_point
     from rubinperf.step import step
 
     m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
+    if platform:  # checked as --set checks an override: the field's type and range, the spec's own rules
+        from rubinperf.specs.overrides import apply_overrides
+
+        unknown = sorted(set(platform) - {f.name for f in dataclasses.fields(hw)})
+        if unknown:
+            raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.hardware}'s hardware or stack")
+        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else repr(v)}" for k, v in platform.items()]
+        try:
+            hw = apply_overrides(sets, hardware=hw)["hardware"]
+        except SpecError as exc:
+            raise SpecError(f"point {p.id}: without: {str(exc).removeprefix('--set ')}") from None
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
     if p.new_tokens is not None:
@@ -198,6 +216,27 @@ def _time_without_op(p: RefPoint) -> tuple[float, str]:
     return t * 1e3, f"GPU time {fmt_time(float(r.gpu_s))}, of which the draft {fmt_time(float(r.part_s('draft')))}"
 
 
+def _saved(p: RefPoint) -> tuple[float, float, str]:
+    """GPU time of the point's step before (the `without` fields) and after a change of the stack or silicon."""
+    if not p.without:
+        raise SpecError(f"point {p.id}: {p.metric} needs without (the spec fields before the change)")
+    after, before = _step(p), _step(p, platform=p.without)
+    t0, t1 = float(before.gpu_s), float(after.gpu_s)
+    changed = ", ".join(f"{k} = {v}" for k, v in p.without.items())
+    return t0, t1, f"GPU time {fmt_time(t0)} with {changed} -> {fmt_time(t1)} as bundled"
+
+
+def _gpu_time_saved(p: RefPoint) -> tuple[float, str]:
+    """Share of the step's GPU time a change saves: 1 - after / before (the seed's "x% faster" forward)."""
+    t0, t1, why = _saved(p)
+    return 1 - t1 / t0, why
+
+
+def _gpu_time_saved_us(p: RefPoint) -> tuple[float, str]:
+    t0, t1, why = _saved(p)
+    return (t0 - t1) * 1e6, why
+
+
 def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
     """Median |ln(measured / expected)| of the committed hardware spec on measurements it was not fitted to."""
     from rubinperf.calibrate.fit import predict
@@ -274,6 +313,8 @@ METRICS = {
     "op_time_ms": _op_time,
     "step_time_without_op_ms": _time_without_op,
     "kernel_error_unseen": _kernel_error_unseen,
+    "gpu_time_saved": _gpu_time_saved,
+    "gpu_time_saved_us": _gpu_time_saved_us,
 }
 
 

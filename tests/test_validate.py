@@ -63,6 +63,43 @@ def test_bad_points_file_is_one_line_exit_2(cli, tmp_path, text, culprit):
     assert err.count("\n") == 1 and culprit in err and "Traceback" not in err
 
 
+def test_a_change_of_the_stack_is_checked_by_the_share_of_gpu_time_it_saves():
+    import dataclasses
+
+    from rubinperf.layout import parse_layout
+    from rubinperf.scenario import make_point
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+    from rubinperf.step import step
+
+    point = next(p for p in POINTS if p.id == "vr-split-k-dep32-b16")
+    assert point.metric == "gpu_time_saved" and point.without == {"split_k_max": 1}
+    m, lay = load_model("deepseek-v4.1-flash"), parse_layout("dep32")
+    hw = load_platform("vr-nvl72")
+    after = step(m, hw, lay, make_point(m, hw, lay, batch=16)).gpu_s
+    plain = dataclasses.replace(hw, split_k_max=1)
+    before = step(m, plain, lay, make_point(m, plain, lay, batch=16)).gpu_s
+    rec = validate([point])[0]
+    assert 0 < rec["predicted"] == pytest.approx(1 - after / before, rel=1e-12)
+    saved_us = dataclasses.replace(point, metric="gpu_time_saved_us")
+    assert validate([saved_us])[0]["predicted"] == pytest.approx((before - after) * 1e6, rel=1e-12)
+
+
+@pytest.mark.parametrize("without,culprit", [
+    ("{ colour = 1 }", "'colour' is not a field"),
+    ("{ split_k_max = \"one\" }", "without: expected a table"),
+    ("{ split_k_max = 0 }", "split_k_max"),
+    ("{}", "without: expected a table"),
+])
+def test_a_bad_without_table_is_one_line(cli, tmp_path, without, culprit):
+    path = tmp_path / "points.toml"
+    path.write_text('[[point]]\nid = "x"\nsource = "s"\nmetric = "gpu_time_saved"\nhardware = "vr-nvl72"\n'
+                    'layout = "dep32"\nphase = "decode"\nbatch = 16\npublished = 0.03\nband = [0.5, 2.0]\n'
+                    f"without = {without}\n")
+    res = cli("validate", "--points", str(path))
+    assert res.code == 2 and res.out == "" and res.err.count("\n") == 1 and culprit in res.err, res
+
+
 def test_default_points_file_is_bundled():
     assert POINTS_FILE.is_file()
 

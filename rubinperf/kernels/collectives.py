@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from rubinperf.cost import Cost, Kernel
 from rubinperf.kernels.moe import _gt, spans_domains
+from rubinperf.precision import PRECISIONS
 
 
 def all_to_all(bytes_per_rank, ranks, gpus_per_tray=None, hops=1, gpus_per_domain=None, hierarchical=False) -> Kernel:
@@ -57,6 +58,24 @@ def all_gather(nbytes_out, ranks, gpus_per_tray=None, gpus_per_domain=None) -> K
         return _collective(nbytes_out * (ranks - 1) / ranks, 1, ranks, gpus_per_tray)
     d = gpus_per_domain
     return _across(nbytes_out * (d - 1) / d, nbytes_out * (ranks / d - 1) / ranks, 1, 1)
+
+
+def reduce_scatter(nbytes_in, ranks, gpus_per_tray=None, gpus_per_domain=None) -> Kernel:
+    """Each rank sends (n-1)/n of its `nbytes_in` (partial sums for every rank) and keeps the sum of its 1/n
+    share: the bytes and rounds of an all-gather of `nbytes_in`, in the other direction."""
+    return all_gather(nbytes_in, ranks, gpus_per_tray, gpus_per_domain)
+
+
+def ep_all_gather_exchange(tokens, ranks, hidden, dtype: str = "bf16", gpus_per_tray=None,
+                           gpus_per_domain=None) -> tuple[Kernel, Kernel]:
+    """The EP exchange of an MoE layer done with all-gather and reduce-scatter (vLLM's default all2all backend,
+    `allgather_reducescatter`): every rank gathers the hidden states of all ranks' `tokens` (ranks x tokens x
+    hidden values), runs its local experts on those routed to them, and a reduce-scatter sums the experts'
+    outputs back to each token's rank. Unlike a dispatch, a rank receives every token whether or not its
+    experts are picked: the bytes per rank grow with the ranks. Returns the two collectives."""
+    nbytes = ranks * tokens * hidden * PRECISIONS[dtype].bytes_per_element
+    return (all_gather(nbytes, ranks, gpus_per_tray, gpus_per_domain),
+            reduce_scatter(nbytes, ranks, gpus_per_tray, gpus_per_domain))
 
 
 def _collective(sent_bytes, hops, ranks, gpus_per_tray) -> Kernel:

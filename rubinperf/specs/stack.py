@@ -25,6 +25,9 @@ from rubinperf.specs.hardware import Hardware, load_hardware
 from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field, spec_fields
 
 
+DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
+
+
 @dataclass(frozen=True)
 class Stack:
     name: str
@@ -70,6 +73,7 @@ class Stack:
     # [ep] how the engine's EP dispatch/combine crosses NVLink domains (a layout wider than one domain)
     ep_prefill_hierarchical: bool = spec_field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
     ep_decode_hierarchical: bool = spec_field("ep", doc="decode: as ep_prefill_hierarchical")
+    draft_ep_exchange: str = spec_field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -83,6 +87,9 @@ class Stack:
                 parse_layout(name)
             except SpecError as exc:
                 raise SpecError(f"{self.path}: serving.decode_layouts: {exc}") from None
+        if self.draft_ep_exchange not in DRAFT_EP_EXCHANGES:
+            raise SpecError(f"{self.path}: ep.draft_ep_exchange: expected one of {', '.join(DRAFT_EP_EXCHANGES)}, "
+                            f"got {self.draft_ep_exchange!r}")
         for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
                         ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
             if getattr(self, off) > getattr(self, on):
