@@ -9,8 +9,10 @@ each term named (KernelTime):
 - latency: launches x (launch + (1 - PDL share) x fill) + collectives x set-up + the host's
   step work; fill = dependent HBM loads x HBM latency, + the prologue of a tensor-core kernel. A lone (eager) kernel pays the
   host launch (+ a tensor-core library call's host set-up) and no PDL; a kernel in a graph pays the graph boundary.
+  A split-KV decode kernel with fewer (sequence, KV head) groups than SMs adds its reduction kernel.
 - compute: useful FLOPs at the family's efficiency, x tile padding (rows padded to
-  mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs).
+  mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs; causal attention's
+  unequal CTAs, the longest started last: Kernel.critical_share).
 - memory: bytes at the streaming rate, hbm x hbm_stream_efficiency (weights at the
   die-local or interleaved factor).
 - parallelism: extra memory time when the kernel keeps too few bytes in flight (Little's
@@ -157,14 +159,32 @@ def bytes_in_flight(kern: Kernel, hw, ctas):
 
 
 def launch_latency(kern: Kernel, hw, launch: str = "graph"):
-    """Fixed time of the kernel's launches: start, then fill (prologue and the chain of dependent HBM loads)."""
+    """Fixed time of the kernel's launches: start, then fill (prologue and the chain of dependent HBM loads);
+    plus, for a split-KV decode kernel that splits, the reduction kernel the library enqueues after it."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
     fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in TENSOR_CORE else 0.0)
     if launch == "eager":  # a tensor-core library call also sets up its descriptors on the host
         host = hw.kernel_launch_eager_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
-        return kern.cost.launches * (host + fill)
-    return kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
+        own = kern.cost.launches * (host + fill)
+    else:
+        own = kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
+    if kern.split_kv_groups is None:
+        return own
+    return own + split_kv_reduction(kern, hw) * (
+        hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * REDUCE_DEPENDENT_LOADS * hw.hbm_latency_s)
+
+
+# The reduction after a split-KV decode kernel (FlashAttention's splitkv_combine, cuDNN's lean_reduction, FlashMLA's
+# combine): it reads every split's log-sum-exp, then their partial outputs, and writes the result: two rounds of
+# dependent HBM loads, enqueued by the library (a kernel boundary in a stream, even when the call was launched alone).
+REDUCE_DEPENDENT_LOADS = 2
+
+
+def split_kv_reduction(kern: Kernel, hw):
+    """1 when a split-KV decode kernel has fewer (sequence, KV head, query tile) groups than SMs, so it splits the
+    KV over more CTAs and reduces their partial outputs in a second kernel; 0 when its groups fill the SMs."""
+    return smin(1.0, smax(0.0, sceil(hw.sm_count / kern.split_kv_groups) - 1))
 
 
 def overlap(kern: Kernel, hw, compute, memory, comm):

@@ -118,7 +118,9 @@ def test_kernel_attention_decode_gqa(cli, pinned_gb300_path):
     assert rec["bytes"] == 1_073_741_824 + 262_144
     assert rec["sol_time_ms"] == approx(1_074_003_968 / 8e12 * 1e3)       # 134.25 us
     assert rec["compute_ms"] == approx(8_589_934_592 / 2.5e15 / 0.6 * 1e3)  # attention at 0.6 of BF16
-    assert rec["time_ms"] == approx(1_074_003_968 / 8e12 / 0.88 * 1e3 + EAGER_US * 1e-3)
+    # 8 sequences x 8 KV heads = 64 (sequence, KV head) groups on 160 SMs: the KV is split over CTAs and a reduction
+    # kernel follows, enqueued by the library: a 0.5 us kernel boundary + (1 - 0.5) x 2 loads x 0.8 us = 1.3 us
+    assert rec["time_ms"] == approx(1_074_003_968 / 8e12 / 0.88 * 1e3 + (EAGER_US + 1.3) * 1e-3)
     assert rec["bound"] == "memory"
     assert rec["kv_heads"] == 8
 

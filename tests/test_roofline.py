@@ -237,3 +237,23 @@ def test_causal_tiles_the_longest_sets_the_time(gb300):
     # not causal: CTAs are equal and the kernel fills the GPU as before (no tail)
     flat = kernel_time(attention(1, 64, 1024, 1024, 128), gb300)
     assert flat.compute_s == pytest.approx(2 * 64 * 1024 * 1024 * 256 / (2.5e15 * 0.6), rel=1e-12)
+
+
+def test_split_kv_decode_pays_a_reduction_kernel_only_when_it_splits(gb300):
+    from rubinperf.kernels import attention
+    from rubinperf.roofline import split_kv_reduction
+
+    # One query per sequence, 32 heads over 8 KV heads: one CTA per (sequence, KV head) before any split.
+    alone = attention(1, 32, 1, 1024, 128, kv_heads=8)
+    assert alone.split_kv_groups == 8
+    t = kernel_time(alone, gb300)
+    # 8 groups on 160 SMs: the KV is split and a reduction kernel follows it in the stream. In a graph:
+    # the kernel 0.5 us + (1 - 0.5) x (0.8 us load + 1 us prologue) = 1.4 us; the reduction 0.5 us + 0.5 x 2 x 0.8 us = 1.3 us
+    assert split_kv_reduction(alone, gb300) == 1
+    assert t.latency_s == pytest.approx(1.4e-6 + 1.3e-6, rel=1e-12)
+    # 64 sequences x 8 KV heads = 512 groups fill the 160 SMs: no split, no reduction
+    full = attention(64, 32, 1, 1024, 128, kv_heads=8)
+    assert split_kv_reduction(full, gb300) == 0
+    assert kernel_time(full, gb300).latency_s == pytest.approx(1.4e-6, rel=1e-12)
+    # launched alone, the reduction is still enqueued by the library: a kernel boundary, not a host launch
+    assert kernel_time(alone, gb300, launch="eager").latency_s == pytest.approx((4 + 2 + 1 + 0.8) * 1e-6 + 1.3e-6, rel=1e-12)

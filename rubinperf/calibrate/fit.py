@@ -70,7 +70,8 @@ class Stacked:
                 # Launched alone, the call's first kernel pays the host launch; the others start as in a stream.
                 mode = row_mode(r) if waits_on_host else "graph"
                 key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
-                       k.critical_share is None, *(getattr(k, f) is None for f in TILE_FIELDS), mode)
+                       k.critical_share is None, k.split_kv_groups is None, *(getattr(k, f) is None for f in TILE_FIELDS),
+                       mode)
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
@@ -78,7 +79,7 @@ class Stacked:
             cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
                            for f in dataclasses.fields(Cost)})
             arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
-                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share",
+                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share", "split_kv_groups",
                                    "in_flight_bytes_per_cta", *TILE_FIELDS)}
             self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
 

@@ -50,8 +50,8 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
         activation_bytes=batch * q_len * heads * (head_dim + v_head_dim) * p.bytes_per_element,
         launches=1,
     )
-    if not causal:
-        return Kernel("attention", cost)
+    if not causal:  # split-KV decoding: one CTA per (sequence, KV head, tile of its query rows), split if too few
+        return Kernel("attention", cost, split_kv_groups=batch * kv_heads * sceil(q_len * heads / kv_heads / FLASH_QUERY_TILE))
     # the last tile of a sequence: its queries are the last min(tile, q_len) positions of kv_len
     last = smin(FLASH_QUERY_TILE, q_len)
     longest = last * attended_per_query(last, kv_len, True)
@@ -93,7 +93,9 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     # (split-KV flash decoding, as FlashMLA), as prefill does.
     dense = bool(ratio) and not topk
     ctas = None if prefill or dense else sceil(tokens / tokens_per_cta)
-    return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1)
+    # a dense decode pass splits the KV when its (sequence, query tile) groups are too few, then reduces the splits
+    groups = seqs * sceil(q_per_seq * heads / FLASH_QUERY_TILE) if dense and not prefill else None
+    return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1, split_kv_groups=groups)
 
 
 def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,
