@@ -179,7 +179,8 @@ def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
 
 
 def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
-    """Router, routed experts with EP dispatch/combine (MegaMoE), shared expert; or a dense FFN."""
+    """Router, routed experts with EP dispatch/combine (MegaMoE; the draft's by all-gather + reduce-scatter when the
+    stack says so), shared expert; or a dense FFN."""
     draft = part == "draft"
     ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
     if "dense_ffn" in ws:

@@ -79,8 +79,8 @@ class Stacked:
             cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
                            for f in dataclasses.fields(Cost)})
             arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
-                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share", "split_kv_groups",
-                                   "in_flight_bytes_per_cta", *TILE_FIELDS)}
+                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share",
+                                   "split_kv_groups", "in_flight_bytes_per_cta", *TILE_FIELDS)}
             self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
 
     def times(self, hw, what: str = "expected_s") -> np.ndarray:

@@ -9,8 +9,8 @@ from rubinperf.kernels.collectives import (all_gather, all_reduce, all_reduce_on
                                            reduce_scatter)
 from rubinperf.kernels.gemm import gemm
 from rubinperf.kernels.memory import copy, elementwise, host_step, kv_insert, kv_load, kv_transfer, mhc, table_lookup
-from rubinperf.kernels.moe import (ep_copies, ep_dispatch_combine, experts_touched,
-                                   experts_touched_topk, grouped_gemm, mega_moe, spans_domains)
+from rubinperf.kernels.moe import (ep_copies, ep_dispatch_combine, experts_touched, experts_touched_topk, grouped_gemm,
+                                   mega_moe, spans_domains)
 
 __all__ = [
     "attention", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_reduce_one_shot", "all_to_all",

@@ -30,7 +30,9 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     K/V are shared by groups of heads (GQA/MQA) when `kv_heads` < `heads`; with `shared_kv`
     K and V are one latent tensor (V4 MQA, absorbed MLA) read once. `kv_entry_bytes`
     overrides the bytes of one KV entry per KV head (packed cache formats). Non-causal (decode):
-    a flash kernel splits long KV over CTAs, so it fills the GPU.
+    one CTA per (sequence, KV head) and tile of its query rows; with fewer such groups than SMs a flash
+    kernel splits the KV over more CTAs, so it fills the GPU, and a second kernel reduces the splits
+    (`Kernel.split_kv_groups`, roofline.split_kv_reduction).
 
     Causal (prefill) attention runs one CTA per (sequence, head, tile of
     FLASH_QUERY_TILE queries); a tile's work grows with its position (the last sees every key), so
@@ -51,7 +53,8 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
         launches=1,
     )
     if not causal:  # split-KV decoding: one CTA per (sequence, KV head, tile of its query rows), split if too few
-        return Kernel("attention", cost, split_kv_groups=batch * kv_heads * sceil(q_len * heads / kv_heads / FLASH_QUERY_TILE))
+        groups = batch * kv_heads * sceil(q_len * heads / kv_heads / FLASH_QUERY_TILE)
+        return Kernel("attention", cost, split_kv_groups=groups)
     # the last tile of a sequence: its queries are the last min(tile, q_len) positions of kv_len
     last = smin(FLASH_QUERY_TILE, q_len)
     longest = last * attended_per_query(last, kv_len, True)

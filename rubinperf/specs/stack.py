@@ -70,7 +70,7 @@ class Stack:
     admission_cpu_per_prompt_token_s: float = spec_field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
     max_kv_loads_per_step: int = spec_field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
 
-    # [ep] how the engine's EP dispatch/combine crosses NVLink domains (a layout wider than one domain)
+    # [ep] how the engine's EP exchanges tokens: across NVLink domains (a layout wider than one domain), and the draft's
     ep_prefill_hierarchical: bool = spec_field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
     ep_decode_hierarchical: bool = spec_field("ep", doc="decode: as ep_prefill_hierarchical")
     draft_ep_exchange: str = spec_field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
