@@ -16,6 +16,7 @@ speed-of-light step is the sum of per-op SOL times of the GPU work.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -108,20 +109,16 @@ class StepResult:
     @property
     def tokens_per_step(self):
         """Tokens one engine instance emits (decode: accepted) or ingests (prefill) per step, over all its ranks."""
-        m, p, lay = self.model, self.point, self.layout
-        per_rank_group = p.batch * p.accepted(m) if p.phase == "decode" else p.new_tokens
-        return per_rank_group * lay.dp
+        return tokens_per_step(self.model, self.layout, self.point)
 
     @property
     def tokens_per_s_per_gpu(self):
-        return self.tokens_per_step / self.expected_s / self.layout.ranks
+        return tokens_per_s_per_gpu(self.model, self.layout, self.point, self.expected_s)
 
     @property
     def tokens_per_s_per_user(self):
         """Decode: accepted tokens per verify step over the step time. Prefill: one sequence's new tokens per second."""
-        m, p = self.model, self.point
-        per_user = p.accepted(m) if p.phase == "decode" else p.new_tokens / p.batch
-        return per_user / self.expected_s
+        return tokens_per_s_per_user(self.model, self.point, self.expected_s)
 
     def at(self, index) -> "StepResult":
         """The scalar step at one element of an array point (a swept batch): every op's cost and time
@@ -171,6 +168,22 @@ class StepResult:
         return rows
 
 
+def tokens_per_step(m: Model, lay: Layout, p: Point):
+    """Tokens one engine instance emits (decode: accepted) or ingests (prefill) per step, over all its ranks."""
+    per_rank_group = p.batch * p.accepted(m) if p.phase == "decode" else p.new_tokens
+    return per_rank_group * lay.dp
+
+
+def tokens_per_s_per_gpu(m: Model, lay: Layout, p: Point, step_s):
+    return tokens_per_step(m, lay, p) / step_s / lay.ranks
+
+
+def tokens_per_s_per_user(m: Model, p: Point, step_s):
+    """Decode: accepted tokens per verify step over the step time. Prefill: one sequence's new tokens per second."""
+    per_user = p.accepted(m) if p.phase == "decode" else p.new_tokens / p.batch
+    return per_user / step_s
+
+
 def _is_array(x) -> bool:
     """A numpy array of more than a scalar (numpy is not imported for scalar points)."""
     return getattr(x, "ndim", 0) > 0
@@ -184,8 +197,53 @@ def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:
 def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
     """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`."""
     ops = op_graph(model, layout, point, hw.gpus_per_tray)
-    timed = [OpTime(o, op_time(o, hw)) for o in ops]
-    return StepResult(model, hw, layout, point, timed)
+    return StepResult(model, hw, layout, point, time_ops(ops, hw))
+
+
+def time_ops(ops: list[Op], hw) -> list[OpTime]:
+    """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
+    kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same."""
+    times: list = []
+    for n, first in enumerate(_firsts(ops)):
+        times.append(op_time(ops[n], hw) if first == n else times[first])
+    return [OpTime(o, t) for o, t in zip(ops, times)]
+
+
+def _firsts(ops, among=None) -> list[int]:
+    """For each op the index of the first op (of those in `among`, default all) with the same kernels,
+    bit for bit, and the same weight placement; ops holding symbols are their own."""
+    buckets: dict = {}
+    out = list(range(len(ops)))
+    for n in (range(len(ops)) if among is None else among):
+        o = ops[n]
+        key = _op_key(o)
+        if key is None:
+            continue
+        bucket = buckets.setdefault(key, [])
+        for j in bucket:
+            if _same_kernels(ops[j], o):
+                out[n] = j
+                break
+        else:
+            bucket.append(n)
+    return out
+
+
+def _op_key(o: Op):
+    """A hashable summary of an op's kernels (equal kernels have equal keys), or None (symbols)."""
+    parts = [o.die_local_weights]
+    for k in o.kernels:
+        parts.append(k.family)
+        for v in _kernel_values(k):
+            t = type(v)
+            if t is float or t is int or v is None:
+                parts.append(v)
+            elif t.__module__ == "numpy":   # a sample of an array's values (all of them when it is small)
+                flat = v.reshape(-1)
+                parts.append((v.shape, v.dtype.str, flat[::max(1, flat.size // 16)].tobytes()))
+            else:
+                return None
+    return tuple(parts)
 
 
 # ---------------------------------------------------------------- reusing graphs
@@ -242,28 +300,117 @@ def _graph_key(model, layout, point, gpus_per_tray):
 
 def step_chunks(model: Model, hw, layout: Layout, point: Point, rows: int):
     """Yield (slice, StepResult) over the first axis of a grid point (a batch column times a context
-    row), `rows` rows at a time: each result is exactly step() of that chunk's point.
+    row), `rows` rows at a time: each result is exactly step() of that chunk's point (GridSteps.chunk)."""
+    grid = GridSteps(model, hw, layout, point)
+    for sl in grid.blocks(rows):
+        yield sl, grid.chunk(sl)
+
+
+class GridSteps:
+    """One step over a grid point (a batch column times a context row), timed a block of rows at a time.
 
     The graph is built once for the whole grid; the ops whose costs vary along one axis only (most:
-    only attention and the indexer read both batch and context) are timed once, and each chunk takes
-    its rows of their times; the others are timed per chunk on their rows of their costs. (Rows keep
-    the long context axis innermost: numpy's loops run over whole rows.)"""
-    ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
-    height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
-    both = [any(_is_grid(v, height) for v in _op_values(o)) for o in ops]
-    once = {n: OpTime(o, op_time(o, hw)) for n, o in enumerate(ops) if not both[n]}
-    cut_op = [_op_cutter(o, height) for o in ops]
-    cut_time = {n: _cutter(t.time, KernelTime, height) for n, t in once.items()}
-    rows = max(1, int(rows))
-    for start in range(0, height, rows):
-        sl = slice(start, min(start + rows, height))
+    only attention and the indexer read both batch and context) are timed once, and each block takes
+    its rows of their times; the others are timed per block on their rows of their costs, and ops
+    whose kernels are equal (the same attention kernel in layers of another kind) once per block.
+    (Rows keep the long context axis innermost: numpy's loops run over whole rows.)
+
+    `chunk(sl)` is the StepResult of rows `sl`, exactly step() of those rows. `metrics(sl)` is its step
+    time, speed of light and tokens/s per GPU and per user alone, computed by the same operations on
+    the same values in the same order (so equal bit for bit), without building the block's ops."""
+
+    def __init__(self, model: Model, hw, layout: Layout, point: Point):
+        self.model, self.hw, self.layout, self.point = model, hw, layout, point
+        self.ops = ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
+        self.height = height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
+        both = [any(_is_grid(v, height) for v in _op_values(o)) for o in ops]
+        once = [n for n in range(len(ops)) if not both[n]]
+        self.once = dict(zip(once, time_ops([ops[n] for n in once], hw)))
+        # each per-block op: the first per-block op with the same kernels (timed once per block for both)
+        self.same = _firsts(ops, among=[n for n in range(len(ops)) if both[n]])
+        self.cpu = [o.part == "cpu" for o in ops]
+        self._cut_op = {}
+
+    def cut_op(self, n: int, sl) -> Op:
+        """Op n with its arrays over the grid's rows cut to rows `sl`."""
+        cut = self._cut_op.get(n)
+        if cut is None:
+            cut = self._cut_op[n] = _op_cutter(self.ops[n], self.height)
+        return cut(sl)
+
+    def blocks(self, rows: int):
+        rows = max(1, int(rows))
+        return [slice(start, min(start + rows, self.height)) for start in range(0, self.height, rows)]
+
+    def block_point(self, sl) -> Point:
+        return dataclasses.replace(self.point, **{f.name: _cut(getattr(self.point, f.name), sl, self.height)
+                                                  for f in dataclasses.fields(self.point)})
+
+    def chunk(self, sl) -> StepResult:
         timed = []
-        for n, o in enumerate(ops):
-            part = cut_op[n](sl)
-            timed.append(OpTime(part, cut_time[n](sl)) if n in once else OpTime(part, op_time(part, hw)))
-        chunk = dataclasses.replace(point, **{f.name: _cut(getattr(point, f.name), sl, height)
-                                              for f in dataclasses.fields(point)})
-        yield sl, StepResult(model, hw, layout, chunk, timed)
+        for n in range(len(self.ops)):
+            part = self.cut_op(n, sl)
+            if n in self.once:
+                time = _cutter(self.once[n].time, KernelTime, self.height)(sl)
+            else:
+                time = op_time(part, self.hw)
+            timed.append(OpTime(part, time))
+        return StepResult(self.model, self.hw, self.layout, self.block_point(sl), timed)
+
+    def metrics(self, sl):
+        """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of rows `sl`: chunk(sl)'s, exactly."""
+        height, hw = self.height, self.hw
+        expected, sol, timed = [], [], {}
+        for n, o in enumerate(self.ops):
+            if n in self.once:   # OpTime's scaled times over the whole grid, cut to the block
+                t = self.once[n]
+                expected.append(_cut(t.expected_s, sl, height))
+                sol.append(_cut(t.sol_s, sl, height))
+                continue
+            first = self.same[n]
+            t = timed.get(first)
+            if t is None:
+                t = timed[first] = op_time(self.cut_op(first, sl), hw)
+            repeat, stretch = _cut(o.repeat, sl, height), _cut(o.stretch, sl, height)
+            expected.append(sscale(t.expected_s, repeat, stretch))   # OpTime.expected_s, sol_s
+            sol.append(sscale(t.sol_s, repeat, stretch))
+        cpu = self.cpu
+        gpu_s = ssum(x for x, c in zip(expected, cpu) if not c)          # StepResult.gpu_s, cpu_s, expected_s, sol_s
+        cpu_s = ssum(x for x, c in zip(expected, cpu) if c)
+        step_s = smax(gpu_s, cpu_s)
+        sol_s = ssum(x for x, c in zip(sol, cpu) if not c)
+        p, m = self.block_point(sl), self.model
+        return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
+
+
+def _same_kernels(a: Op, b: Op) -> bool:
+    """Ops that op_time times alike: the same kernels (bit for bit) and weight placement."""
+    if a.die_local_weights != b.die_local_weights or len(a.kernels) != len(b.kernels):
+        return False
+    for x, y in zip(a.kernels, b.kernels):
+        if x.family != y.family or not all(_same_value(u, v) for u, v in zip(_kernel_values(x), _kernel_values(y))):
+            return False
+    return True
+
+
+def _kernel_values(k):
+    yield from k.cost.__dict__.values()
+    for f in _KERNEL_SHAPE_FIELDS:
+        yield getattr(k, f)
+
+
+def _same_value(u, v) -> bool:
+    """Bit for bit: -0.0 is not 0.0; numpy arrays of the same shape, type and bytes."""
+    if u is v:
+        return True
+    t = type(u)
+    if t is not type(v):
+        return False
+    if t is float:
+        return u == v and (u != 0 or math.copysign(1.0, u) == math.copysign(1.0, v))
+    if t.__module__ == "numpy":   # arrays and numpy scalars
+        return u.shape == v.shape and u.dtype == v.dtype and u.tobytes() == v.tobytes()
+    return u == v   # ints, None, strings
 
 
 def _cutter(obj, cls, height):

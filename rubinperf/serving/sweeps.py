@@ -22,7 +22,7 @@ from rubinperf.serving.interactivity import check_stat
 from rubinperf.serving.pools import Serving, check_workload, serve
 from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
 from rubinperf.specs.model import Model
-from rubinperf.step import step_chunks
+from rubinperf.step import GridSteps
 
 DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
 DEFAULT_MAX_BATCH = 1024
@@ -163,15 +163,28 @@ def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points:
     """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]).
 
     The step's graph is built once for the grid and its ops that do not read the context are timed
-    once (rubinperf/step.py: step_chunks); the others are timed about `chunk_points` points (whole
-    rows of contexts) at a time."""
+    once (rubinperf/step.py: GridSteps); the others are timed about `chunk_points` points (whole
+    rows of contexts) at a time. Each number is step()'s at that point of the grid, bit for bit."""
     b = np.asarray(batches, dtype=float).reshape(-1, 1)
     c = np.asarray(contexts, dtype=float).reshape(1, -1)
+    _keep_freed_memory()
     out = {k: np.empty((b.shape[0], c.shape[1])) for k in GRID_METRICS}
     rows = max(1, chunk_points // max(1, c.shape[1]))
-    for sl, r in step_chunks(model, hw, layout, dataclasses.replace(point, batch=b, context=c), rows):
-        out["step_s"][sl] = r.expected_s
-        out["sol_s"][sl] = r.sol_s
-        out["tokens_per_s_per_gpu"][sl] = r.tokens_per_s_per_gpu
-        out["tokens_per_s_per_user"][sl] = r.tokens_per_s_per_user
+    grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=b, context=c))
+    for sl in grid.blocks(rows):
+        for key, value in zip(GRID_METRICS, grid.metrics(sl)):
+            out[key][sl] = value
     return out
+
+
+def _keep_freed_memory() -> None:
+    """Let the C allocator keep the memory of one block's arrays for the next block's.
+
+    glibc's malloc gives an array above its mmap threshold a fresh mapping, and hands the top of its
+    heap back to the system once more than its trim threshold lies free there; both start at 128 kB
+    and rise with the largest mapped block freed so far (up to 32 MB; trim at twice that). Until they
+    have risen, each temporary of a block (25,000 points: 200 kB) is new memory the kernel zeroes page
+    by page: half of a grid sweep's time (measured: 3.5 -> 6.2 M points/s). An array of 30 MB,
+    allocated and freed without being touched, raises them as a large array of the process would.
+    The numbers are the same; other allocators ignore it."""
+    np.empty(30 * 2**20 // 8)

@@ -1,0 +1,104 @@
+"""The grid evaluator (GridSteps.metrics, what sweep_grid reads) and the reuse of equal ops' times give
+exactly the numbers of the plain path: each block's metrics are its StepResult's (GridSteps.chunk) and
+step()'s at that block's point, bit for bit, for any grid and any cut into blocks; an op whose kernels
+equal an earlier op's takes that op's time only when op_time would give the same."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rubinperf.cost import Cost, Kernel
+from rubinperf.graph import Op, Point
+from rubinperf.layout import parse_layout
+from rubinperf.scenario import make_point
+from rubinperf.serving import sweep_grid
+from rubinperf.specs.model import load_model
+from rubinperf.specs.stack import load_platform
+from rubinperf.step import GridSteps, _firsts, _same_value, op_graph, op_time, step, time_ops
+
+V41 = load_model("deepseek-v4.1-flash")
+RACKS = {"gb300": load_platform("gb300-nvl72"), "vr": load_platform("vr-nvl72"), "h200": load_platform("h200")}
+SHAPES = [("dep32", "decode"), ("tp8", "decode"), ("dep16", "decode"), ("dep2", "prefill"), ("tp4", "decode")]
+
+
+def _bits(x, shape) -> bytes:
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=float), shape)).tobytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=5),
+       contexts=st.lists(st.floats(0, 2e6), min_size=1, max_size=5),
+       rows=st.integers(1, 6))
+def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
+    hw, (layout, phase) = RACKS[rack], shape
+    lay = parse_layout(layout)
+    if hw.nvlink_domain_size < lay.ranks:
+        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
+    base = Point(phase, new_tokens=4096.0) if phase == "prefill" else Point(phase)
+    b, c = np.array(batches).reshape(-1, 1), np.array(contexts).reshape(1, -1)
+    grid = GridSteps(V41, hw, lay, dataclasses.replace(base, batch=b, context=c))
+    seen = 0
+    for sl in grid.blocks(rows):
+        got = grid.metrics(sl)
+        r = grid.chunk(sl)
+        alone = step(V41, hw, lay, dataclasses.replace(base, batch=b[sl], context=c))
+        shape2 = (sl.stop - sl.start, c.shape[1])
+        for res in (r, alone):
+            want = (res.expected_s, res.sol_s, res.tokens_per_s_per_gpu, res.tokens_per_s_per_user)
+            assert [_bits(x, shape2) for x in got] == [_bits(x, shape2) for x in want]
+        seen += shape2[0]
+    assert seen == b.shape[0]
+
+
+def test_sweep_grid_reads_the_block_metrics():
+    hw, lay = RACKS["vr"], parse_layout("dep32")
+    b, c = np.array([1.0, 7.0, 64.0, 300.0]), np.array([0.0, 4096.0, 131072.0, 999_999.0])
+    got = sweep_grid(V41, hw, lay, Point("decode"), b, c, chunk_points=8)   # two rows a block
+    whole = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=b.reshape(-1, 1), context=c.reshape(1, -1)))
+    assert _bits(got["step_s"], (4, 4)) == _bits(whole.expected_s, (4, 4))
+    assert _bits(got["tokens_per_s_per_user"], (4, 4)) == _bits(whole.tokens_per_s_per_user, (4, 4))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES), batch=st.floats(1, 2048),
+       context=st.floats(0, 1e6), vector=st.booleans())
+def test_reused_op_times_are_each_ops_own(rack, shape, batch, context, vector):
+    """time_ops gives every op exactly op_time(op): reused times only where the kernels are equal."""
+    hw, (layout, phase) = RACKS[rack], shape
+    lay = parse_layout(layout)
+    if hw.nvlink_domain_size < lay.ranks:
+        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
+    point = make_point(V41, hw, lay, phase=phase, batch=batch, context=context)
+    if vector:
+        point = dataclasses.replace(point, batch=np.array([1.0, batch, 2 * batch]))
+    ops = op_graph(V41, lay, point, hw.gpus_per_tray)
+    for o, t in zip(ops, time_ops(ops, hw)):
+        own = op_time(o, hw)
+        assert [_bits(v, np.shape(v)) for v in t.time.__dict__.values()] == \
+               [_bits(v, np.shape(v)) for v in own.__dict__.values()]
+
+
+def test_layers_of_another_kind_share_their_equal_kernels():
+    """The default model's attention layers differ in kind (KV source, indexer) while many of their kernels
+    are the same: those are timed once. Ops that differ in one number are not merged."""
+    hw, lay = RACKS["gb300"], parse_layout("dep32")
+    ops = op_graph(V41, lay, make_point(V41, hw, lay, phase="decode", batch=16), hw.gpus_per_tray)
+    firsts = _firsts(ops)
+    assert any(f != n for n, f in enumerate(firsts))
+    assert all(ops[f].kernels == ops[n].kernels for n, f in enumerate(firsts))
+    k = Kernel("stream", Cost(activation_bytes=1e6))
+    other = Kernel("stream", Cost(activation_bytes=1e6 + 1))
+    local = [Op("a", (k,)), Op("b", (k,), repeat=3), Op("c", (other,)), Op("d", (k,), die_local_weights=True)]
+    assert _firsts(local) == [0, 0, 2, 3]
+
+
+def test_equal_means_bit_for_bit():
+    assert _same_value(1.5, 1.5) and not _same_value(0.0, -0.0) and not _same_value(1, 1.0)
+    a = np.arange(6.0).reshape(2, 3)
+    assert _same_value(a, a.copy()) and not _same_value(a, a.reshape(3, 2)) and not _same_value(a, a + 1e-12)
+    assert not _same_value(a, a.astype(np.float32)) and _same_value(None, None)
