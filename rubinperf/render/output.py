@@ -106,11 +106,17 @@ def to_csv(records: list[dict]) -> str:
 
 def console_width() -> int:
     """The width output is laid out for: the terminal's, else $COLUMNS, else PIPE_WIDTH."""
+    if _plain_stdout():
+        return _columns()
     from rich.console import Console
 
     console = Console()
     if console.is_terminal:
         return console.width
+    return _columns()
+
+
+def _columns() -> int:
     try:
         cols = int(os.environ.get("COLUMNS", ""))
     except ValueError:
@@ -118,17 +124,42 @@ def console_width() -> int:
     return cols if cols > 0 else PIPE_WIDTH
 
 
+# What makes rich treat a stream as a terminal (styles, its size) or a notebook, besides isatty.
+_RICH_TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES",
+                      "DATABRICKS_RUNTIME_VERSION", "VSCODE_PID")
+
+
+def _plain_stdout() -> bool:
+    """Standard output is a UTF-8 pipe or file that rich would print to without styles (no terminal, no
+    notebook, nothing forcing colour): a table's plain text is then what rich would write."""
+    out = sys.stdout
+    if sys.platform == "win32" or any(k in os.environ for k in _RICH_TERMINAL_ENV) or "IPython" in sys.modules:
+        return False
+    if not (getattr(out, "encoding", None) or "").lower().replace("-", "").startswith("utf"):
+        return False   # rich draws ASCII boxes for other encodings
+    isatty = getattr(out, "isatty", None)
+    try:
+        return isatty is not None and not isatty()
+    except ValueError:
+        return False
+
+
 def print_out(renderable) -> None:
     """Print a table (fitted to the console's width), a rich renderable or a string."""
-    from rich.console import Console
-
     from rubinperf.render.tables import FitTable, is_wide
 
     width = console_width()
     if isinstance(renderable, FitTable):
         if is_wide():
             width = max(width, renderable.natural_width())
+        text = renderable.plain(width) if _plain_stdout() else None
+        if text is not None:
+            with _stdout_errors():
+                sys.stdout.write(text)
+            return
         renderable = renderable.build(width)
+    from rich.console import Console
+
     console = Console(soft_wrap=False, width=width)
     console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
     with _stdout_errors():

@@ -2,11 +2,33 @@
 optional columns left out and named under the table; --wide shows every column at full width.
 
 Rows are strings already formatted (`rubinperf.units`); printed by `rubinperf.render.output.print_out`.
+
+rich draws every table. Where nothing needs rich's styles, wrapping or markup (plain output to a pipe
+or file: no cell wraps, no title or caption wider than the table, no markup or emoji codes, no
+character of uncertain width), `FitTable.plain` writes the very text rich would, without importing
+rich (a quarter of `estimate`'s start-up); tests/test_plain_tables.py holds it to rich's text for
+every table the commands print, at many widths. Anything else returns None and rich draws it.
 """
 
 from __future__ import annotations
 
+import re as _re
+
 _WIDE = False
+
+# Characters of one cell on any terminal, as rich measures them (ASCII printable, and the few others
+# the tables use); a string with any other character is measured by rich.
+_NARROW = frozenset(chr(c) for c in range(32, 127)) | frozenset("µ—–…×→←↑≥≤·°±≈⋅²³½")
+_MARKUP = _re.compile(r"\[|:\S*?:")   # rich markup ([tag]) and emoji codes (:name:) change what is printed
+
+
+def cell_len(text: str) -> int:
+    """Terminal cells of `text` (rich.cells.cell_len; rich is imported only for unusual characters)."""
+    if _NARROW.issuperset(text):
+        return len(text)
+    from rich.cells import cell_len as rich_cell_len
+
+    return rich_cell_len(text)
 
 
 def set_wide(wide: bool) -> None:
@@ -49,15 +71,11 @@ class FitTable:
 
     # widths
     def _natural(self, i: int, short: bool) -> int:
-        from rich.cells import cell_len
-
         head = self.cols[i]["short" if short else "header"]
         cells = [head] + [r[i] for r in self.rows]
         return max(cell_len(line) for c in cells for line in (c.split("\n") or [""]))
 
     def _minimum(self, i: int, short: bool) -> int:
-        from rich.cells import cell_len
-
         c = self.cols[i]
         if not c["wrap"]:  # numbers do not wrap
             return self._natural(i, short)
@@ -72,12 +90,61 @@ class FitTable:
         return sum(self._natural(i, False) for i in range(n)) + 3 * n + 1
 
     def build(self, width: int):
-        from rich import box
+        """The rich Table for `width` columns."""
+        return self._rich(*self.layout(width))
 
+    def plain(self, width: int) -> str | None:
+        """The text rich prints for build(width) on a console without styles, or None where rich must draw it."""
+        keep, short, boxed, widths, dropped, width = self.layout(width)
+        if widths is not None:   # cells wrap: rich's line breaking
+            return None
+        heads = [self.cols[i]["short" if short else "header"] for i in keep]
+        rows = [[r[i] for i in keep] for r in self.rows]
+        texts = heads + [x for r in rows for x in r]
+        if any("\n" in x or "\t" in x or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in texts):
+            return None
+        sizes = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(heads)]
+        justify = [self.cols[i]["justify"] for i in keep]
+        if any(j not in ("left", "right") for j in justify):
+            return None
+
+        def fill(text, k):
+            return text.ljust(sizes[k]) if justify[k] == "left" else text.rjust(sizes[k])
+
+        if boxed:   # rich's HEAVY_HEAD box: padding of one space each side of every cell
+            inner = [n + 2 for n in sizes]
+            lines = ["┏" + "┳".join("━" * n for n in inner) + "┓",
+                     "┃" + "┃".join(f" {fill(h, k)} " for k, h in enumerate(heads)) + "┃",
+                     "┡" + "╇".join("━" * n for n in inner) + "┩"]
+            lines += ["│" + "│".join(f" {fill(x, k)} " for k, x in enumerate(r)) + "│" for r in rows]
+            lines.append("└" + "┴".join("─" * n for n in inner) + "┘")
+        else:       # SIMPLE_HEAD, no edge, no edge padding, collapsed padding: two spaces between columns
+            last = len(sizes) - 1
+
+            def line(cells):   # each cell's right padding (none after the last) and one space between
+                return " ".join(fill(x, k) + (" " if k < last else "") for k, x in enumerate(cells))
+
+            lines = [line(heads), "─" * (sum(sizes) + 2 * last)] + [line(r) for r in rows]
+        table_width = len(lines[0])
+        caption = self._caption(dropped, width)
+        notes = []
+        for text in (self.title, caption):
+            if not text:
+                notes.append([])
+                continue
+            parts = text.split("\n")
+            if any(len(x) > table_width or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in parts):
+                return None   # rich wraps (or marks up) a title or caption wider than the table
+            notes.append([x.ljust(table_width) for x in parts])
+        return "\n".join(notes[0] + lines + notes[1]) + "\n"
+
+    def layout(self, width: int):
+        """(kept columns, short headers?, boxed?, widths or None, columns left out, width) for `width` columns:
+        the table that fits (see the class)."""
         n = len(self.cols)
         keep = list(range(n))
         if _WIDE or self.natural_width() <= width:
-            return self._rich(keep, short=False, boxed=True, widths=None)
+            return keep, False, True, None, [], width
         dropped = []
 
         def need(ids, measure):  # compact style: two spaces between columns, no edges
@@ -85,14 +152,12 @@ class FitTable:
 
         while True:
             if need(keep, self._natural) <= width:
-                return self._rich(keep, short=True, boxed=False, widths=None, dropped=dropped, width=width)
+                return keep, True, False, None, dropped, width
             if need(keep, self._minimum) <= width:
-                return self._rich(keep, short=True, boxed=False, widths=self._shrink(keep, width), dropped=dropped,
-                                  width=width)
+                return keep, True, False, self._shrink(keep, width), dropped, width
             optional = [i for i in keep if self.cols[i]["drop"] > 0]
             if not optional:  # nothing left to leave out: fold what must be folded (still no '...')
-                return self._rich(keep, short=True, boxed=False, widths=self._shrink(keep, width), dropped=dropped,
-                                  width=width)
+                return keep, True, False, self._shrink(keep, width), dropped, width
             worst = max(optional, key=lambda i: (self.cols[i]["drop"], i))
             keep.remove(worst)
             dropped.append(self.cols[worst]["header"])
@@ -110,14 +175,18 @@ class FitTable:
             widths[i] -= 1
         return widths
 
-    def _rich(self, keep, short, boxed, widths, dropped=(), width=None):
-        from rich import box
-        from rich.table import Table
-
+    def _caption(self, dropped, width):
         caption = self.caption
         if dropped:
             note = f"(left out to fit {width} columns: {', '.join(dropped)}; --wide shows every column)"
             caption = f"{caption}\n{note}" if caption else note
+        return caption
+
+    def _rich(self, keep, short, boxed, widths, dropped=(), width=None):
+        from rich import box
+        from rich.table import Table
+
+        caption = self._caption(dropped, width)
         style = {} if boxed else dict(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
         t = Table(title=self.title, caption=caption, header_style="bold", title_justify="left", caption_justify="left",
                   **style)

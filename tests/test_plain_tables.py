@@ -1,0 +1,114 @@
+"""The plain drawer of tables (FitTable.plain, used for output that is not a terminal) writes exactly
+the text rich writes, for every table the commands print: whole commands run both ways give the same
+bytes, and each of their tables at many widths, compact and --wide, draws the same or is left to rich."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from rich.cells import cell_len as rich_cell_len
+from rich.console import Console
+
+from rubinperf.cli import main
+from rubinperf.render import tables
+from rubinperf.render.tables import FitTable, col, set_wide, table
+
+COMMANDS = [
+    ["estimate"], ["estimate", "--breakdown"], ["estimate", "--wide", "--breakdown"],
+    ["estimate", "-H", "vr-nvl72", "-l", "tp8", "--batch", "4", "--breakdown"], ["estimate", "--phase", "prefill"],
+    ["estimate", "-H", "h200"], ["pareto"], ["pareto", "--wide"], ["compare"], ["validate"],
+    ["explain", "megamoe"], ["explain", "step", "-l", "tp8"],
+    ["kernel", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--dtype", "fp8"],
+    ["list", "hardware"], ["list", "models"], ["list", "stacks"], ["list", "layouts"],
+]
+WIDTHS = [50, 80, 100, 142, 200]
+PLAIN = FitTable.plain   # the drawer itself (the fixture below counts its uses)
+
+
+def _run(argv, monkeypatch, rich_only: bool, columns: str | None) -> str:
+    """The command's standard output as a UTF-8 pipe would receive it."""
+    if rich_only:
+        monkeypatch.setenv("TTY_COMPATIBLE", "0")   # rich: not a terminal (plain text); rubinperf: let rich draw
+    else:
+        monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+    with contextlib.redirect_stdout(out):
+        try:
+            main(list(argv))
+        except SystemExit:
+            pass
+        out.flush()
+    return raw.getvalue().decode("utf-8")
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every FitTable made while the test runs, and how often the plain drawer drew one."""
+    made, used = [], []
+    init, plain = FitTable.__init__, FitTable.plain
+
+    def record(self, *a, **k):
+        init(self, *a, **k)
+        made.append(self)
+
+    def counted(self, width):
+        text = plain(self, width)
+        used.append(text is not None)
+        return text
+
+    monkeypatch.setattr(FitTable, "__init__", record)
+    monkeypatch.setattr(FitTable, "plain", counted)
+    return made, used
+
+
+@pytest.mark.parametrize("columns", [None])
+def test_commands_print_the_same_bytes_drawn_plain_or_by_rich(monkeypatch, drawn, columns):
+    made, used = drawn
+    for argv in COMMANDS[:2] + COMMANDS[6:7] + COMMANDS[9:]:
+        assert _run(argv, monkeypatch, False, columns) == _run(argv, monkeypatch, True, columns), argv
+    assert made and any(used)   # the plain drawer did draw (the default estimate at least)
+
+
+def _rich_text(t: FitTable, width: int) -> str:
+    buf = io.StringIO()
+    Console(file=buf, soft_wrap=False, width=width).print(t.build(width))
+    return buf.getvalue()
+
+
+def test_every_table_at_every_width_is_rich_s_text_or_left_to_rich(monkeypatch, drawn):
+    made, _ = drawn
+    for argv in COMMANDS:
+        _run(argv, monkeypatch, False, None)
+    drew = 0
+    try:
+        for wide in (False, True):
+            set_wide(wide)
+            for t in made:
+                for w in WIDTHS:
+                    width = max(w, t.natural_width()) if wide else w
+                    text = PLAIN(t, width)
+                    if text is not None:
+                        drew += 1
+                        assert text == _rich_text(t, width), (t.title, width, wide)
+    finally:
+        set_wide(False)
+    assert drew > len(made)   # most tables draw plain at most widths
+
+
+def test_what_the_plain_drawer_leaves_to_rich():
+    cols = [col("name", "left"), col("value")]
+    assert table("t", cols, [["a", "1"]]).plain(80) is not None
+    assert table("t", cols, [["[bold]a", "1"]]).plain(80) is None          # markup
+    assert table("t", cols, [["a :smile: b", "1"]]).plain(80) is None      # an emoji code
+    assert table("t", cols, [["日本", "1"]]).plain(80) is None               # wide characters
+    assert table("a title wider than its table", cols, [["a", "1"]]).plain(80) is None   # rich wraps it
+    assert table("t", cols, [["a", "1"]], caption="x" * 30).plain(80) is None
+    for ch in tables._NARROW:   # what the plain drawer counts as one cell, rich does too
+        assert rich_cell_len(ch) == 1, repr(ch)
