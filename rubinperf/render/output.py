@@ -6,7 +6,6 @@ that has gone (`| head`) ends the command quietly. Presentation only: nothing he
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -95,6 +94,8 @@ def to_csv(records: list[dict]) -> str:
     """Flat columns only: nested values (lists, dicts) are left out of CSV."""
     if not records:
         return ""
+    import csv
+
     cols = [k for k, v in records[0].items() if not isinstance(v, (list, dict))]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
