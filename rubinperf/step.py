@@ -415,7 +415,13 @@ def _same_value(u, v) -> bool:
     if t is float:
         return u == v and (u != 0 or math.copysign(1.0, u) == math.copysign(1.0, v))
     if t.__module__ == "numpy":   # arrays and numpy scalars
-        return u.shape == v.shape and u.dtype == v.dtype and u.tobytes() == v.tobytes()
+        if u.shape != v.shape or u.dtype != v.dtype:
+            return False
+        if u.ndim and u.dtype.itemsize == 8 and u.flags.c_contiguous and v.flags.c_contiguous:
+            import numpy as np   # the bits compared in place (a grid's arrays are large)
+
+            return bool(np.array_equal(u.view(np.uint64), v.view(np.uint64)))
+        return u.tobytes() == v.tobytes()
     return u == v   # ints, None, strings
 
 

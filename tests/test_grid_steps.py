@@ -102,3 +102,4 @@ def test_equal_means_bit_for_bit():
     a = np.arange(6.0).reshape(2, 3)
     assert _same_value(a, a.copy()) and not _same_value(a, a.reshape(3, 2)) and not _same_value(a, a + 1e-12)
     assert not _same_value(a, a.astype(np.float32)) and _same_value(None, None)
+    assert not _same_value(np.zeros((2, 2)), -np.zeros((2, 2))) and _same_value(a.T, a.T.copy())   # in place; a copy
