@@ -153,18 +153,21 @@ class StepResult:
         """Breakdown rows: ops of one name summed over layers (and passes)."""
         rows: dict[str, dict] = {}
         for o in self.ops:
-            name = o.op.name
-            r = rows.setdefault(name, {"kernel": name, "part": o.op.part, "expected_s": 0.0, "sol_s": 0.0,
-                                       "flops": 0.0, "bytes": 0.0, "terms": {}, "scale_out_s": 0.0,
-                                       "scale_out_bytes": 0.0})
+            op, t = o.op, o.time
+            name, repeat, stretch, cost = op.name, op.repeat, op.stretch, op.cost
+            r = rows.get(name)
+            if r is None:
+                r = rows[name] = {"kernel": name, "part": op.part, "expected_s": 0.0, "sol_s": 0.0, "flops": 0.0,
+                                  "bytes": 0.0, "terms": {}, "scale_out_s": 0.0, "scale_out_bytes": 0.0}
             r["expected_s"] = r["expected_s"] + o.expected_s
-            r["scale_out_s"] = r["scale_out_s"] + o.time.scale_out_s * o.op.repeat * o.op.stretch
-            r["scale_out_bytes"] = r["scale_out_bytes"] + o.op.cost.scale_out_bytes * o.op.repeat
+            r["scale_out_s"] = r["scale_out_s"] + t.scale_out_s * repeat * stretch
+            r["scale_out_bytes"] = r["scale_out_bytes"] + cost.scale_out_bytes * repeat
             r["sol_s"] = r["sol_s"] + o.sol_s
-            r["flops"] = r["flops"] + o.op.cost.flops * o.op.repeat
-            r["bytes"] = r["bytes"] + o.op.cost.bytes * o.op.repeat
-            for term, v in o.time.terms.items():
-                r["terms"][term] = r["terms"].get(term, 0.0) + v * o.op.repeat * o.op.stretch
+            r["flops"] = r["flops"] + cost.flops * repeat
+            r["bytes"] = r["bytes"] + cost.bytes * repeat
+            terms, times = r["terms"], t.__dict__
+            for term, field in _TERMS:   # KernelTime.terms
+                terms[term] = terms.get(term, 0.0) + times[field] * repeat * stretch
         return rows
 
 
@@ -182,6 +185,9 @@ def tokens_per_s_per_user(m: Model, p: Point, step_s):
     """Decode: accepted tokens per verify step over the step time. Prefill: one sequence's new tokens per second."""
     per_user = p.accepted(m) if p.phase == "decode" else p.new_tokens / p.batch
     return per_user / step_s
+
+
+_TERMS = tuple((b, f"{b}_s") for b in BOUNDS)
 
 
 def _is_array(x) -> bool:
@@ -236,7 +242,11 @@ def _op_key(o: Op):
     parts = [o.die_local_weights]
     for k in o.kernels:
         parts.append(k.family)
-        for v in _kernel_values(k):
+        values = _values_of(k)
+        if _SCALAR_TYPES.issuperset(map(type, values)):   # numbers only: the values themselves
+            parts.append(values)
+            continue
+        for v in values:
             t = type(v)
             if t is float or t is int or v is None:
                 parts.append(v)
@@ -246,6 +256,15 @@ def _op_key(o: Op):
             else:
                 return None
     return tuple(parts)
+
+
+_SCALAR_TYPES = frozenset((float, int, type(None)))
+
+
+def _values_of(k) -> tuple:
+    """A kernel's cost values, then its shape fields."""
+    d = k.__dict__
+    return (*k.cost.__dict__.values(), *[d[f] for f in _KERNEL_SHAPE_FIELDS])
 
 
 # ---------------------------------------------------------------- reusing graphs
@@ -394,15 +413,17 @@ def _same_kernels(a: Op, b: Op) -> bool:
     if a.die_local_weights != b.die_local_weights or len(a.kernels) != len(b.kernels):
         return False
     for x, y in zip(a.kernels, b.kernels):
-        if x.family != y.family or not all(_same_value(u, v) for u, v in zip(_kernel_values(x), _kernel_values(y))):
+        if x.family != y.family:
+            return False
+        u, v = _values_of(x), _values_of(y)
+        if _SCALAR_TYPES.issuperset(map(type, u)):
+            # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
+            # in the tuples only as the same object)
+            if not (u == v and repr(u) == repr(v)):
+                return False
+        elif not all(map(_same_value, u, v)):
             return False
     return True
-
-
-def _kernel_values(k):
-    yield from k.cost.__dict__.values()
-    for f in _KERNEL_SHAPE_FIELDS:
-        yield getattr(k, f)
 
 
 def _same_value(u, v) -> bool:
