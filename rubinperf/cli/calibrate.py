@@ -6,7 +6,6 @@ numpy, torch and the fit are imported inside the command; its tables are rubinpe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, List, Optional
 
@@ -94,6 +93,8 @@ def calibrate(
             env = environment(torch, command)
             csv_path = out / "collectives.csv"
             coll.write_csv(rows, csv_path)
+            import json
+
             write_atomic(csv_path.with_name(csv_path.stem + ".env.json"), json.dumps(env, indent=2) + "\n")
         else:
             from rubinperf.calibrate import bench, shapes_bench
@@ -157,6 +158,8 @@ def calibrate(
 def _read_env(csv_path: Path) -> dict:
     p = csv_path.with_name(csv_path.stem + ".env.json")
     try:
+        import json
+
         return json.loads(p.read_text()) if p.is_file() else {}
     except (OSError, ValueError):
         return {}

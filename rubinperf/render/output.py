@@ -7,7 +7,6 @@ that has gone (`| head`) ends the command quietly. Presentation only: nothing he
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 import sys
@@ -21,6 +20,10 @@ def to_json(records) -> str:
     The text is exactly json.dumps(..., indent=2) of the records with non-finite numbers as null;
     `_indented` writes it about twice as fast (json's C encoder does not indent, its Python one is
     generic), and anything it does not know (a non-string key, another type) goes to json.dumps."""
+    import json   # (imported here: a table needs none of it)
+
+    global _enc_str
+    _enc_str = json.encoder.encode_basestring_ascii  # C
     try:
         return _indented(records, "")
     except _Generic:
@@ -33,7 +36,7 @@ class _Generic(Exception):
 
 _float_repr = float.__repr__
 _int_repr = int.__repr__
-_enc_str = json.encoder.encode_basestring_ascii  # C
+_enc_str = None  # json's C string encoder, set by to_json
 
 
 def _indented(x, pad: str) -> str:
