@@ -112,3 +112,20 @@ def test_what_the_plain_drawer_leaves_to_rich():
     assert table("t", cols, [["a", "1"]], caption="x" * 30).plain(80) is None
     for ch in tables._NARROW:   # what the plain drawer counts as one cell, rich does too
         assert rich_cell_len(ch) == 1, repr(ch)
+
+
+def test_a_table_to_a_pipe_loads_no_rich():
+    """`estimate` into a pipe draws its table without importing rich (the plain drawer's point); on a
+    terminal, or when the table must wrap, rich draws it as before."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = ("import sys\nfrom rubinperf.cli import main\ncode = main(['estimate'])\n"
+            "sys.stderr.write(repr(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.'))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TTY_COMPATIBLE")})
+    assert r.returncode == 0 and "one engine step" in r.stdout, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "[]"
