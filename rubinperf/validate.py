@@ -79,8 +79,9 @@ def _check_types(where: str, raw: dict) -> None:
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
             raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
         if key == "without" and not (isinstance(v, dict) and v and all(
-                isinstance(x, (bool, int, float)) and (isinstance(x, bool) or math.isfinite(x)) for x in v.values())):
-            raise SpecError(f"{where}: without: expected a table of spec fields and their numbers or true/false, got {v!r}")
+                isinstance(x, (bool, str)) or (isinstance(x, (int, float)) and math.isfinite(x)) for x in v.values())):
+            raise SpecError(f"{where}: without: expected a table of spec fields and their values (numbers, true/false "
+                            f"or names), got {v!r}")
         if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
             raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
 
@@ -132,7 +133,8 @@ def _step(p: RefPoint, platform: dict | None = None, **changes):
         unknown = sorted(set(platform) - {f.name for f in dataclasses.fields(hw)})
         if unknown:
             raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.hardware}'s hardware or stack")
-        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else repr(v)}" for k, v in platform.items()]
+        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) else repr(v)}"
+                for k, v in platform.items()]
         try:
             hw = apply_overrides(sets, hardware=hw)["hardware"]
         except SpecError as exc:

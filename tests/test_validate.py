@@ -87,7 +87,9 @@ def test_a_change_of_the_stack_is_checked_by_the_share_of_gpu_time_it_saves():
 
 @pytest.mark.parametrize("without,culprit", [
     ("{ colour = 1 }", "'colour' is not a field"),
-    ("{ split_k_max = \"one\" }", "without: expected a table"),
+    ("{ split_k_max = \"one\" }", "split_k_max"),
+    ("{ split_k_max = [1] }", "without: expected a table"),
+    ("{ draft_ep_exchange = \"broadcast\" }", "draft_ep_exchange"),
     ("{ split_k_max = 0 }", "split_k_max"),
     ("{}", "without: expected a table"),
 ])
