@@ -134,6 +134,9 @@ class Kernel:
         return dataclasses.replace(self, cost=self.cost + extra)
 
 
+# A Kernel's fields other than its family and cost: how its work spreads (numbers, arrays or symbols, or None).
+KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))
+
 # The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
 BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
 

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from rubinperf.cost import BOUNDS, Cost, Kernel, KernelTime
+from rubinperf.cost import BOUNDS, KERNEL_SHAPE_FIELDS, Cost, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
 from rubinperf.mathops import smax, sscale, ssum
@@ -134,7 +134,7 @@ class StepResult:
 
         def op_at(o: OpTime) -> OpTime:
             kernels = tuple(dataclasses.replace(k, cost=Cost(**{f: pick(v) for f, v in k.cost.__dict__.items()}),
-                                                **{f: pick(getattr(k, f)) for f in _KERNEL_SHAPE_FIELDS})
+                                                **{f: pick(getattr(k, f)) for f in KERNEL_SHAPE_FIELDS})
                             for k in o.op.kernels)
             op = dataclasses.replace(o.op, kernels=kernels, repeat=pick(o.op.repeat), stretch=pick(o.op.stretch))
             return OpTime(op, KernelTime(**{f: pick(v) for f, v in o.time.__dict__.items()}))
@@ -264,7 +264,7 @@ _SCALAR_TYPES = frozenset((float, int, type(None)))
 def _values_of(k) -> tuple:
     """A kernel's cost values, then its shape fields."""
     d = k.__dict__
-    return (*k.cost.__dict__.values(), *[d[f] for f in _KERNEL_SHAPE_FIELDS])
+    return (*k.cost.__dict__.values(), *[d[f] for f in KERNEL_SHAPE_FIELDS])
 
 
 # ---------------------------------------------------------------- reusing graphs
@@ -272,7 +272,7 @@ def _values_of(k) -> tuple:
 # The graph depends on the model, the layout, the point and the tray size only (not on the rest of the
 # hardware or the stack): a sweep that runs the same engine on another rack or stack (compare's
 # silicon/software split) builds it once. Graphs over small arrays only (a serving sweep's batch grid);
-# a grid sweep builds its one large graph itself (step_chunks).
+# a grid sweep builds its one large graph itself (GridSteps).
 _GRAPHS: dict = {}
 GRAPH_CACHE_SIZE = 64
 GRAPH_CACHE_MAX_POINTS = 1 << 14
@@ -321,14 +321,6 @@ def _graph_key(model, layout, point, gpus_per_tray):
 
 
 # ---------------------------------------------------------------- grids (batch x context) in chunks
-
-
-def step_chunks(model: Model, hw, layout: Layout, point: Point, rows: int):
-    """Yield (slice, StepResult) over the first axis of a grid point (a batch column times a context
-    row), `rows` rows at a time: each result is exactly step() of that chunk's point (GridSteps.chunk)."""
-    grid = GridSteps(model, hw, layout, point)
-    for sl in grid.blocks(rows):
-        yield sl, grid.chunk(sl)
 
 
 class GridSteps:
@@ -460,7 +452,7 @@ def _op_cutter(o: Op, height):
     parts = []
     for k in o.kernels:
         cost = _cutter(k.cost, Cost, height)
-        names = [f for f in _KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), height)]
+        names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), height)]
         parts.append((k, cost, names))
     extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), height)]
     if not extra and all(c(slice(0, 1)) is k.cost and not names for k, c, names in parts):
@@ -494,7 +486,6 @@ def _cut(v, sl, height):
 
 
 # A kernel's fields besides its family and cost (its shape: rows, tiles, CTAs, ...), which may vary over a grid too.
-_KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))
 
 
 def _op_values(o: Op):
@@ -502,5 +493,5 @@ def _op_values(o: Op):
     yield o.stretch
     for k in o.kernels:
         yield from k.cost.__dict__.values()
-        for f in _KERNEL_SHAPE_FIELDS:
+        for f in KERNEL_SHAPE_FIELDS:
             yield getattr(k, f)

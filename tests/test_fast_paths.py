@@ -20,7 +20,7 @@ from rubinperf.serving.pareto import summarize
 from rubinperf.specs.model import load_model
 from rubinperf.specs.stack import load_platform, platform
 from rubinperf.specs.workload import load_workload
-from rubinperf.step import op_graph, step, step_chunks
+from rubinperf.step import GridSteps, op_graph, step
 
 V41 = load_model("deepseek-v4.1-flash")
 GB300 = load_platform("gb300-nvl72")
@@ -60,7 +60,9 @@ def test_each_chunk_is_step_of_its_rows():
     lay = parse_layout("dep16")
     point = dataclasses.replace(Point("decode"), batch=BATCHES.reshape(-1, 1), context=CONTEXTS.reshape(1, -1))
     seen = 0
-    for sl, r in step_chunks(V41, VR, lay, point, rows=4):
+    grid = GridSteps(V41, VR, lay, point)
+    for sl in grid.blocks(4):
+        r = grid.chunk(sl)
         alone = step(V41, VR, lay, dataclasses.replace(point, batch=point.batch[sl]))
         assert np.array_equal(r.expected_s, alone.expected_s) and np.array_equal(r.sol_s, alone.sol_s)
         assert [o.op.name for o in r.ops] == [o.op.name for o in alone.ops]

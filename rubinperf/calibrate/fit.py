@@ -33,7 +33,7 @@ import numpy as np
 
 from rubinperf.calibrate.plan import family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
-from rubinperf.cost import Cost, Kernel
+from rubinperf.cost import KERNEL_SHAPE_FIELDS, Cost, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.roofline import TENSOR_CORE, kernel_time
 
@@ -55,9 +55,6 @@ START_EFFICIENCY = 0.7
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
 
-TILE_FIELDS = ("tile_rows", "tile_cols", "m_tile_multiple", "max_ctas")
-
-
 class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
@@ -69,9 +66,8 @@ class Stacked:
             for k, waits_on_host in row_kernels(r):
                 # Launched alone, the call's first kernel pays the host launch; the others start as in a stream.
                 mode = row_mode(r) if waits_on_host else "graph"
-                key = (k.family, k.is_mma, k.ctas is None, k.fused_rows is None, k.in_flight_bytes_per_cta is None,
-                       k.critical_share is None, k.split_kv_groups is None, *(getattr(k, f) is None for f in TILE_FIELDS),
-                       mode)
+                # one group per family, launch and set of fields given (each a numpy array of the group's values)
+                key = (k.family, mode, *(getattr(k, f) is None for f in KERNEL_SHAPE_FIELDS))
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
@@ -79,9 +75,8 @@ class Stacked:
             cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
                            for f in dataclasses.fields(Cost)})
             arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
-                      for name in ("groups", "rows", "n", "k", "ctas", "dependent_loads", "fused_rows", "critical_share",
-                                   "split_kv_groups", "in_flight_bytes_per_cta", *TILE_FIELDS)}
-            self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[-1]))
+                      for name in KERNEL_SHAPE_FIELDS}
+            self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[1]))
 
     def times(self, hw, what: str = "expected_s") -> np.ndarray:
         out = np.zeros(self.n)
