@@ -50,6 +50,7 @@ class Point:
     ep_hierarchical: bool = False       # across domains: DeepEP normal (hierarchical) mode, else low-latency (direct RDMA)
     tp_allreduce_fused: bool = False    # the stack's TP path runs its all-reduces one-shot from the GEMM epilogues
     draft_ep_exchange: str = "all-to-all"   # DEP: the draft's MoE exchange (all-to-all as the target's, or all-gather)
+    draft_first_pass: str = "one-per-request"   # decode: rows per request of the first draft forward
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens
@@ -326,19 +327,29 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
 def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -> list[Op]:
     """The draft model's share of a step.
 
-    Decode: `draft_passes` sequential forwards of one token per request through the draft
-    layers, each ending in the LM head. Prefill: one pass over the new tokens to build the
-    draft's KV.
+    Decode: `draft_passes` sequential forwards through the draft layers, each ending in the LM
+    head over one row per request. The first reads the target's hidden states of the verify step
+    and so runs over `draft_first_pass` rows per request (every verified token, the accepted
+    ones, or one); the others over one token per request. Prefill: one pass over the new tokens
+    to build the draft's KV.
     """
     if not m.draft_layers:
         return []
-    decode = p.phase == "decode"
-    if decode:
-        # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
-        passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
-        t, q = seqs, 1
-    else:
-        passes, t, q = 1, tokens, tokens / seqs
+    if p.phase != "decode":
+        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, head=False)
+    # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
+    passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
+    if p.draft_first_pass == "one-per-request":
+        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray)
+    first = smin(passes, 1)
+    rows = tokens / seqs if p.draft_first_pass == "verify-tokens" else p.accepted(m)
+    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray)
+            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray))
+
+
+def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray,
+                head: bool = True) -> list[Op]:
+    """`passes` draft forwards over `t` rows (`q` per request), the LM head over `logits_t`."""
     # Draft layers of one shape are built once, repeated.
     by_ratio: dict[int, list[int]] = {}
     for i in range(m.draft_layers):
@@ -353,6 +364,6 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
         layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
         ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
-    if decode:
-        ops += head_ops(m, layout, t, t, part="draft")
+    if head:
+        ops += head_ops(m, layout, t, logits_t, part="draft")
     return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]

@@ -131,8 +131,10 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
 
 def topology(hw, phase: str) -> dict:
     """How the rack groups GPUs, how its stack's EP crosses NVLink domains, whether its TP path fuses the
-    all-reduces into the GEMM epilogues and how the draft's MoE exchanges tokens, as a Point carries them."""
+    all-reduces into the GEMM epilogues, how the draft's MoE exchanges tokens and how many rows its first
+    decode forward runs, as a Point carries them."""
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
             "tp_allreduce_fused": bool(getattr(hw, "tp_allreduce_fused", False)),
-            "draft_ep_exchange": getattr(hw, "draft_ep_exchange", "all-to-all")}
+            "draft_ep_exchange": getattr(hw, "draft_ep_exchange", "all-to-all"),
+            "draft_first_pass": getattr(hw, "draft_first_pass", "one-per-request")}

@@ -41,7 +41,7 @@ def test_bundled_stacks_and_defaults():
 @pytest.mark.parametrize("name", STACKS)
 def test_stack_loads_with_a_source_per_table_and_round_trips(name, tmp_path):
     st = load_stack(name)
-    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep", "placement"}
+    assert set(st.sources) == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep", "placement", "speculative"}
     assert all(len(s) > 20 for s in st.sources.values())
     p = tmp_path / f"{name}.toml"
     p.write_text(to_toml(st))
@@ -99,7 +99,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     m = load_model("deepseek-v4.1-flash")
     # Since then the stacks' TP paths fuse their all-reduces into the GEMM epilogues ([fusion]: time taken out),
     # their drafts exchange MoE tokens by all-gather + reduce-scatter ([ep]: every rank receives every token, more
-    # bytes than a dispatch), and Rubin reads interleaved HBM at 0.90 of its die-local rate (was 0.75). With those
+    # bytes than a dispatch), their drafts' first decode forward runs over every verified token ([speculative]: 1 + k
+    # rows per request, was one) and Rubin reads interleaved HBM at 0.90 of its die-local rate (was 0.75). With those
     # undone the step is the one from before the move, exactly.
     since = {"vr-nvl72": dict(hbm_interleaved_bandwidth_factor=0.75, hbm_remote_bandwidth_factor=0.5)}
     for key, want in BEFORE_STEP_MS.items():
@@ -107,6 +108,7 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
             assert (got[key]["step_time_ms"] < want) if key[1].startswith("tp") else (got[key]["step_time_ms"] > want), key
         lay = parse_layout(key[1])
         plain = dataclasses.replace(load_platform(key[0]), tp_allreduce_fused=False, draft_ep_exchange="all-to-all",
+                                    draft_first_pass="one-per-request",
                                     **since.get(key[0], {}))
         point = make_point(m, plain, lay)
         assert step(m, plain, lay, point).expected_s * 1e3 == pytest.approx(want, rel=1e-9), key

@@ -26,6 +26,7 @@ from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_fie
 
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
+DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class Stack:
     ep_prefill_hierarchical: bool = spec_field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
     ep_decode_hierarchical: bool = spec_field("ep", doc="decode: as ep_prefill_hierarchical")
     draft_ep_exchange: str = spec_field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
+    # [speculative] how the engine runs the draft model in a decode step
+    draft_first_pass: str = spec_field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -90,6 +93,9 @@ class Stack:
         if self.draft_ep_exchange not in DRAFT_EP_EXCHANGES:
             raise SpecError(f"{self.path}: ep.draft_ep_exchange: expected one of {', '.join(DRAFT_EP_EXCHANGES)}, "
                             f"got {self.draft_ep_exchange!r}")
+        if self.draft_first_pass not in DRAFT_FIRST_PASSES:
+            raise SpecError(f"{self.path}: speculative.draft_first_pass: expected one of "
+                            f"{', '.join(DRAFT_FIRST_PASSES)}, got {self.draft_first_pass!r}")
         for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
                         ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
             if getattr(self, off) > getattr(self, on):
@@ -105,7 +111,8 @@ def load_stack(name_or_path: str) -> Stack:
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in ("eplb", "interactivity", "serving", "ep"))
+POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative")
+POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 
 def _platform_class():
