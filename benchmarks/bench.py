@@ -63,13 +63,16 @@ from rubinperf.serving.sweeps import sweep_grid
 m = load_model("deepseek-v4.1-flash")
 batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)
-t = time.perf_counter(); points = 0
-for hw in ("gb300-nvl72", "vr-nvl72"):
-    h = load_platform(hw)  # the hardware with its default stack
-    for lay in ("dep16", "dep32", "tp8"):
-        out = sweep_grid(m, h, parse_layout(lay), Point("decode"), batch, context)
-        points += out["step_s"].size
-print(points, time.perf_counter() - t)
+seconds = []
+for run in range(3):  # the first run as a user's first sweep (loading the racks, memory new to the process)
+    t = time.perf_counter(); points = 0
+    for hw in ("gb300-nvl72", "vr-nvl72"):
+        h = load_platform(hw)  # the hardware with its default stack
+        for lay in ("dep16", "dep32", "tp8"):
+            out = sweep_grid(m, h, parse_layout(lay), Point("decode"), batch, context)
+            points += out["step_s"].size
+    seconds.append(time.perf_counter() - t)
+print(points, seconds[0], min(seconds[1:]))
 """
 
 
@@ -98,9 +101,10 @@ def main() -> None:
     pareto_s, _ = wall([py, "-m", "rubinperf", "pareto", "--json"])
     compare_s, _ = wall([py, "-m", "rubinperf", "compare", "--json"])
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-c", SWEEP], capture_output=True, text=True, check=True)
-    points, seconds = proc.stdout.split()
+    points, seconds, warm_seconds = proc.stdout.split()
     sweep_rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
     rate = float(points) / float(seconds)
+    warm_rate = float(points) / float(warm_seconds)
     rows = [
         ("import rubinperf.cli (minus bare python)", f"{(imp - base) * 1e3:.0f} ms", ""),
         ("rubinperf estimate, wall incl. start-up", f"{est * 1e3:.0f} ms", "target < 500 ms"),
@@ -112,6 +116,7 @@ def main() -> None:
         ("rubinperf pareto --json, wall", f"{pareto_s * 1e3:.0f} ms", ""),
         ("rubinperf compare --json, wall", f"{compare_s * 1e3:.0f} ms", ""),
         (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "aim >= 10 M/s"),
+        ("vectorised sweep, again (best of 2 more)", f"{warm_rate / 1e6:.2f} M points/s", ""),
         ("vectorised sweep, peak RSS", f"{sweep_rss:.0f} MB", "target < 150 MB"),
     ]
     width = max(len(r[0]) for r in rows)

@@ -14,6 +14,7 @@ from typing import Any
 from rubinperf.mathops import sadd
 
 PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
+_NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
 
@@ -40,8 +41,10 @@ class Cost:
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
 
     def __add__(self, other: "Cost") -> "Cost":
-        a, b = self.__dict__, other.__dict__
-        return Cost(*[a[f] + b[f] for f in _COST_FIELDS])
+        # field by field (__init__ sets them in field order); sadd beside an array: an absent field (0.0)
+        # adds no pass over a sweep's array
+        return Cost(*[x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
+                      for x, y in zip(self.__dict__.values(), other.__dict__.values())])
 
     def __radd__(self, other):
         if other == 0:
@@ -193,8 +196,8 @@ class KernelTime:
         return self.sol_s / self.expected_s
 
     def __add__(self, other: "KernelTime") -> "KernelTime":
-        a, b = self.__dict__, other.__dict__
-        return KernelTime(*[a[f] + b[f] for f in _TIME_FIELDS])
+        return KernelTime(*[x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
+                            for x, y in zip(self.__dict__.values(), other.__dict__.values())])
 
     def __radd__(self, other):
         if other == 0:

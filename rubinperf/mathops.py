@@ -109,9 +109,18 @@ def ssum(values):
     import numpy as np
 
     groups: dict[tuple, object] = {}
+    own: set = set()   # shapes whose partial sum is an array this sum made (added into in place)
     for v in values:
         shape = np.shape(v)
-        groups[shape] = groups[shape] + v if shape in groups else v
+        acc = groups.get(shape)
+        if acc is None:
+            groups[shape] = v
+        elif shape in own and v.dtype == acc.dtype:
+            np.add(acc, v, out=acc)
+        else:
+            groups[shape] = acc = acc + v
+            if type(acc) is np.ndarray and acc.ndim:
+                own.add(shape)
     return functools.reduce(lambda a, b: a + b, sorted(groups.values(), key=np.size))
 
 
@@ -152,4 +161,13 @@ def sscale(x, *factors):
         if type(f) in _PLAIN and f == 1 and type(x).__module__ == "numpy":
             continue
         x = x * f
+    return x
+
+
+def sdiv(x, *divisors):
+    """x / d1 / d2 ..., left to right; a numpy array over the plain number 1 is left as it is (the same values)."""
+    for d in divisors:
+        if type(d) in _PLAIN and d == 1 and type(x).__module__ == "numpy":
+            continue
+        x = x / d
     return x

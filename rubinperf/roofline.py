@@ -31,7 +31,7 @@ Works on numbers, numpy arrays and sympy symbols.
 from __future__ import annotations
 
 from rubinperf.cost import PEAKS, Kernel, KernelTime
-from rubinperf.mathops import is_numpy, sadd, sceil, sfloor, smax, smin, stimes_max
+from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 LAUNCH_MODES = ("graph", "eager")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
@@ -89,12 +89,14 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     ctas, sm_share, padding = parallelism(kern, hw)
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
-    sol_compute = sum(getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks)
-    compute = sum(getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
-                  for p in peaks) * padding / sm_share if peaks else 0.0
+    sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
+    at_efficiency = [getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
+                     for p in peaks]
+    compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
-    hbm_bytes = cost.hbm_bytes
+    other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
+    hbm_bytes = cost.hbm_bytes if _nonzero(cost.weight_bytes) else other_bytes   # (added once when no weights)
     sol_memory = sadd(hbm_bytes / hw.hbm_bandwidth_bytes_per_s, cost.host_bytes / host_rate)
     hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
     weight_hbm = hw.hbm_bandwidth_bytes_per_s * (hw.grouped_hbm_efficiency if kern.family in GROUPED else hw.hbm_stream_efficiency)
@@ -103,7 +105,7 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     local = die_local_weights and hw.die_local_expert_weights
     weight_factor = hw.hbm_local_bandwidth_factor if local else hw.hbm_interleaved_bandwidth_factor
     hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
-                    sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes) / (hbm * hw.hbm_interleaved_bandwidth_factor))
+                    other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
     little = bytes_in_flight(kern, hw, ctas) / hw.hbm_latency_s
     extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0

@@ -243,22 +243,23 @@ def _op_key(o: Op):
     for k in o.kernels:
         parts.append(k.family)
         values = _values_of(k)
-        if _SCALAR_TYPES.issuperset(map(type, values)):   # numbers only: the values themselves
-            parts.append(values)
-            continue
-        for v in values:
-            t = type(v)
-            if t is float or t is int or v is None:
-                parts.append(v)
-            elif t.__module__ == "numpy":   # a sample of an array's values (all of them when it is small)
-                flat = v.reshape(-1)
-                parts.append((v.shape, v.dtype.str, flat[::max(1, flat.size // 16)].tobytes()))
-            else:
+        if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
+            values = tuple(v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values)
+            if _NO_KEY in values:
                 return None
+        parts.append(values)
     return tuple(parts)
 
 
+def _array_key(v):
+    """A numpy array's shape, type and first and last values, or _NO_KEY (a symbol)."""
+    if type(v).__module__ != "numpy":
+        return _NO_KEY
+    return (v.shape, v.dtype.str, v.item(0), v.item(-1)) if v.size else (v.shape, v.dtype.str)
+
+
 _SCALAR_TYPES = frozenset((float, int, type(None)))
+_NO_KEY = object()
 
 
 def _values_of(k) -> tuple:
@@ -340,7 +341,7 @@ class GridSteps:
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
         self.ops = ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
         self.height = height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
-        both = [any(_is_grid(v, height) for v in _op_values(o)) for o in ops]
+        both = [_reads_grid(o, height) for o in ops]
         once = [n for n in range(len(ops)) if not both[n]]
         self.once = dict(zip(once, time_ops([ops[n] for n in once], hw)))
         # each per-block op: the first per-block op with the same kernels (timed once per block for both)
@@ -430,11 +431,11 @@ def _same_value(u, v) -> bool:
     if t.__module__ == "numpy":   # arrays and numpy scalars
         if u.shape != v.shape or u.dtype != v.dtype:
             return False
-        if u.ndim and u.dtype.itemsize == 8 and u.flags.c_contiguous and v.flags.c_contiguous:
+        if u.size > 4096 and u.dtype.itemsize == 8 and u.flags.c_contiguous and v.flags.c_contiguous:
             import numpy as np   # the bits compared in place (a grid's arrays are large)
 
             return bool(np.array_equal(u.view(np.uint64), v.view(np.uint64)))
-        return u.tobytes() == v.tobytes()
+        return u.tobytes() == v.tobytes()   # (faster for a small array)
     return u == v   # ints, None, strings
 
 
@@ -485,13 +486,9 @@ def _cut(v, sl, height):
     return v[sl] if height > 1 and _first(v) == height and getattr(v, "ndim", 0) > 1 else v
 
 
-# A kernel's fields besides its family and cost (its shape: rows, tiles, CTAs, ...), which may vary over a grid too.
-
-
-def _op_values(o: Op):
-    yield o.repeat
-    yield o.stretch
+def _reads_grid(o: Op, height) -> bool:
+    """Whether any of op o's values (repeat, stretch, its kernels' costs and shape fields) is a grid array."""
+    values = [o.repeat, o.stretch]
     for k in o.kernels:
-        yield from k.cost.__dict__.values()
-        for f in KERNEL_SHAPE_FIELDS:
-            yield getattr(k, f)
+        values.extend(_values_of(k))
+    return any(_is_grid(v, height) for v in values if type(v) not in _SCALAR_TYPES)

@@ -8,10 +8,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rubinperf import step as step_module
+from rubinperf.cost import Cost, KernelTime
 from rubinperf.graph import Point
 from rubinperf.layout import parse_layout
+from rubinperf.mathops import sdiv, sscale, ssum
 from rubinperf.records import step_record
 from rubinperf.roofline import admission_time
 from rubinperf.scenario import make_point
@@ -135,3 +139,59 @@ def test_a_reused_graph_times_like_a_fresh_one_on_another_stack():
     fresh = step(V41, mixed, lay, point)
     assert np.array_equal(cached.expected_s, fresh.expected_s) and np.array_equal(cached.sol_s, fresh.sol_s)
     assert np.array_equal(cached.bound, fresh.bound)
+
+
+def _ssum_by_hand(values):
+    """ssum as its docstring says: the values of each shape added in order, then those sums from the smallest."""
+    groups: dict = {}
+    for v in values:
+        s = np.shape(v)
+        groups[s] = groups[s] + v if s in groups else v
+    out = None
+    for g in sorted(groups.values(), key=np.size):
+        out = g if out is None else out + g
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_ssum_adds_in_place_only_into_its_own_sums(data):
+    """ssum adds into the partial sums it made itself: the same bits as new arrays, the inputs untouched."""
+    shapes = [(3, 1), (1, 4), (3, 4), ()]
+    picks = data.draw(st.lists(st.sampled_from(shapes), min_size=1, max_size=8))
+    pool = [1e16, 1.0, -1e16, 3.3, 1e-3, -0.0]
+    values = [data.draw(st.sampled_from(pool)) if s == () else
+              np.array(data.draw(st.lists(st.sampled_from(pool), min_size=int(np.prod(s)), max_size=int(np.prod(s)))))
+              .reshape(s) for s in picks]
+    if not any(np.ndim(v) for v in values):
+        values.append(np.ones((3, 1)))
+    before = [np.copy(v) for v in values]
+    got, want = ssum(values), _ssum_by_hand(before)
+    assert np.shape(got) == np.shape(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    assert all(np.asarray(v).tobytes() == np.asarray(b).tobytes() for v, b in zip(values, before))
+
+
+def test_absent_cost_fields_add_no_pass_over_an_array():
+    """An absent field (0.0) beside an array: the sum is the array itself (the same values, no copy); numbers
+    and arrays of both sides add as before (KernelTime alike)."""
+    kv = np.array([[1.0, 2.0], [3.0, 4.0]])
+    c = Cost(kv_bytes=kv, launches=1) + Cost(activation_bytes=np.array([[5.0], [6.0]]), launches=2)
+    assert c.kv_bytes is kv and c.launches == 3 and c.fp4_flops == 0.0
+    assert np.array_equal(c.activation_bytes, [[5.0], [6.0]])
+    both = c + Cost(kv_bytes=kv)
+    assert np.array_equal(both.kv_bytes, 2 * kv) and both.kv_bytes is not kv
+    t = KernelTime(*([kv] * 10)) + KernelTime(*([0.0] * 10))
+    assert t.expected_s is kv and t.scale_out_s == 0.0
+    # the additions pair fields by their order in __dict__: the fields' order, however the object was made
+    for obj in (Cost(launches=1, fp4_flops=2.0), dataclasses.replace(Cost(), steps=1.0), t,
+                KernelTime(**{f.name: 1.0 for f in reversed(dataclasses.fields(KernelTime))})):
+        assert list(obj.__dict__) == [f.name for f in dataclasses.fields(obj)]
+    mixed = Cost(launches=1, fp4_flops=2.0) + Cost(steps=1.0, fp4_flops=0.5)
+    assert (mixed.launches, mixed.fp4_flops, mixed.steps) == (1.0, 2.5, 1.0)
+
+
+def test_scaling_by_one_keeps_an_array():
+    x = np.array([[-0.0, 1.5], [3.0, np.inf]])
+    assert sscale(x, 1, 1.0) is x and sdiv(x, 1.0, 1) is x
+    assert np.array_equal(sdiv(x, 2.0), x / 2.0) and np.array_equal(sscale(x, 3.0), x * 3.0)
+    assert sdiv(3.0, 1) == 3.0 and type(sdiv(3, 1)) is float   # numbers divide as written

@@ -103,3 +103,14 @@ def test_equal_means_bit_for_bit():
     assert _same_value(a, a.copy()) and not _same_value(a, a.reshape(3, 2)) and not _same_value(a, a + 1e-12)
     assert not _same_value(a, a.astype(np.float32)) and _same_value(None, None)
     assert not _same_value(np.zeros((2, 2)), -np.zeros((2, 2))) and _same_value(a.T, a.T.copy())   # in place; a copy
+
+
+def test_large_arrays_equal_bit_for_bit():
+    """Arrays past the small-array path are compared in place, still bit for bit."""
+    a = np.arange(10_000.0).reshape(100, 100)
+    b = a.copy()
+    assert _same_value(a, b) and _same_value(a.T, b.T)
+    b[37, 41] = -0.0 if a[37, 41] == 0 else np.nextafter(a[37, 41], np.inf)
+    assert not _same_value(a, b)
+    z = np.zeros(5000)
+    assert not _same_value(z, -z) and _same_value(z, np.zeros(5000))

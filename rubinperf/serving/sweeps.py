@@ -164,12 +164,14 @@ def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points:
 
     The step's graph is built once for the grid and its ops that do not read the context are timed
     once (rubinperf/step.py: GridSteps); the others are timed about `chunk_points` points (whole
-    rows of contexts) at a time. Each number is step()'s at that point of the grid, bit for bit."""
+    rows of contexts, as many in each block) at a time. Each number is step()'s at that point of the
+    grid, bit for bit."""
     b = np.asarray(batches, dtype=float).reshape(-1, 1)
     c = np.asarray(contexts, dtype=float).reshape(1, -1)
     _keep_freed_memory()
     out = {k: np.empty((b.shape[0], c.shape[1])) for k in GRID_METRICS}
     rows = max(1, chunk_points // max(1, c.shape[1]))
+    rows = -(-b.shape[0] // max(1, round(b.shape[0] / rows)))   # blocks of equal rows (no short last block)
     grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=b, context=c))
     for sl in grid.blocks(rows):
         for key, value in zip(GRID_METRICS, grid.metrics(sl)):
