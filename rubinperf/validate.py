@@ -50,7 +50,7 @@ class RefPoint:
     new_tokens: float | None = None     # prefill: new tokens per rank of the step
     draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
     prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
-    without: dict = field(default_factory=dict)  # gpu_time_saved*: the spec fields (hardware or stack) before the change
+    without: dict = field(default_factory=dict)  # gpu_time_saved*: the spec fields (model, hardware or stack) before the change
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -130,15 +130,17 @@ def _step(p: RefPoint, platform: dict | None = None, **changes):
     if platform:  # checked as --set checks an override: the field's type and range, the spec's own rules
         from rubinperf.specs.overrides import apply_overrides
 
-        unknown = sorted(set(platform) - {f.name for f in dataclasses.fields(hw)})
+        unknown = sorted(set(platform) - {f.name for f in dataclasses.fields(hw)} - {f.name for f in dataclasses.fields(m)})
         if unknown:
-            raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.hardware}'s hardware or stack")
+            raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.model} or of "
+                            f"{p.hardware}'s hardware or stack")
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) else repr(v)}"
                 for k, v in platform.items()]
         try:
-            hw = apply_overrides(sets, hardware=hw)["hardware"]
+            specs = apply_overrides(sets, hardware=hw, model=m)
         except SpecError as exc:
             raise SpecError(f"point {p.id}: without: {str(exc).removeprefix('--set ')}") from None
+        hw, m = specs["hardware"], specs["model"]
     lay = parse_layout(p.layout)
     args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
     if p.new_tokens is not None:
@@ -229,7 +231,8 @@ def _saved(p: RefPoint) -> tuple[float, float, str]:
 
 
 def _gpu_time_saved(p: RefPoint) -> tuple[float, str]:
-    """Share of the step's GPU time a change saves: 1 - after / before (the seed's "x% faster" forward)."""
+    """Share of the step's GPU time a change saves: 1 - after / before (the seed's "x% faster" forward; a throughput
+    gain g is a saving of g / (1 + g))."""
     t0, t1, why = _saved(p)
     return 1 - t1 / t0, why
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -85,12 +86,30 @@ def test_a_change_of_the_stack_is_checked_by_the_share_of_gpu_time_it_saves():
     assert validate([saved_us])[0]["predicted"] == pytest.approx((before - after) * 1e6, rel=1e-12)
 
 
+def test_a_model_field_before_a_change_is_checked_the_same_way():
+    from rubinperf.layout import parse_layout
+    from rubinperf.scenario import make_point
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+    from rubinperf.step import step
+
+    point = next(p for p in POINTS if p.id == "gb300-replay-layer20-prefill-4k")
+    assert point.without == {"replay_start_layer": 21}
+    m, hw, lay = load_model("deepseek-v4.1-flash"), load_platform("gb300-nvl72"), parse_layout("dep2")
+    m21 = dataclasses.replace(m, replay_start_layer=21)
+    after = step(m, hw, lay, make_point(m, hw, lay, phase="prefill", new_tokens=4096)).gpu_s
+    before = step(m21, hw, lay, make_point(m21, hw, lay, phase="prefill", new_tokens=4096)).gpu_s
+    assert validate([point])[0]["predicted"] == pytest.approx(1 - after / before, rel=1e-12)
+    assert before > after   # one more layer over every new token
+
+
 @pytest.mark.parametrize("without,culprit", [
     ("{ colour = 1 }", "'colour' is not a field"),
     ("{ split_k_max = \"one\" }", "split_k_max"),
     ("{ split_k_max = [1] }", "without: expected a table"),
     ("{ draft_ep_exchange = \"broadcast\" }", "draft_ep_exchange"),
     ("{ split_k_max = 0 }", "split_k_max"),
+    ("{ replay_start_layer = 2.5 }", "replay_start_layer"),
     ("{}", "without: expected a table"),
 ])
 def test_a_bad_without_table_is_one_line(cli, tmp_path, without, culprit):
