@@ -145,7 +145,8 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         proj = (_linear(iw["indexer_q"], tokens, layout), _linear(iw["indexer_k"], kv_tokens, layout, split="none"),
                 _linear(iw["indexer_weights"], tokens, layout, split="none"))
         logits = K.indexer_logits(tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp, m.indexer_head_dim,
-                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill)
+                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill,
+                                  epilogue_flops_per_head=m.indexer_epilogue_flops_per_head)
         ops.append(Op("indexer projections", proj, part=part))
         ops.append(Op("MQA logits (indexer)", logits, part=part))
         ops.append(Op("DeepSelect (indexer top-k)", K.indexer_select(tokens, q_per_seq, p.context, ratio, m.indexer_topk,

@@ -140,7 +140,10 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
 
 def compute_efficiency(family: str, peak: str, hw):
     """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
-    (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate."""
+    (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate. FP32
+    operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
+    if peak == "fp32":
+        return hw.vector_compute_efficiency
     if family in GROUPED and peak in BLOCK_SCALED:
         return hw.grouped_compute_efficiency
     return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")

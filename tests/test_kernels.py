@@ -305,3 +305,30 @@ def test_one_shot_all_reduce_in_the_gemm_epilogue():
     assert t.expected_s == pytest.approx(want, rel=1e-12)
     # the collective kernel pays two rounds and the stack's set-up: always slower at decode sizes
     assert kernel_time(all_reduce(nbytes, 8, gpus_per_tray=4), vr).expected_s > t.expected_s + vr.collective_floor_s
+
+
+def test_indexer_epilogue_by_hand():
+    # 4,096 queries of one sequence over 131,072 cached entries (decode-style visibility: context + queries),
+    # 32 heads x 128 dims in FP4: 2 x 4096 x 32 x 128 x 135,168 MMA FLOPs; the epilogue takes 3 FP32 operations
+    # per (query, entry, head): 3 x 4096 x 32 x 135,168.
+    from rubinperf.kernels.attention import indexer_logits
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+
+    entries = 131072 + 4096
+    plain = indexer_logits(4096, 1, 4096, 131072, 32, 128, 1, 68, "fp4", False)
+    full = indexer_logits(4096, 1, 4096, 131072, 32, 128, 1, 68, "fp4", False, epilogue_flops_per_head=3.0)
+    assert plain.cost.fp32_flops == 0 and full.cost.fp32_flops == pytest.approx(3 * 4096 * 32 * entries)
+    assert full.cost.fp4_flops == plain.cost.fp4_flops == pytest.approx(2 * 4096 * 32 * 128 * entries)
+    # FP32 runs on CUDA cores at the vector efficiency, after the MMA (one kernel's compute terms add): on GB300
+    # 3 x 32 / (80 TF x 0.80) = 1.5 ps per query-entry pair against 8,192 / (15 PF x 0.6) = 0.91 ps of MMA
+    gb = load_platform("gb300-nvl72")
+    extra = kernel_time(full, gb).compute_s - kernel_time(plain, gb).compute_s
+    pairs = 4096 * entries
+    assert extra == pytest.approx(pairs * 96 / (gb.fp32_dense_flops_per_s * gb.vector_compute_efficiency), rel=1e-9)
+    mma = pairs * 8192 / (gb.fp4_dense_flops_per_s * gb.attention_compute_efficiency)
+    assert kernel_time(plain, gb).compute_s == pytest.approx(mma, rel=1e-9) and extra > 1.5 * mma
+    # the bundled models: V4 and V4.1 take the epilogue, V3 has no indexer
+    assert [load_model(n).indexer_epilogue_flops_per_head for n in ("deepseek-v4.1-flash", "deepseek-v4-flash",
+                                                                      "deepseek-v3")] == [3.0, 3.0, 0.0]

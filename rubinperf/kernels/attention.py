@@ -102,13 +102,16 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
 
 
 def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,
-                   prefill: bool) -> Kernel:
+                   prefill: bool, epilogue_flops_per_head=0.0) -> Kernel:
     """The indexer's MQA logits: every query scores every compressed entry it can see, over
     `heads` x `head_dim` (FP4 in V4.1), and writes FP32 scores for the top-k that follows.
-    Keys are read once per sequence."""
+    Keys are read once per sequence. Each (query, entry, head) product then takes
+    `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU, head weight, sum over heads):
+    on Blackwell's FP4 rate more time than the MMA itself."""
     entries = visible_positions(context, q_per_seq, prefill) / ratio
     keys_per_seq = (context + q_per_seq) / ratio
     cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries) + Cost(
+        fp32_flops=epilogue_flops_per_head * tokens * heads * entries,
         kv_bytes=seqs * keys_per_seq * key_bytes, activation_bytes=tokens * entries * LOGIT_BYTES, launches=1)
     return Kernel("attention", cost)
 

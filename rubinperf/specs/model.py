@@ -55,6 +55,7 @@ class Model:
     indexer_topk: int = spec_field("indexer", positive=False)
     index_key_bytes: int = spec_field("indexer", "bytes", positive=False, doc="one index key entry")
     indexer_dtype: str = spec_field("indexer")
+    indexer_epilogue_flops_per_head: float = spec_field("indexer", positive=False, doc="FP32 CUDA-core operations per query-key pair and indexer head after the logits MMA (ReLU, then the head weight's multiply-add into the sum over heads)")
     replay_start_layer: int = spec_field("indexer", positive=False, doc="prefill: first layer of bounded replay (>= num_layers: none)")
     replay_tokens: int = spec_field("indexer", "tokens", positive=False)
     # [moe]
