@@ -176,7 +176,7 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
         own = kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
     if kern.split_kv_groups is None:
         return own
-    return own + split_kv_reduction(kern, hw) * (
+    return own + kern.cost.launches * split_kv_reduction(kern, hw) * (   # one reduction after each launch
         hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * REDUCE_DEPENDENT_LOADS * hw.hbm_latency_s)
 
 

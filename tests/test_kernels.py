@@ -332,3 +332,21 @@ def test_indexer_epilogue_by_hand():
     # the bundled models: V4 and V4.1 take the epilogue, V3 has no indexer
     assert [load_model(n).indexer_epilogue_flops_per_head for n in ("deepseek-v4.1-flash", "deepseek-v4-flash",
                                                                       "deepseek-v3")] == [3.0, 3.0, 0.0]
+
+
+def test_each_launch_of_a_split_kv_kernel_pays_its_reduction():
+    # A split-KV decode kernel with one (sequence, head) group splits and reduces after every launch: two
+    # launches back to back (cost x 2) pay the reduction twice, so every term doubles (a random draw of
+    # tests/test_properties.py found it paid once).
+    import dataclasses
+
+    from rubinperf.cost import Cost, Kernel
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    h200 = load_platform("h200")
+    one = Kernel("attention", Cost(fp4_flops=256.0, kv_bytes=1e6, launches=1), split_kv_groups=1.0)
+    two = dataclasses.replace(one, cost=one.cost * 2)
+    t1, t2 = kernel_time(one, h200), kernel_time(two, h200)
+    assert t2.latency_s == pytest.approx(2 * t1.latency_s, rel=1e-12)
+    assert t2.expected_s == pytest.approx(2 * t1.expected_s, rel=1e-12)
