@@ -41,10 +41,7 @@ class Cost:
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
 
     def __add__(self, other: "Cost") -> "Cost":
-        # field by field (__init__ sets them in field order); sadd beside an array: an absent field (0.0)
-        # adds no pass over a sweep's array
-        return Cost(*[x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
-                      for x, y in zip(self.__dict__.values(), other.__dict__.values())])
+        return Cost(*_field_sums(self, other))
 
     def __radd__(self, other):
         if other == 0:
@@ -76,6 +73,13 @@ class Cost:
 
 
 _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
+
+
+def _field_sums(a, b) -> list:
+    """The field-by-field sums of two records of one dataclass (Cost, KernelTime), in field order (__init__ sets
+    __dict__ in that order); sadd beside an array, so an absent field (0.0) adds no pass over a sweep's array."""
+    return [x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
+            for x, y in zip(a.__dict__.values(), b.__dict__.values())]
 
 
 # Kernel families: each selects the efficiency and the overlap rule the roofline applies.
@@ -196,8 +200,7 @@ class KernelTime:
         return self.sol_s / self.expected_s
 
     def __add__(self, other: "KernelTime") -> "KernelTime":
-        return KernelTime(*[x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
-                            for x, y in zip(self.__dict__.values(), other.__dict__.values())])
+        return KernelTime(*_field_sums(self, other))
 
     def __radd__(self, other):
         if other == 0:

@@ -5,6 +5,7 @@ Every check raises a SpecError naming the option, so the CLI can print one line.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from rubinperf.errors import SpecError
@@ -135,6 +136,9 @@ def topology(hw, phase: str) -> dict:
     decode forward runs, as a Point carries them."""
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
-            "tp_allreduce_fused": bool(getattr(hw, "tp_allreduce_fused", False)),
-            "draft_ep_exchange": getattr(hw, "draft_ep_exchange", "all-to-all"),
-            "draft_first_pass": getattr(hw, "draft_first_pass", "one-per-request")}
+            **{name: getattr(hw, name, _POINT_DEFAULTS[name]) for name in _STACK_POINT_FIELDS}}
+
+
+# Point fields a stack sets under the same name (a rack without them keeps the Point's default).
+_STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass")
+_POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}

@@ -117,8 +117,8 @@ def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
 # ---------------------------------------------------------------- metrics
 
 
-def _step(p: RefPoint, platform: dict | None = None, **changes):
-    """The point's step; `platform` replaces spec fields of its rack (hardware or stack) first."""
+def _step(p: RefPoint, before: dict | None = None, **changes):
+    """The point's step; `before` replaces spec fields (the model's, or its rack's hardware or stack) first."""
     import dataclasses
 
     from rubinperf.engine import load_specs
@@ -127,15 +127,15 @@ def _step(p: RefPoint, platform: dict | None = None, **changes):
     from rubinperf.step import step
 
     m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
-    if platform:  # checked as --set checks an override: the field's type and range, the spec's own rules
+    if before:  # checked as --set checks an override: the field's type and range, the spec's own rules
         from rubinperf.specs.overrides import apply_overrides
 
-        unknown = sorted(set(platform) - {f.name for f in dataclasses.fields(hw)} - {f.name for f in dataclasses.fields(m)})
+        unknown = sorted(set(before) - {f.name for f in dataclasses.fields(hw)} - {f.name for f in dataclasses.fields(m)})
         if unknown:
             raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.model} or of "
                             f"{p.hardware}'s hardware or stack")
         sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) else repr(v)}"
-                for k, v in platform.items()]
+                for k, v in before.items()]
         try:
             specs = apply_overrides(sets, hardware=hw, model=m)
         except SpecError as exc:
@@ -221,10 +221,10 @@ def _time_without_op(p: RefPoint) -> tuple[float, str]:
 
 
 def _saved(p: RefPoint) -> tuple[float, float, str]:
-    """GPU time of the point's step before (the `without` fields) and after a change of the stack or silicon."""
+    """GPU time of the point's step before (the `without` fields) and after a change of the model, stack or silicon."""
     if not p.without:
         raise SpecError(f"point {p.id}: {p.metric} needs without (the spec fields before the change)")
-    after, before = _step(p), _step(p, platform=p.without)
+    after, before = _step(p), _step(p, before=p.without)
     t0, t1 = float(before.gpu_s), float(after.gpu_s)
     changed = ", ".join(f"{k} = {v}" for k, v in p.without.items())
     return t0, t1, f"GPU time {fmt_time(t0)} with {changed} -> {fmt_time(t1)} as bundled"

@@ -90,12 +90,11 @@ class Stack:
                 parse_layout(name)
             except SpecError as exc:
                 raise SpecError(f"{self.path}: serving.decode_layouts: {exc}") from None
-        if self.draft_ep_exchange not in DRAFT_EP_EXCHANGES:
-            raise SpecError(f"{self.path}: ep.draft_ep_exchange: expected one of {', '.join(DRAFT_EP_EXCHANGES)}, "
-                            f"got {self.draft_ep_exchange!r}")
-        if self.draft_first_pass not in DRAFT_FIRST_PASSES:
-            raise SpecError(f"{self.path}: speculative.draft_first_pass: expected one of "
-                            f"{', '.join(DRAFT_FIRST_PASSES)}, got {self.draft_first_pass!r}")
+        for key, choices in (("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
+                             ("speculative.draft_first_pass", DRAFT_FIRST_PASSES)):
+            value = getattr(self, key.split(".")[1])
+            if value not in choices:
+                raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
         for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
                         ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
             if getattr(self, off) > getattr(self, on):
