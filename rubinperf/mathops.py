@@ -67,6 +67,19 @@ def smin(*values):
     return builtins.min(values)
 
 
+def scap(x, cap):
+    """min(x, cap) for a count that saturates at a plain number `cap` (a top-k selection, a sliding window).
+    Where every element of a numpy array x reaches cap, the result is cap itself (as a float, the value
+    np.minimum gives at each element), so a grid of contexts all past saturation carries no context axis:
+    an attention kernel that no longer grows with context is then timed once per batch, not per point."""
+    if type(cap) in _PLAIN and cap != 0 and type(x).__module__ == "numpy" and getattr(x, "ndim", 0) > 0:
+        import numpy as np
+
+        if np.all(x >= cap):   # (a nan is not >= cap: it stays in an array; cap 0 would meet -0.0)
+            return float(cap)
+    return smin(cap, x)
+
+
 def sceil(x):
     """Ceiling for numbers and arrays; sympy's ceiling for symbols."""
     if type(x) in _PLAIN:

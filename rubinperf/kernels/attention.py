@@ -6,7 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.cost import Cost, Kernel
-from rubinperf.mathops import sceil, smin
+from rubinperf.mathops import scap, sceil, smin
 from rubinperf.precision import PRECISIONS
 
 ACT_BYTES = 2  # BF16 queries and outputs
@@ -78,10 +78,10 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     seed's MegaAttn): the chain of an index load, then a KV gather, before each block's MMA.
     """
     seen = visible_positions(context, q_per_seq, prefill)
-    win = smin(window, seen) if window else 0
+    win = scap(seen, window) if window else 0
     entries = seen / ratio if ratio else 0
     if ratio and topk:
-        selected = smin(topk, entries)
+        selected = scap(entries, topk)
         kv_read = tokens * selected * entry_bytes + seqs * win * entry_bytes
         if prefill:
             kv_read = smin(kv_read, seqs * (context + q_per_seq) * entry_bytes * (1 / ratio + 1))
