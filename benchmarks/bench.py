@@ -60,11 +60,13 @@ from rubinperf.layout import parse_layout
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.serving.sweeps import sweep_grid
+from rubinperf.step import forget_graphs
 m = load_model("deepseek-v4.1-flash")
 batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)
 seconds = []
 for run in range(3):  # the first run as a user's first sweep (loading the racks, memory new to the process)
+    forget_graphs()   # each run builds its graphs (the second rack reuses the first's, as within any run)
     t = time.perf_counter(); points = 0
     for hw in ("gb300-nvl72", "vr-nvl72"):
         h = load_platform(hw)  # the hardware with its default stack

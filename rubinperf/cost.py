@@ -68,8 +68,11 @@ class Cost:
         return self.hbm_bytes + self.host_bytes
 
     @staticmethod
-    def of_flops(peak: str, flops) -> "Cost":
-        return Cost(**{f"{peak}_flops": flops})
+    def of_flops(peak: str, flops, **others) -> "Cost":
+        """`flops` at the `peak` rate, and `others` fields: the sum Cost(peak flops) + Cost(**others), made at once
+        (a plain number becomes a float, as added to the other's 0.0)."""
+        others[f"{peak}_flops"] = flops + others[f"{peak}_flops"] if f"{peak}_flops" in others else flops
+        return Cost(**{f: v + 0.0 if type(v) in _NUMBERS else v for f, v in others.items()})
 
 
 _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))

@@ -39,9 +39,25 @@ def _nonnegative(v) -> bool:
 _PLAIN = (int, float)
 
 
+def _numpy_only(values) -> bool:
+    """Plain numbers and at least one numpy array or scalar (no symbol): the array path, told cheaply."""
+    seen = False
+    for v in values:
+        t = type(v)
+        if t.__module__ == "numpy":
+            seen = True
+        elif t not in _PLAIN:
+            return False
+    return seen
+
+
 def smax(*values):
     if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
         return builtins.max(values)
+    if _numpy_only(values):
+        import numpy as np
+
+        return functools.reduce(np.maximum, values)
     if _is_symbolic(values):
         import sympy
 
@@ -56,6 +72,10 @@ def smax(*values):
 def smin(*values):
     if all(type(v) in _PLAIN for v in values):
         return builtins.min(values)
+    if _numpy_only(values):
+        import numpy as np
+
+        return functools.reduce(np.minimum, values)
     if _is_symbolic(values):
         import sympy
 
@@ -84,29 +104,29 @@ def sceil(x):
     """Ceiling for numbers and arrays; sympy's ceiling for symbols."""
     if type(x) in _PLAIN:
         return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
+    if type(x).__module__ == "numpy":
+        import numpy as np
+
+        return np.ceil(x)
     if _is_symbolic((x,)):
         import sympy
 
         return sympy.ceiling(x)
-    if _is_array((x,)):
-        import numpy as np
-
-        return np.ceil(x)
     return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
 
 
 def sfloor(x):
     """Floor for numbers and arrays; sympy's floor for symbols."""
     if type(x) in _PLAIN:
-        return float(math.floor(x)) if math.isfinite(x) else float(x)
+        return float(math.floor(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
+    if type(x).__module__ == "numpy":
+        import numpy as np
+
+        return np.floor(x)
     if _is_symbolic((x,)):
         import sympy
 
         return sympy.floor(x)
-    if _is_array((x,)):
-        import numpy as np
-
-        return np.floor(x)
     return float(math.floor(x)) if math.isfinite(x) else float(x)
 
 

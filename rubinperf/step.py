@@ -206,11 +206,13 @@ def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
     return StepResult(model, hw, layout, point, time_ops(ops, hw))
 
 
-def time_ops(ops: list[Op], hw) -> list[OpTime]:
+def time_ops(ops: list[Op], hw, firsts: list[int] | None = None) -> list[OpTime]:
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
-    kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same."""
-    hit = _FIRSTS.get(id(ops))
-    firsts = hit[1] if hit is not None and hit[0] is ops else _firsts(ops)   # a graph op_graph keeps: found once
+    kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
+    `firsts`: _firsts(ops), where the caller keeps it."""
+    if firsts is None:
+        hit = _FIRSTS.get(id(ops))
+        firsts = hit[1] if hit is not None and hit[0] is ops else _firsts(ops)   # a graph op_graph keeps: found once
     times: list = []
     for n, first in enumerate(firsts):
         times.append(op_time(ops[n], hw) if first == n else times[first])
@@ -298,6 +300,13 @@ def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> 
 _FIRSTS: dict = {}   # id(graph) -> (graph, _firsts(graph)) for the graphs in _GRAPHS
 
 
+def forget_graphs() -> None:
+    """Drop every remembered graph (op_graph's and grid_graph's): the next step or grid builds its own."""
+    _GRAPHS.clear()
+    _FIRSTS.clear()
+    _GRID_GRAPHS.clear()
+
+
 def _graph_key(model, layout, point, gpus_per_tray):
     """A hashable key of the graph's inputs, or None (symbols, large arrays, anything unhashable)."""
     parts = []
@@ -324,6 +333,55 @@ def _graph_key(model, layout, point, gpus_per_tray):
 # ---------------------------------------------------------------- grids (batch x context) in chunks
 
 
+@dataclass(frozen=True)
+class GridGraph:
+    """What a grid's steps share on every rack of one tray size: the graph over the whole grid, which ops
+    read the grid (timed per block) and which not (timed once), the equal ops among each, and the cutters
+    of ops to blocks of rows."""
+
+    ops: list[Op]
+    height: int            # rows of the grid (its batch axis)
+    once: list[int]        # ops that read no grid array
+    once_ops: list[Op]
+    once_firsts: list[int]   # _firsts(once_ops)
+    same: list[int]        # each op read per block: the first such op with the same kernels
+    cpu: list[bool]
+    cutters: dict          # op index -> _op_cutter (filled as blocks are cut)
+    nbytes: int            # of the grid arrays its ops hold (the others' arrays are a row or a column)
+
+
+def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> GridGraph:
+    ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
+    height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
+    both = [_reads_grid(o, height) for o in ops]
+    once = [n for n in range(len(ops)) if not both[n]]
+    once_ops = [ops[n] for n in once]
+    per_block = [n for n in range(len(ops)) if both[n]]
+    arrays = {id(v): v.nbytes for n in per_block for v in _op_values(ops[n]) if type(v).__module__ == "numpy"}
+    return GridGraph(ops, height, once, once_ops, _firsts(once_ops), _firsts(ops, among=per_block),
+                     [o.part == "cpu" for o in ops], {}, sum(arrays.values()))
+
+
+# Grid graphs kept for another rack of the same tray size (compare: GB300 and Rubin at the same layouts), up to
+# GRID_CACHE_BYTES of their arrays in all (a graph over a large grid is not kept: its arrays are the grid's).
+_GRID_GRAPHS: dict = {}
+GRID_CACHE_BYTES = 64 * 2**20
+
+
+def grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> GridGraph:
+    """build_grid_graph, remembered (as op_graph remembers graphs) while the kept graphs' arrays fit GRID_CACHE_BYTES."""
+    key = _graph_key(model, layout, point, gpus_per_tray)
+    hit = _GRID_GRAPHS.get(key) if key is not None else None
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    g = build_grid_graph(model, layout, point, gpus_per_tray)
+    if key is not None and g.nbytes <= GRID_CACHE_BYTES:
+        while _GRID_GRAPHS and sum(x.nbytes for _, x in _GRID_GRAPHS.values()) + g.nbytes > GRID_CACHE_BYTES:
+            _GRID_GRAPHS.pop(next(iter(_GRID_GRAPHS)))
+        _GRID_GRAPHS[key] = (model, g)   # the model is kept, so its id is not reused while the entry lives
+    return g
+
+
 class GridSteps:
     """One step over a grid point (a batch column times a context row), timed a block of rows at a time.
 
@@ -339,15 +397,16 @@ class GridSteps:
 
     def __init__(self, model: Model, hw, layout: Layout, point: Point):
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
-        self.ops = ops = build_step(model, layout, point, gpus_per_tray=hw.gpus_per_tray)
-        self.height = height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
-        both = [_reads_grid(o, height) for o in ops]
-        once = [n for n in range(len(ops)) if not both[n]]
-        self.once = dict(zip(once, time_ops([ops[n] for n in once], hw)))
-        # each per-block op: the first per-block op with the same kernels (timed once per block for both)
-        self.same = _firsts(ops, among=[n for n in range(len(ops)) if both[n]])
-        self.cpu = [o.part == "cpu" for o in ops]
-        self._cut_op = {}
+        g = grid_graph(model, layout, point, hw.gpus_per_tray)
+        self.ops, self.height, self.same, self.cpu, self._cut_op = g.ops, g.height, g.same, g.cpu, g.cutters
+        self.once = dict(zip(g.once, time_ops(g.once_ops, hw, firsts=g.once_firsts)))
+        self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
+        # the once-ops' terms of the block's three sums (GPU time, host time, speed of light), in op order
+        gpu = [n for n in g.once if not self.cpu[n]]
+        self._terms = ([(n, self.once[n].expected_s) for n in gpu],
+                       [(n, self.once[n].expected_s) for n in g.once if self.cpu[n]],
+                       [(n, self.once[n].sol_s) for n in gpu])
+        self._partials = [_shape_groups(terms) for terms in self._terms]
 
     def cut_op(self, n: int, sl) -> Op:
         """Op n with its arrays over the grid's rows cut to rows `sl`."""
@@ -378,27 +437,62 @@ class GridSteps:
     def metrics(self, sl):
         """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of rows `sl`: chunk(sl)'s, exactly."""
         height, hw = self.height, self.hw
-        expected, sol, timed = [], [], {}
-        for n, o in enumerate(self.ops):
-            if n in self.once:   # OpTime's scaled times over the whole grid, cut to the block
-                t = self.once[n]
-                expected.append(_cut(t.expected_s, sl, height))
-                sol.append(_cut(t.sol_s, sl, height))
-                continue
+        terms, timed = ([], [], []), {}   # the per-block ops' terms of the three sums
+        for n in self.per_block:
+            o = self.ops[n]
             first = self.same[n]
             t = timed.get(first)
             if t is None:
                 t = timed[first] = op_time(self.cut_op(first, sl), hw)
             repeat, stretch = _cut(o.repeat, sl, height), _cut(o.stretch, sl, height)
-            expected.append(sscale(t.expected_s, repeat, stretch))   # OpTime.expected_s, sol_s
-            sol.append(sscale(t.sol_s, repeat, stretch))
-        cpu = self.cpu
-        gpu_s = ssum(x for x, c in zip(expected, cpu) if not c)          # StepResult.gpu_s, cpu_s, expected_s, sol_s
-        cpu_s = ssum(x for x, c in zip(expected, cpu) if c)
+            expected = sscale(t.expected_s, repeat, stretch)   # OpTime.expected_s, sol_s
+            if self.cpu[n]:
+                terms[1].append((n, expected))
+            else:
+                terms[0].append((n, expected))
+                terms[2].append((n, sscale(t.sol_s, repeat, stretch)))
+        # StepResult.gpu_s, cpu_s, expected_s, sol_s
+        gpu_s, cpu_s, sol_s = (block_sum(self._partials[k], self._terms[k], terms[k], sl, height) for k in range(3))
         step_s = smax(gpu_s, cpu_s)
-        sol_s = ssum(x for x, c in zip(sol, cpu) if not c)
         p, m = self.block_point(sl), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
+
+
+def block_sum(partials: list, once_terms: list, block_terms: list, sl, height):
+    """ssum, in op order, of (index, value) terms over a grid's rows cut to rows `sl` (once_terms, whose
+    _shape_groups are `partials`) and a block's own terms, exactly.
+
+    ssum adds the terms of one shape in order, then those partial sums from the smallest: the once terms'
+    partial sums over the whole grid, cut to the block, are the partial sums of their cut terms (the
+    additions are element by element). They stand in for their terms, at the first term's place, where
+    the block's terms are arrays of none of their shapes (else every term is added)."""
+    cut = [(n, _cut(v, sl, height)) for n, v in partials]
+    shapes = {_shape(v) for _, v in cut}
+    if (block_terms and all(type(v).__module__ == "numpy" for _, v in block_terms)   # (ssum's path for arrays)
+            and len(shapes) == len(cut) and shapes.isdisjoint(_shape(v) for _, v in block_terms)):
+        return ssum(v for _, v in sorted(cut + block_terms, key=_first_item))
+    once = [(n, _cut(v, sl, height)) for n, v in once_terms]
+    return ssum(v for _, v in sorted(once + block_terms, key=_first_item))
+
+
+def _shape(v) -> tuple:
+    """numpy.shape, without importing numpy for a number."""
+    return getattr(v, "shape", ())
+
+
+def _first_item(pair):
+    return pair[0]
+
+
+def _shape_groups(terms: list) -> list:
+    """(index, value) terms grouped by shape as ssum groups them, each group added up in order: a list of
+    (first index, partial sum), in the order the groups first appear."""
+    groups: dict = {}
+    for n, v in terms:
+        shape = _shape(v)
+        hit = groups.get(shape)
+        groups[shape] = (n, v) if hit is None else (hit[0], hit[1] + v)
+    return list(groups.values())
 
 
 def _same_kernels(a: Op, b: Op) -> bool:
@@ -486,9 +580,14 @@ def _cut(v, sl, height):
     return v[sl] if height > 1 and _first(v) == height and getattr(v, "ndim", 0) > 1 else v
 
 
-def _reads_grid(o: Op, height) -> bool:
-    """Whether any of op o's values (repeat, stretch, its kernels' costs and shape fields) is a grid array."""
+def _op_values(o: Op) -> list:
+    """Op o's values: repeat, stretch, its kernels' costs and shape fields."""
     values = [o.repeat, o.stretch]
     for k in o.kernels:
         values.extend(_values_of(k))
-    return any(_is_grid(v, height) for v in values if type(v) not in _SCALAR_TYPES)
+    return values
+
+
+def _reads_grid(o: Op, height) -> bool:
+    """Whether any of op o's values is a grid array."""
+    return any(_is_grid(v, height) for v in _op_values(o) if type(v) not in _SCALAR_TYPES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,110 @@ def test_large_arrays_equal_bit_for_bit():
     assert not _same_value(a, b)
     z = np.zeros(5000)
     assert not _same_value(z, -z) and _same_value(z, np.zeros(5000))
+
+
+# ---------------------------------------------------------------- what makes a grid fast, held to the plain path
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, -0.0, 1.0, 511.0, 512.0, 513.0, 1e6, np.inf, np.nan]), min_size=1,
+                       max_size=6),
+       cap=st.sampled_from([0.0, 1.0, 512.0, 128.0]))
+def test_a_saturating_count_is_min(values, cap):
+    """scap(x, cap) is min(cap, x) at every element; past the cap everywhere it is the number cap itself."""
+    from rubinperf.mathops import scap
+
+    x = np.array(values).reshape(1, -1)
+    got = scap(x, cap)
+    assert _bits(got, x.shape) == _bits(np.minimum(cap, x), x.shape)
+    if cap != 0 and np.all(x >= cap):
+        assert type(got) is float and got == cap
+    else:
+        assert isinstance(got, np.ndarray)
+    assert [repr(scap(v, cap)) for v in values] == [repr(min(cap, v)) for v in values]   # numbers: min itself
+
+
+def test_a_saturating_count_stays_symbolic():
+    import sympy
+
+    from rubinperf.mathops import scap
+
+    x = sympy.Symbol("x", positive=True)
+    assert scap(x, 512) == sympy.Min(512, x)
+
+
+def test_sparse_attention_past_its_top_k_does_not_read_the_context():
+    """Past top-k x ratio positions (and the window), sparse attention's work is the same at every context:
+    on a grid of such contexts its kernels carry the batch axis alone (timed once per row), equal at each
+    point to the step there; below them (context 0) they read the grid."""
+    hw, lay = RACKS["gb300"], parse_layout("dep16")
+    b = np.array([1.0, 8.0, 64.0]).reshape(-1, 1)
+    past = np.array([1024.0, 65536.0, 1e6]).reshape(1, -1)
+    assert V41.indexer_topk * max(V41.compress_ratios) <= past.min()
+    ops = op_graph(V41, lay, dataclasses.replace(Point("decode"), batch=b, context=past), hw.gpus_per_tray)
+    attention = [o for o in ops if "sparse attention" in o.name]
+    assert attention and all(np.shape(v) in ((), (3, 1)) for o in attention for k in o.kernels
+                             for v in k.cost.__dict__.values())
+    grid = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=b, context=past))
+    for i, batch in enumerate(b.ravel()):
+        for j, context in enumerate(past.ravel()):
+            alone = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=batch, context=context))
+            assert np.broadcast_to(grid.expected_s, (3, 3))[i, j] == pytest.approx(alone.expected_s, rel=1e-12)
+    below = op_graph(V41, lay, dataclasses.replace(Point("decode"), batch=b, context=np.array([[0.0, 1e6]])),
+                     hw.gpus_per_tray)
+    assert any(np.shape(v) == (3, 2) for o in below if "sparse attention" in o.name for k in o.kernels
+               for v in k.cost.__dict__.values())
+
+
+def test_a_grid_graph_is_kept_for_another_rack_of_its_tray(monkeypatch):
+    """Racks of one tray size share a grid's graph (it depends on the model, layout, point and tray only);
+    another tray size builds its own, forget_graphs drops them, and a graph over GRID_CACHE_BYTES is not kept."""
+    import rubinperf.step as S
+
+    S.forget_graphs()
+    lay = parse_layout("tp8")
+    point = dataclasses.replace(Point("decode"), batch=np.array([[1.0], [4.0]]), context=np.array([[1024.0, 2e5]]))
+    first = GridSteps(V41, RACKS["gb300"], lay, point)
+    again = GridSteps(V41, RACKS["vr"], lay, point)
+    assert RACKS["gb300"].gpus_per_tray == RACKS["vr"].gpus_per_tray and again.ops is first.ops
+    assert GridSteps(V41, RACKS["h200"], lay, point).ops is not first.ops   # 8 GPUs a tray, not 4
+    assert GridSteps(V41, RACKS["vr"], lay, point).metrics(slice(0, 2))[0].tolist() == \
+        again.metrics(slice(0, 2))[0].tolist()
+    S.forget_graphs()
+    assert GridSteps(V41, RACKS["vr"], lay, point).ops is not first.ops
+    monkeypatch.setattr(S, "GRID_CACHE_BYTES", 8)
+    S.forget_graphs()
+    assert GridSteps(V41, RACKS["vr"], lay, point).ops is not GridSteps(V41, RACKS["vr"], lay, point).ops
+    S.forget_graphs()
+
+
+_H, _M = 5, 3
+_ONCE_SHAPES = [(), (_H, 1), (1, _M)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(once=st.lists(st.tuples(st.sampled_from(_ONCE_SHAPES), st.booleans()), max_size=6),
+       block=st.lists(st.sampled_from([(2, _M)] * 3 + [(2, 1), (), (1, _M)]), max_size=6),
+       order=st.randoms(use_true_random=False), start=st.integers(0, _H - 2))
+def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start):
+    """block_sum (the once terms' partial sums cut to the block stand in for them) gives ssum of every
+    term in op order, bit for bit, whatever the shapes: it adds them all where shapes would mix."""
+    from rubinperf.mathops import ssum
+    from rubinperf.step import _cut, _shape_groups, block_sum
+
+    rng = np.random.default_rng(len(once) * 7 + len(block))
+    sl = slice(start, start + 2)
+    indices = list(range(len(once) + len(block)))
+    order.shuffle(indices)
+
+    def value(shape, plain=False):   # magnitudes far apart: the order of additions shows in the bits
+        if shape == () and plain:
+            return float(rng.uniform(0.1, 10.0) * 10.0 ** rng.integers(-6, 7))
+        return rng.uniform(0.1, 10.0, size=shape) * 10.0 ** rng.integers(-6, 7, size=shape)
+
+    once_terms = sorted((n, value(shape, plain)) for n, (shape, plain) in zip(indices, once))
+    block_terms = sorted((n, value(shape)) for n, shape in zip(indices[len(once):], block))
+    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, _H)
+    want = ssum(v for _, v in sorted([(n, _cut(v, sl, _H)) for n, v in once_terms] + block_terms,
+                                     key=lambda t: t[0]))
+    assert _bits(got, (2, _M)) == _bits(want, (2, _M))

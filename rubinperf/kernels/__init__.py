@@ -1,7 +1,9 @@
 """Kernel cost formulas: pure functions of shapes, precisions and layout, returning a Kernel (a Cost
 and how its work spreads over SMs). Every Cost of the model is born here.
 
-Arguments may be numbers, numpy arrays (sweeps) or sympy symbols (explain).
+Arguments may be numbers, numpy arrays (sweeps) or sympy symbols (explain). In a product, numbers and
+per-request factors come before a factor of the context: over a sweep's batch x context grid the product
+then makes one pass over the grid, not one per factor.
 """
 
 from rubinperf.kernels.attention import attention, indexer_logits, indexer_select, sparse_attention, topk_select

@@ -47,7 +47,7 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     flops = 2 * batch * heads * q_len * attended * (head_dim + v_head_dim)
     if kv_entry_bytes is None:
         kv_entry_bytes = (head_dim if shared_kv else head_dim + v_head_dim) * kvp.bytes_per_element
-    cost = Cost.of_flops(p.peak, flops) + Cost(
+    cost = Cost.of_flops(p.peak, flops,
         kv_bytes=batch * kv_heads * kv_len * kv_entry_bytes,
         activation_bytes=batch * q_len * heads * (head_dim + v_head_dim) * p.bytes_per_element,
         launches=1,
@@ -89,7 +89,7 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
         selected = entries
         kv_read = seqs * (entries + win) * entry_bytes
     attended = selected + win
-    cost = Cost.of_flops("bf16", 2 * tokens * heads * attended * (qk_dim + v_dim)) + Cost(
+    cost = Cost.of_flops("bf16", 2 * tokens * heads * attended * (qk_dim + v_dim),
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
     # Decode CTAs: a query gathering its own top-k selection runs one or two tokens per CTA (MegaAttn); a dense
     # pass over a whole cache (no top-k: MLA, full attention) splits the KV over CTAs and fills the GPU
@@ -110,9 +110,9 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     on Blackwell's FP4 rate more time than the MMA itself."""
     entries = visible_positions(context, q_per_seq, prefill) / ratio
     keys_per_seq = (context + q_per_seq) / ratio
-    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries) + Cost(
+    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries,
         fp32_flops=epilogue_flops_per_head * tokens * heads * entries,
-        kv_bytes=seqs * keys_per_seq * key_bytes, activation_bytes=tokens * entries * LOGIT_BYTES, launches=1)
+        kv_bytes=seqs * key_bytes * keys_per_seq, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
     return Kernel("attention", cost)
 
 
@@ -123,5 +123,5 @@ def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool) -> Kerne
 
 def topk_select(tokens, candidates, k, passes=1) -> Kernel:
     """DeepSelect: the top `k` of `candidates` FP32 scores per token, read `passes` times, indices written."""
-    return Kernel("stream", Cost(activation_bytes=tokens * candidates * LOGIT_BYTES * passes + tokens * k * 4,
+    return Kernel("stream", Cost(activation_bytes=tokens * (LOGIT_BYTES * passes) * candidates + tokens * k * 4,
                                  launches=1))

@@ -13,7 +13,7 @@ def gemm(m, n, k, weight: str = "bf16", act: str | None = None, out: str = "bf16
     """
     act = act or weight
     w, a, o = PRECISIONS[weight], PRECISIONS[act], PRECISIONS[out]
-    cost = Cost.of_flops(mma_peak(act, weight), 2 * m * n * k * groups) + Cost(
+    cost = Cost.of_flops(mma_peak(act, weight), 2 * m * n * k * groups,
         weight_bytes=groups * n * k * w.bytes_per_element,
         activation_bytes=groups * (m * k * a.bytes_per_element + m * n * o.bytes_per_element),
         launches=1,

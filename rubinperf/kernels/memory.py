@@ -14,7 +14,7 @@ def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "f
     """A streaming pass (RMSNorm, mHC mixing, SwiGLU, a sampler): bytes in and out, a few FLOPs per element.
 
     `ctas`: the CTAs a row-wise kernel launches (a norm runs one row per CTA); None: enough to fill the GPU."""
-    return Kernel("stream", Cost.of_flops(peak, flops) + Cost(
+    return Kernel("stream", Cost.of_flops(peak, flops,
         activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1), ctas=ctas)
 
 

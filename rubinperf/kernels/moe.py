@@ -29,7 +29,7 @@ def experts_touched_topk(tokens, top_k, experts, local_experts=None):
 
 def _grouped_cost(rows, n, k, touched, weight, act, out) -> Cost:
     w, a, o = PRECISIONS[weight], PRECISIONS[act], PRECISIONS[out]
-    return Cost.of_flops(mma_peak(act, weight), 2 * rows * n * k) + Cost(
+    return Cost.of_flops(mma_peak(act, weight), 2 * rows * n * k,
         weight_bytes=touched * n * k * w.bytes_per_element,
         activation_bytes=rows * k * a.bytes_per_element + rows * n * o.bytes_per_element,
         launches=1,

@@ -188,5 +188,11 @@ def _keep_freed_memory() -> None:
     have risen, each temporary of a block (25,000 points: 200 kB) is new memory the kernel zeroes page
     by page: half of a grid sweep's time (measured: 3.5 -> 6.2 M points/s). An array of 30 MB,
     allocated and freed without being touched, raises them as a large array of the process would.
-    The numbers are the same; other allocators ignore it."""
-    np.empty(30 * 2**20 // 8)
+    The numbers are the same; other allocators ignore it. Once a process: the thresholds stay raised."""
+    global _FREED_MEMORY_KEPT
+    if not _FREED_MEMORY_KEPT:
+        np.empty(30 * 2**20 // 8)
+        _FREED_MEMORY_KEPT = True
+
+
+_FREED_MEMORY_KEPT = False
