@@ -385,10 +385,11 @@ def grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -
 class GridSteps:
     """One step over a grid point (a batch column times a context row), timed a block of rows at a time.
 
-    The graph is built once for the whole grid; the ops whose costs vary along one axis only (most:
-    only attention and the indexer read both batch and context) are timed once, and each block takes
-    its rows of their times; the others are timed per block on their rows of their costs, and ops
-    whose kernels are equal (the same attention kernel in layers of another kind) once per block.
+    The graph is built once for the whole grid (grid_graph: once for the racks of one tray size); the ops
+    whose costs vary along one axis only (most: only the indexer, and attention short of its top-k, read
+    both batch and context) are timed once, and each block takes its rows of their times and of their
+    shares of the step's sums; the others are timed per block on their rows of their costs, and ops
+    whose kernels are equal (the same kernel in layers of another kind) once per block.
     (Rows keep the long context axis innermost: numpy's loops run over whole rows.)
 
     `chunk(sl)` is the StepResult of rows `sl`, exactly step() of those rows. `metrics(sl)` is its step
