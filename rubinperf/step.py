@@ -342,8 +342,7 @@ class GridGraph:
     ops: list[Op]
     height: int            # rows of the grid (its batch axis)
     once: list[int]        # ops that read no grid array
-    once_ops: list[Op]
-    once_firsts: list[int]   # _firsts(once_ops)
+    once_firsts: list[int]   # _firsts of those ops
     same: list[int]        # each op read per block: the first such op with the same kernels
     cpu: list[bool]
     cutters: dict          # op index -> _op_cutter (filled as blocks are cut)
@@ -355,14 +354,13 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
     both = [_reads_grid(o, height) for o in ops]
     once = [n for n in range(len(ops)) if not both[n]]
-    once_ops = [ops[n] for n in once]
     per_block = [n for n in range(len(ops)) if both[n]]
     arrays = {id(v): v.nbytes for n in per_block for v in _op_values(ops[n]) if type(v).__module__ == "numpy"}
-    return GridGraph(ops, height, once, once_ops, _firsts(once_ops), _firsts(ops, among=per_block),
+    return GridGraph(ops, height, once, _firsts([ops[n] for n in once]), _firsts(ops, among=per_block),
                      [o.part == "cpu" for o in ops], {}, sum(arrays.values()))
 
 
-# Grid graphs kept for another rack of the same tray size (compare: GB300 and Rubin at the same layouts), up to
+# Grid graphs kept for another rack of the same tray size (GB300 and Rubin at the same layouts), up to
 # GRID_CACHE_BYTES of their arrays in all (a graph over a large grid is not kept: its arrays are the grid's).
 _GRID_GRAPHS: dict = {}
 GRID_CACHE_BYTES = 64 * 2**20
@@ -400,7 +398,7 @@ class GridSteps:
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
         g = grid_graph(model, layout, point, hw.gpus_per_tray)
         self.ops, self.height, self.same, self.cpu, self._cut_op = g.ops, g.height, g.same, g.cpu, g.cutters
-        self.once = dict(zip(g.once, time_ops(g.once_ops, hw, firsts=g.once_firsts)))
+        self.once = dict(zip(g.once, time_ops([g.ops[n] for n in g.once], hw, firsts=g.once_firsts)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
         # the once-ops' terms of the block's three sums (GPU time, host time, speed of light), in op order
         gpu = [n for n in g.once if not self.cpu[n]]
