@@ -106,7 +106,9 @@ class Kernel:
     per group), from which the roofline derives tiles, padding, split-K, CTAs and waves.
     Other kernels give the CTAs they launch (`ctas`; None: enough to fill every SM).
     `dependent_loads` counts the HBM round trips in a chain before the kernel's work
-    streams (1 for a GEMM's first stage; 2 for an index load then a gather). A fused
+    streams (1 for a GEMM's first stage; 2 for an index load then a gather); `drain_loads` those
+    after it, until its last stores are acknowledged and the grid can end (1; 0 for a probe that
+    writes nothing). A fused
     kernel gives the `rows` flowing through its phases (its overlap grows with them). A
     kernel that states its own bytes in flight per CTA (a probe) keeps every CTA's in flight.
     """
@@ -119,6 +121,7 @@ class Kernel:
     k: Any = None
     ctas: Any = None
     dependent_loads: Any = 1
+    drain_loads: Any = 1   # round trips of its last stores before the grid completes (0: a kernel that writes nothing)
     fused_rows: Any = None
     in_flight_bytes_per_cta: Any = None   # None: the hardware's per-SM figure for the family
     # An MMA kernel whose implementation picks its own tiles (a library's dispatch): rows and columns of

@@ -118,7 +118,7 @@ def stack_records() -> list[dict]:
         st = load_stack(name)
         recs.append({"name": st.name, "description": st.description, "default_for": default_of.get(st.name, []),
                      "split_k_max": st.split_k_max, "mma_bytes_in_flight_per_sm": st.mma_bytes_in_flight_per_sm,
-                     "pdl_hidden_fraction": st.pdl_hidden_fraction, "mma_compute_efficiency": st.mma_compute_efficiency,
+                     "pdl_hidden_s": st.pdl_hidden_s, "mma_compute_efficiency": st.mma_compute_efficiency,
                      "grouped_compute_efficiency": st.grouped_compute_efficiency,
                      "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
                      "eplb_target_balancedness": st.eplb_target_balancedness})

@@ -6,10 +6,12 @@ each term named (KernelTime):
 
     expected = latency + overlap(compute, memory + parallelism, comm)
 
-- latency: launches x (launch + (1 - PDL share) x fill) + collectives x set-up + the host's
-  step work; fill = dependent HBM loads x HBM latency, + the prologue of a tensor-core kernel. A lone (eager) kernel pays the
-  host launch (+ a tensor-core library call's host set-up) and no PDL; a kernel in a graph pays the graph boundary.
-  A split-KV decode kernel with fewer (sequence, KV head) groups than SMs adds its reduction kernel.
+- latency: launches x (start + fill) + collectives x set-up + the host's step work; fill = (dependent HBM loads
+  before the work streams + the drain of its last stores) x HBM latency, + the prologue cycles of a tensor-core
+  kernel at the SM clock. The start depends on the launch (`launch_latency`): a graph boundary less what
+  programmatic dependent launch hides, a stream boundary (eager, as do_bench times a kernel; stream: at least the
+  host's dispatch per kernel), or a lone launch after a synchronisation (cold). A split-KV decode kernel with
+  fewer (sequence, KV head) groups than SMs adds its reduction kernel.
 - compute: useful FLOPs at the family's efficiency, x tile padding (rows padded to
   mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs; causal attention's
   unequal CTAs, the longest started last: Kernel.critical_share).
@@ -33,7 +35,7 @@ from __future__ import annotations
 from rubinperf.cost import PEAKS, Kernel, KernelTime
 from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
-LAUNCH_MODES = ("graph", "eager")
+LAUNCH_MODES = ("graph", "eager", "stream", "cold")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
 TENSOR_CORE = {"gemm": "mma", "grouped_gemm": "mma", "fused_moe": "mma", "attention": "attention"}
 GROUPED = ("grouped_gemm", "fused_moe")
@@ -128,6 +130,8 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
         cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + cost.dp_sync_ranks * hw.dp_sync_per_rank_s)
 
     body = overlap(kern, hw, compute, memory + extra, comm)
+    if launch == "stream":  # the GPU waits for the host where the host issues the kernel slower than it runs
+        latency = latency + smax(0.0, host_dispatch(kern, hw) - latency - body)
     return KernelTime(
         compute_s=compute, memory_s=memory, parallelism_s=extra, comm_s=comm, latency_s=latency,
         expected_s=latency + body,
@@ -164,20 +168,42 @@ def bytes_in_flight(kern: Kernel, hw, ctas):
 
 
 def launch_latency(kern: Kernel, hw, launch: str = "graph"):
-    """Fixed time of the kernel's launches: start, then fill (prologue and the chain of dependent HBM loads);
-    plus, for a split-KV decode kernel that splits, the reduction kernel the library enqueues after it."""
+    """Fixed time of the kernel's launches: its start, then its fill (prologue and the chain of dependent HBM
+    loads) and its drain; plus, for a split-KV decode kernel that splits, the reduction kernel the library enqueues
+    after it. How it starts depends on the launch:
+
+    - graph: a kernel boundary of a CUDA graph replay; programmatic dependent launch starts up to pdl_hidden_s of
+      the boundary and the prologue under the previous kernel (never the loads of data that kernel writes);
+    - eager: a kernel issued from the host behind others (the way do_bench and Nsight time one): the GPU's gap
+      between two stream kernels; the host's dispatch runs while the GPU works;
+    - stream: as eager, but the host must also issue each call: a kernel takes at least its host dispatch
+      (kernel_time: max(host, GPU) per kernel, so a stream of kernels costs the sum of those);
+    - cold: a lone launch after a synchronisation: the host's dispatch (and a library call's host set-up), the
+      driver and the GPU's wake-up, then the kernel."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
-    fill = kern.dependent_loads * hw.hbm_latency_s + (hw.mma_prologue_s if kern.family in TENSOR_CORE else 0.0)
-    if launch == "eager":  # a tensor-core library call also sets up its descriptors on the host
-        host = hw.kernel_launch_eager_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
-        own = kern.cost.launches * (host + fill)
+    prologue = hw.mma_prologue_cycles / hw.sm_clock_hz if kern.family in TENSOR_CORE else 0.0
+    fill = (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s + prologue
+    if launch == "graph":
+        start = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s + prologue)
+    elif launch == "cold":
+        start = hw.kernel_launch_cold_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
     else:
-        own = kern.cost.launches * (hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * fill)
+        start = hw.kernel_launch_stream_s
+    own = kern.cost.launches * (start + fill)
     if kern.split_kv_groups is None:
         return own
-    return own + kern.cost.launches * split_kv_reduction(kern, hw) * (   # one reduction after each launch
-        hw.kernel_launch_graph_s + (1 - hw.pdl_hidden_fraction) * REDUCE_DEPENDENT_LOADS * hw.hbm_latency_s)
+    # one reduction after each launch, started as a kernel of the same stream or graph
+    boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
+        else hw.kernel_launch_stream_s
+    return own + kern.cost.launches * split_kv_reduction(kern, hw) * (
+        boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+
+
+def host_dispatch(kern: Kernel, hw):
+    """Host seconds to issue the kernel's launches with the GPU busy (the framework's dispatch, the driver, and a
+    tensor-core library call's set-up): what a stream of calls from the host pays at least per kernel."""
+    return kern.cost.launches * (hw.host_dispatch_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0))
 
 
 # The reduction after a split-KV decode kernel (FlashAttention's splitkv_combine, cuDNN's lean_reduction, FlashMLA's

@@ -1,10 +1,12 @@
 """Fit the few physical parameters of the kernel model to measurements (numpy only, no torch).
 
 Kernels: every row is the Kernel the model itself times (`rows.row_kernel`), launched as
-the row says (`graph` or `eager`), and its expected time is `roofline.kernel_time` on the
+the row says (`graph`, `eager`, `stream` or `cold`), and its expected time is `roofline.kernel_time` on the
 hardware with trial parameters. Three parameters are read off probes, not fitted:
 
-- kernel_launch_graph_s / kernel_launch_eager_s: an empty kernel in a graph / alone;
+- kernel_launch_graph_s / kernel_launch_stream_s: an empty kernel in a graph / behind others in a stream
+  (do_bench's figure, mode eager); host_dispatch_s: the host's time to issue a call with the GPU busy, the
+  median `host_s` of the rows whose kernels are no library (tensor-core) calls;
 - hbm_latency_s: one dependent load of a pointer chase over a buffer far larger than L2.
 
 The rest (FIT_FIELDS, and split_k_max among a few integers) minimise the mean absolute log
@@ -31,26 +33,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rubinperf.calibrate.plan import family_label
+from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.cost import KERNEL_SHAPE_FIELDS, Cost, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.roofline import TENSOR_CORE, kernel_time
 
-FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_per_sm", "mma_prologue_s",
+FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_per_sm", "mma_prologue_cycles",
               "mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "grouped_compute_efficiency",
-              "grouped_hbm_efficiency", "attention_compute_efficiency", "kernel_launch_eager_s", "tensor_core_dispatch_s")
+              "grouped_hbm_efficiency", "attention_compute_efficiency", "kernel_launch_cold_s", "tensor_core_dispatch_s")
 DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16, 32, 64), "split_k_min_depth": (256, 512, 1024, 2048, 4096),
                    "wave_quantization": (0.0, 0.25, 0.5, 0.75, 1.0)}
-PROBE_FIELDS = ("kernel_launch_graph_s",)
+PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_stream_s", "host_dispatch_s")
 KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
-BOUNDS = {"mma_prologue_s": (0.0, 1e-3), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
+BOUNDS = {"mma_prologue_cycles": (0.0, 1e6), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
           "mma_bytes_in_flight_per_sm": (1024.0, None), "stream_bytes_in_flight_per_sm": (1024.0, None),
-          "hbm_latency_s": (1e-8, 1e-5), "kernel_launch_eager_s": (1e-7, 1e-3), "tensor_core_dispatch_s": (0.0, 1e-3)}
+          "hbm_latency_s": (1e-8, 1e-5), "kernel_launch_cold_s": (1e-7, 1e-3), "tensor_core_dispatch_s": (0.0, 1e-3)}
 EFF_BOUNDS = (0.01, 1.0)
-START = {"mma_prologue_s": 2e-6, "mma_bytes_in_flight_per_sm": 65536.0, "stream_bytes_in_flight_per_sm": 16384.0,
-         "hbm_latency_s": 5e-7, "kernel_launch_eager_s": 1e-5, "tensor_core_dispatch_s": 1e-5}
+START = {"mma_prologue_cycles": 4000.0, "mma_bytes_in_flight_per_sm": 65536.0, "stream_bytes_in_flight_per_sm": 16384.0,
+         "hbm_latency_s": 5e-7, "kernel_launch_cold_s": 1e-5, "tensor_core_dispatch_s": 1e-5}
 START_EFFICIENCY = 0.7
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
@@ -64,8 +66,9 @@ class Stacked:
         groups: dict[tuple, list] = {}
         for i, r in enumerate(rows):
             for k, waits_on_host in row_kernels(r):
-                # Launched alone, the call's first kernel pays the host launch; the others start as in a stream.
-                mode = row_mode(r) if waits_on_host else "graph"
+                # The call's first kernel is launched as the row says; the library's later kernels start behind it
+                # in the same stream (or graph).
+                mode = row_mode(r) if waits_on_host or row_mode(r) == "graph" else "eager"
                 # one group per family, launch and set of fields given (each a numpy array of the group's values)
                 key = (k.family, mode, *(getattr(k, f) is None for f in KERNEL_SHAPE_FIELDS))
                 groups.setdefault(key, []).append((i, k))
@@ -132,17 +135,25 @@ LOSSES = {  # name: (method, objective, function of the log ratios)
 
 
 def probe_values(rows: list[dict]) -> tuple[dict, list]:
-    """Hardware facts read straight off the probes: launch (graph and eager) and HBM latency (medians)."""
+    """Facts read straight off the probes (medians): an empty kernel's graph and stream boundaries, the host's
+    dispatch of a call that is no library call, and the pointer chase's HBM latency (reported)."""
     vals, notes = {}, []
-    for mode in ("graph", "eager"):
+    for mode, field, what in (("graph", "kernel_launch_graph_s", "in a graph"),
+                              ("eager", "kernel_launch_stream_s", "behind others in a stream (do_bench)")):
         t = [float(r["measured_s"]) for r in rows if r["family"] == "launch" and row_mode(r) == mode]
-        if t and mode == "graph":
-            vals["kernel_launch_graph_s"] = _round("kernel_launch_graph_s", float(np.median(t)))
-            notes.append(f"kernel_launch_graph_s: an empty kernel in a graph, median of {len(t)}: "
-                         f"{vals['kernel_launch_graph_s'] * 1e6:.2f} us")
-        elif t:  # a lone real kernel also pays its framework's dispatch: kernel_launch_eager_s is fitted to those
-            notes.append(f"an empty kernel launched alone (torch.cuda._sleep), median of {len(t)}: "
-                         f"{float(np.median(t)) * 1e6:.2f} us")
+        if t:
+            vals[field] = _round(field, float(np.median(t)))
+            notes.append(f"{field}: an empty kernel {what}, median of {len(t)}: {vals[field] * 1e6:.2f} us")
+    cold = [float(r["measured_s"]) for r in rows if r["family"] == "launch" and row_mode(r) == "cold"]
+    if cold:  # a lone real kernel also pays its framework's dispatch: kernel_launch_cold_s is fitted to those
+        notes.append(f"an empty kernel launched alone (torch.cuda._sleep), median of {len(cold)}: "
+                     f"{float(np.median(cold)) * 1e6:.2f} us")
+    host = [float(r["host_s"]) for r in rows if r.get("host_s") and r["family"] not in PROBES and modelled(r)
+            and not any(k.family in TENSOR_CORE for k, _ in row_kernels(r))]
+    if host:
+        vals["host_dispatch_s"] = _round("host_dispatch_s", float(np.median(host)))
+        notes.append(f"host_dispatch_s: the host's time to issue a call that is no library call with the GPU busy, "
+                     f"median of {len(host)} rows: {vals['host_dispatch_s'] * 1e6:.2f} us")
     chase = [float(r["measured_s"]) for r in rows if r["family"] == "pointer_chase" and (r.get("nbytes") or 0) >= CHASE_MIN_BYTES]
     if chase:  # unloaded: the latency under load (hbm_latency_s, fitted to the streaming probe) can only be longer
         notes.append(f"pointer chase over >= 1 GiB (one load at a time), median of {len(chase)}: "
@@ -160,15 +171,16 @@ def _constrained(rows: list[dict]) -> list[str]:
     if any(k.in_flight_bytes_per_cta is not None for k in kernels):  # the Little's-law probe
         out += ["hbm_latency_s", "stream_bytes_in_flight_per_sm"]
     if any(k.cost.launches for k in kernels):
-        out.append("mma_prologue_s")
+        out.append("mma_prologue_cycles")
     if any(k.is_mma for k in kernels):
         out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max", "split_k_min_depth",
                 "wave_quantization"]
     if any(k.family in ("grouped_gemm", "fused_moe") for k in kernels):
         out += ["grouped_compute_efficiency", "grouped_hbm_efficiency"]
-    if any(row_mode(r) == "eager" for r in rows):
-        out.append("kernel_launch_eager_s")
-    if any(row_mode(r) == "eager" and first and k.family in TENSOR_CORE for r in rows for k, first in row_kernels(r)):
+    if any(row_mode(r) == "cold" for r in rows):
+        out.append("kernel_launch_cold_s")
+    if any(row_mode(r) in ("cold", "stream") and first and k.family in TENSOR_CORE for r in rows
+           for k, first in row_kernels(r)):
         out.append("tensor_core_dispatch_s")
     if fams & {"attention_decode", "attention_prefill"}:
         out.append("attention_compute_efficiency")
@@ -215,8 +227,8 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
             lo_b, hi_b = BOUNDS.get(f, EFF_BOUNDS)
             hi_b = limit.get(f, hi_b)
             c = max(x[f], 1e-9)
-            if f == "kernel_launch_eager_s":  # a lone kernel never starts sooner than one in a graph
-                lo_b = max(lo_b, hw0.kernel_launch_graph_s)
+            if f == "kernel_launch_cold_s":  # a lone kernel never starts sooner than one in a stream
+                lo_b = max(lo_b, hw0.kernel_launch_stream_s)
             grid = np.clip(c * np.exp(np.linspace(-width, width, points)), max(lo_b, 1e-12), hi_b)
             grid = np.append(np.unique(grid), x[f])
             losses = np.array([value({**x, f: float(g)}) for g in grid])
@@ -226,16 +238,16 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
         width *= 0.6
     rounded = {f: (_round(f, v) if f in free else v) for f, v in x.items()}
     after = {**base, **probes, **rounded}
-    if after["kernel_launch_eager_s"] < after["kernel_launch_graph_s"]:
-        # no eager row constrained the lone launch, and the measured graph boundary is slower than the
-        # spec's value: a lone kernel never starts sooner than one in a graph
-        after["kernel_launch_eager_s"] = after["kernel_launch_graph_s"]
-        notes.append("kernel_launch_eager_s: below the measured graph boundary and not constrained; set equal to it")
+    if after["kernel_launch_cold_s"] < after["kernel_launch_stream_s"]:
+        # no cold row constrained the lone launch, and the measured stream boundary is slower than the
+        # spec's value: a lone kernel never starts sooner than one in a stream
+        after["kernel_launch_cold_s"] = after["kernel_launch_stream_s"]
+        notes.append("kernel_launch_cold_s: below the measured stream boundary and not constrained; set equal to it")
     unconstrained = [f for f in list(fields) + list(DISCRETE_FIELDS) if f not in constrained]
     notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in unconstrained]
     fitted = tuple(probes) + tuple(free) + tuple(discrete)
-    if after["kernel_launch_eager_s"] != base["kernel_launch_eager_s"] and "kernel_launch_eager_s" not in fitted:
-        fitted += ("kernel_launch_eager_s",)  # raised to the graph boundary above: written with the others
+    if after["kernel_launch_cold_s"] != base["kernel_launch_cold_s"] and "kernel_launch_cold_s" not in fitted:
+        fitted += ("kernel_launch_cold_s",)  # raised to the graph boundary above: written with the others
     result = FitResult(before=base, after=after, fitted=fitted,
                        loss_before=loss0, loss_after=value(rounded), n=len(timed), notes=notes, method=method,
                        objective=objective)
@@ -285,7 +297,7 @@ def error_stats(rows: list[dict], errors: np.ndarray, sol_over: np.ndarray) -> d
                 "worst_row": _describe(rows[worst]), "max_sol_over_measured": float(np.max(sol_over[idx]))}
 
     everything = list(range(len(rows)))
-    modes = {m: [i for i in everything if row_mode(rows[i]) == m] for m in ("graph", "eager")}
+    modes = {m: [i for i in everything if row_mode(rows[i]) == m] for m in MODES}
     labels = [family_label(r) for r in rows]
     return {**stats(everything), "modes": {m: stats(idx) for m, idx in modes.items() if idx},
             "families": {lab: stats([i for i in everything if labels[i] == lab]) for lab in dict.fromkeys(labels)}}

@@ -29,7 +29,7 @@ FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefi
             "pointer_chase", "stream_ctas", "elementwise")
 # Families with no dtype (an empty kernel and the two physical probes).
 NO_DTYPE_FAMILIES = ("launch", "pointer_chase", "stream_ctas")
-MODES = ("graph", "eager")
+MODES = ("graph", "eager", "stream", "cold")
 
 # Shape columns; a row leaves the ones its family does not use empty.
 INT_COLUMNS = ("m", "n", "k", "groups", "rows", "touched", "batch", "heads", "kv_heads", "q_len", "kv_len",

@@ -123,7 +123,7 @@ def row_kernel(row: dict) -> Kernel:
 
     fam = row["family"]
     if fam in PROBES:
-        return Kernel("stream", Cost(launches=1), dependent_loads=0)
+        return Kernel("stream", Cost(launches=1), dependent_loads=0, drain_loads=0)
     if fam == "copy":
         return copy(row["nbytes"])
     if fam == "elementwise":

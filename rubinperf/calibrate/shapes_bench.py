@@ -5,13 +5,21 @@ calibration/h200/README.md ("Model-shape suite"). Every kernel row is measured t
 
 - ``mode=graph``: many calls chained back to back in one captured CUDA graph; seconds per
   call = replay time / calls (the default suite's `bench.Timer`). No host gap between calls.
-- ``mode=eager``: the kernel launched alone from the host: synchronize, record a start
+- ``mode=eager``: as Triton's ``do_bench`` measures a kernel: before each call a 256 MB buffer is
+  zeroed (the L2 flush), then a start event, the call, an end event, with no synchronisation
+  between calls (`dobench_samples`). The host issues the call while the GPU runs the flush, so
+  the figure is the kernel's GPU time plus the gap between two kernels of a stream.
+- ``mode=cold``: the kernel launched alone from the host: synchronize, record a start
   event, one call, record an end event, wait. This includes the host's launch gap (PyTorch
   dispatch + cudaLaunchKernel), which the GPU sees as idle time between the start event and
-  the kernel. The eager rows of up to EAGER_CHUNK consecutive shapes are measured together,
-  interleaved in random order over EAGER_ROUNDS rounds (`eager_interleaved`), so slow drift of
-  the host's speed spreads over all of them; each also reads `host_s`, the host time to issue
-  one call while the GPU is busy.
+  the kernel.
+- ``mode=stream``: STREAM_CALLS calls issued back to back from the host and timed together
+  (as `torch.utils.benchmark` does): seconds per call ~ max(host dispatch, GPU time).
+
+The eager, cold and stream rows of up to EAGER_CHUNK consecutive shapes are measured together,
+interleaved in random order over EAGER_ROUNDS rounds (`eager_interleaved`), so slow drift of
+the host's speed spreads over all of them; each also reads `host_s`, the host time to issue
+one call while the GPU is busy.
 
 Probes (CuPy RawKernels launched on PyTorch's current stream):
 
@@ -50,7 +58,9 @@ EAGER_CHUNK_BYTES = 24 * 2 ** 30  # ... or fewer, once this much GPU memory is a
 HOST_CALLS = 8       # calls per host-dispatch reading
 HOST_SLEEP_CYCLES = 2_000_000  # the busy GPU behind a host-dispatch reading (about 1 ms at 1.98 GHz)
 HOST_MAX_KERNEL_S = 2e-4  # host dispatch is read only for kernels shorter than this (the sleep must outlast them)
-CHECK_TOLERANCE = 0.05  # attention output vs float32 reference: ||out - ref|| / ||ref||
+CHECK_TOLERANCE = 0.05
+FLUSH_BYTES = 256 * 2 ** 20  # Triton's do_bench zeroes this much before every timed call (its L2 flush)
+STREAM_CALLS = 16   # calls per back-to-back (stream) sample  # attention output vs float32 reference: ||out - ref|| / ||ref||
 
 CHASE_SRC = r'''
 extern "C" __global__ void chase(const unsigned long long* __restrict__ next, long long steps,
@@ -189,7 +199,9 @@ class EagerEntry:
 
     def __init__(self, row: dict, calls, est_s: float):
         self.row, self.calls, self.est_s = row, calls, max(est_s, 1e-7)
-        self.times: list[float] = []
+        self.times: list[float] = []     # cold: lone launches after a synchronisation
+        self.dobench: list[float] = []   # eager: do_bench's flush, event, call, event
+        self.stream: list[float] = []    # back to back from the host, per call
         self.host: list[float] = []
         self.spent_s = 0.0
         self.next = 0
@@ -210,6 +222,32 @@ def eager_lone_sample(torch, entry: EagerEntry, start, end) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3
+
+
+def dobench_samples(torch, entry: EagerEntry, flush, n: int) -> list[float]:
+    """Triton do_bench's method: for each sample zero the flush buffer (L2 flush), record a start event, one call,
+    an end event; synchronise once after all samples. The host issues each call while the GPU zeroes the buffer,
+    so each interval is the kernel's GPU time plus the gap between two kernels of a stream."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for s, e in events:
+        flush.zero_()
+        s.record()
+        entry.call()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) / 1e3 for s, e in events]
+
+
+def stream_sample(torch, entry: EagerEntry, start, end, calls: int = STREAM_CALLS) -> float:
+    """Seconds per call of `calls` calls issued back to back from the host, timed together (torch.utils.benchmark's
+    way): each call costs about the larger of its host dispatch and its GPU time."""
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        entry.call()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / calls
 
 
 def host_dispatch_sample(torch, entry: EagerEntry, calls: int = HOST_CALLS) -> float:
@@ -234,7 +272,8 @@ def eager_interleaved(torch, entries: list, rounds: int = EAGER_ROUNDS, samples:
     order; a visit takes `samples / rounds` lone launches (fewer for a long kernel, so that its samples
     stay under `max_s` in all, at least one per round) and one host-dispatch reading. The row's time
     is the median of all its lone launches; spread (p75 - p25) / median. Python's garbage collector is
-    off while timing (its pauses are host noise, not launch cost). Returns the finished eager rows."""
+    off while timing (its pauses are host noise, not launch cost). Returns each entry's finished rows (eager,
+    cold and stream), in the entries' order."""
     import gc
     import random
 
@@ -242,6 +281,7 @@ def eager_interleaved(torch, entries: list, rounds: int = EAGER_ROUNDS, samples:
         return []
     rng = random.Random(seed)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     for e in entries:
         e.call()
         e.call()
@@ -258,6 +298,9 @@ def eager_interleaved(torch, entries: list, rounds: int = EAGER_ROUNDS, samples:
                 t0 = time.perf_counter()
                 for _ in range(per_visit[id(e)]):
                     e.times.append(eager_lone_sample(torch, e, start, end))
+                e.dobench += dobench_samples(torch, e, flush, per_visit[id(e)])
+                if e.est_s * STREAM_CALLS < max_s / rounds:
+                    e.stream.append(stream_sample(torch, e, start, end))
                 if e.est_s < HOST_MAX_KERNEL_S:
                     e.host.append(host_dispatch_sample(torch, e))
                 e.spent_s += time.perf_counter() - t0
@@ -266,12 +309,16 @@ def eager_interleaved(torch, entries: list, rounds: int = EAGER_ROUNDS, samples:
             gc.enable()
     out = []
     for e in entries:
-        times = sorted(e.times)
-        med = _quantile(times, 0.5)
-        spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
         host = _quantile(sorted(e.host), 0.5) if e.host else None
-        out.append(_with_cost(dict(e.row, mode="eager", measured_s=med, spread=spread, samples=len(times), calls=1,
-                                   host_s=host)))
+        out.append([])
+        for mode, samples, calls in (("eager", e.dobench, 1), ("cold", e.times, 1), ("stream", e.stream, STREAM_CALLS)):
+            if not samples:
+                continue
+            times = sorted(samples)
+            med = _quantile(times, 0.5)
+            spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
+            out[-1].append(_with_cost(dict(e.row, mode=mode, measured_s=med, spread=spread, samples=len(times),
+                                           calls=calls, host_s=host)))
     return out
 
 
@@ -545,8 +592,10 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
     _warm_clocks(torch)
     env["clocks_after_warmup"] = clocks()
     out, t0, skipped, pending = [], time.perf_counter(), 0, []
-    env["eager_method"] = (f"interleaved: {EAGER_ROUNDS} rounds over up to {EAGER_CHUNK} shapes in a random order, "
-                           f"{EAGER_SAMPLES} lone launches per row (fewer past {EAGER_MAX_S} s), median; gc off")
+    env["eager_method"] = (f"interleaved: {EAGER_ROUNDS} rounds over up to {EAGER_CHUNK} shapes in a random order; "
+                           f"per row {EAGER_SAMPLES} do_bench samples (eager: {FLUSH_BYTES >> 20} MB flush, event, call, "
+                           f"event), as many lone launches after a synchronisation (cold), and back-to-back samples of "
+                           f"{STREAM_CALLS} calls (stream; fewer past {EAGER_MAX_S} s); medians; gc off")
 
     def flush():
         """Measure the pending shapes' eager rows interleaved, then write every pending row out."""
@@ -560,7 +609,7 @@ def run(quick: bool = False, log=sys.stderr, budget_s: float = 300.0, command: s
             eager = []
         by_entry = dict(zip(map(id, entries), eager))
         for i, label, graph_rows, es in pending:
-            res = graph_rows + [by_entry[id(e)] for e in es if id(e) in by_entry]
+            res = graph_rows + [r for e in es for r in by_entry.get(id(e), ())]
             out.extend(res)
             _log_shape(res, label, log)
         pending.clear()

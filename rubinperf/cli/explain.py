@@ -76,8 +76,9 @@ def explain(
     ranks: Annotated[Optional[int], typer.Option(
         help="all-reduce, all-to-all, all-gather: ranks in the group (default 8).")] = None,
     launch: Annotated[str, typer.Option(
-        "--launch", help="A generic kernel launched alone (eager) or inside a CUDA graph (graph); step ops are "
-                         "always timed as in a graph.")] = "eager",
+        "--launch", help="A generic kernel: eager (behind others in a stream, as do_bench times it), stream (the "
+                         "host issuing every call: at least its dispatch), cold (alone after a synchronisation) or "
+                         "graph (inside a CUDA graph); step ops are always timed as in a graph.")] = "eager",
     latex: Annotated[bool, typer.Option("--latex", help="Print the formulas as LaTeX.")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print a JSON record (formulas as text and LaTeX, values).")] = False,
@@ -114,8 +115,10 @@ def explain(
 
         hw = apply_overrides(sets, hardware=load_platform(hardware, stack))["hardware"]
         shape = _generic_shape(kind, {**shape_opts, "batch": batch}, dtype, ranks)
-        if launch not in ("eager", "graph"):
-            raise SpecError(f"--launch: expected eager or graph, got {launch!r}")
+        from rubinperf.roofline import LAUNCH_MODES
+
+        if launch not in LAUNCH_MODES:
+            raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
         ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8, launch=launch)
         _show(ex, latex, as_json, quiet)
         return

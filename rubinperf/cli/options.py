@@ -150,10 +150,13 @@ Eplb = Annotated[bool, typer.Option(
 # ---------------------------------------------------------------- one kernel
 
 Launch = Annotated[str, typer.Option(
-    "--launch", help="eager: the kernel launched alone from the host (pays the host launch); graph: one "
-                     "kernel among many in a CUDA graph, as the step's ops are timed (pays the graph "
-                     "boundary, with the hardware's programmatic-dependent-launch overlap).",
-    autocompletion=complete_words("eager", "graph"))]
+    "--launch", help="eager: the kernel issued from the host behind others, as Triton's do_bench and Nsight "
+                     "time it (a stream's kernel boundary; the host's dispatch overlaps the GPU); stream: calls "
+                     "issued back to back from the host (each at least its host dispatch); cold: launched alone "
+                     "after a synchronisation (host dispatch + driver + wake-up in series); graph: one kernel "
+                     "among many in a CUDA graph, as the step's ops are timed (the graph boundary, less what "
+                     "programmatic dependent launch hides).",
+    autocompletion=complete_words("eager", "stream", "cold", "graph"))]
 
 
 # ---------------------------------------------------------------- serving sweeps (pareto, compare)

@@ -21,7 +21,7 @@ def hardware_table(rs: list[dict]) -> None:
 
 def stacks_table(rs: list[dict]) -> None:
     rows = [[r["name"], ", ".join(r["default_for"]) or "—", str(r["split_k_max"]),
-             si(r["mma_bytes_in_flight_per_sm"], "B"), f"{r['pdl_hidden_fraction']:.2f}",
+             si(r["mma_bytes_in_flight_per_sm"], "B"), fmt_time(r["pdl_hidden_s"]),
              f"{r['mma_compute_efficiency']:.2f}/{r['grouped_compute_efficiency']:.2f}",
              fmt_time(r["dp_sync_per_rank_s"]), f"{r['eplb_target_balancedness']:.2f}"] for r in rs]
     cols = [col("stack", "left", min_width=12), col("default for", "left", wrap=True, min_width=10),

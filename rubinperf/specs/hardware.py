@@ -28,6 +28,7 @@ class Hardware:
     bf16_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
     fp32_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
     sm_count: int = spec_field("compute", "SMs", doc="SMs the serving kernels schedule on")
+    sm_clock_hz: float = spec_field("compute", "Hz", doc="SM clock under load (boost): turns a kernel's fixed cycles into time")
     shared_memory_per_sm_bytes: float = spec_field("compute", "bytes", doc="shared memory one SM's pipeline stages can use")
     preview: bool = spec_field("compute", positive=False, doc="true when NVIDIA has only previewed the figures")
     # [memory] HBM
@@ -61,6 +62,7 @@ class Hardware:
     # launch of a lone kernel from a framework (host code: PyTorch dispatch) are the stack's
     stream_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
     kernel_launch_graph_s: float = spec_field("kernel", "s", doc="a kernel boundary inside a CUDA graph replay")
+    kernel_launch_stream_s: float = spec_field("kernel", "s", doc="the gap between two kernels issued from the host into one stream, no graph (the GPU's share of a do_bench figure beyond the kernel); at least the graph boundary")
     # [efficiency] fractions of peak any competent kernel reaches on this silicon (the memory system, the
     # links, CUDA cores); the tuned kernels' fractions are the stack's
     vector_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="CUDA-core rate of norms, mixing, selection")
@@ -80,6 +82,9 @@ class Hardware:
             if getattr(self, key) > self.shared_memory_per_sm_bytes * 2:
                 raise SpecError(f"{self.path}: kernel.{key}: expected at most twice shared_memory_per_sm_bytes "
                                 f"({self.shared_memory_per_sm_bytes:g}): an SM cannot keep more bytes in flight")
+        if self.kernel_launch_stream_s < self.kernel_launch_graph_s:
+            raise SpecError(f"{self.path}: kernel.kernel_launch_stream_s: expected at least kernel_launch_graph_s "
+                            f"({self.kernel_launch_graph_s:g} s): a graph replay never starts a kernel later than a stream")
         if self.gpus_per_tray > self.nvlink_domain_size:
             raise SpecError(f"{self.path}: nvlink.gpus_per_tray: expected at most nvlink_domain_size ({self.nvlink_domain_size})")
 

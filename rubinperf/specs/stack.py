@@ -40,10 +40,11 @@ class Stack:
     split_k_min_depth: int = spec_field("kernel", "elements", doc="fewest K elements one split keeps")
     wave_quantization: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
     mma_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes); at most twice the SM's shared memory")
-    kernel_launch_eager_s: float = spec_field("kernel", "s", doc="launch of a lone kernel from the host (the framework's dispatch and the driver), to its first instruction")
-    tensor_core_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="a lone tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace); not paid in a graph")
-    mma_prologue_s: float = spec_field("kernel", "s", positive=False, doc="set-up and drain of a tensor-core kernel (barriers, descriptors, epilogue), beyond its first HBM round trip")
-    pdl_hidden_fraction: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of a graph kernel's fill hidden under the previous kernel (programmatic dependent launch)")
+    kernel_launch_cold_s: float = spec_field("kernel", "s", doc="a lone kernel launched after a synchronisation (--launch cold): the framework's dispatch, the driver and the GPU's wake-up, to its first instruction")
+    host_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="host time to issue one kernel call with the GPU busy (the framework's dispatch and cudaLaunchKernel): a stream of calls from the host pays at least this per kernel")
+    tensor_core_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="a tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace), paid where the host issues it; not in a graph")
+    mma_prologue_cycles: float = spec_field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
+    pdl_hidden_s: float = spec_field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = spec_field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
     mma_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
@@ -138,10 +139,10 @@ def _validate(self) -> None:
     """The hardware's and the stack's own checks, and what a stack may not ask of this silicon."""
     self.hardware_spec().validate()
     self.stack_spec().validate()
-    if self.kernel_launch_graph_s > self.kernel_launch_eager_s:
-        raise SpecError(f"{self.stack_path}: kernel.kernel_launch_eager_s: expected at least {self.name}'s "
-                        f"kernel_launch_graph_s ({self.kernel_launch_graph_s:g} s): a kernel in a graph is never "
-                        "slower to start than alone")
+    if self.kernel_launch_stream_s > self.kernel_launch_cold_s:
+        raise SpecError(f"{self.stack_path}: kernel.kernel_launch_cold_s: expected at least {self.name}'s "
+                        f"kernel_launch_stream_s ({self.kernel_launch_stream_s:g} s): a kernel launched after a "
+                        "synchronisation is never quicker to start than one behind others in a stream")
     limit = 2 * self.shared_memory_per_sm_bytes
     if self.mma_bytes_in_flight_per_sm > limit:
         raise SpecError(f"{self.stack_path}: kernel.mma_bytes_in_flight_per_sm: expected at most twice "
