@@ -24,6 +24,8 @@ PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
         Precision("fp4", 4, 1, 32, "fp4", "e2m1 values, one ue8m0 scale per 32 (~4.25 bits), as DeepSeek V4 experts"),
+        Precision("nvfp4", 4, 1, 16, "fp4", "e2m1 values, one e4m3 scale per 16 (4.5 bits; the per-tensor FP32 scale "
+                  "is not counted), NVIDIA's NVFP4 (NVIDIA technical blog, 'Introducing NVFP4', June 2025)"),
         Precision("fp8", 8, 4, 128 * 128, "fp8", "e4m3 values, one FP32 scale per 128x128 block"),
         Precision("bf16", 16, 0, 1, "bf16", "bfloat16"),
         Precision("fp32", 32, 0, 1, "fp32", "float32"),

@@ -326,9 +326,9 @@ def _round(name: str, v: float) -> float:
 
 
 def collective_kernel(row: dict) -> Kernel:
-    from rubinperf.kernels.collectives import all_reduce, all_to_all
+    from rubinperf.kernels.collectives import all_gather, all_reduce, all_to_all
 
-    fn = {"all_reduce": all_reduce, "all_to_all": all_to_all}[row["collective"]]
+    fn = {"all_reduce": all_reduce, "all_to_all": all_to_all, "all_gather": all_gather}[row["collective"]]
     return fn(float(row["nbytes"]), int(row["ranks"]))
 
 

@@ -26,7 +26,7 @@ from rubinperf.errors import SpecError, shorten
 from rubinperf.precision import PRECISIONS
 
 FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch",
-            "pointer_chase", "stream_ctas", "elementwise")
+            "pointer_chase", "stream_ctas", "elementwise", "moe", "mhc")
 # Families with no dtype (an empty kernel and the two physical probes).
 NO_DTYPE_FAMILIES = ("launch", "pointer_chase", "stream_ctas")
 MODES = ("graph", "eager", "stream", "cold")
@@ -57,6 +57,8 @@ SHAPES_COLUMNS = (
 
 # Message sizes and ranks of the collectives benchmark (issue 8).
 COLLECTIVES = ("all_reduce", "all_to_all")
+# Collectives a CSV may hold (the benchmark measures COLLECTIVES; tables of other tools also give all-gathers).
+READ_COLLECTIVES = COLLECTIVES + ("all_gather",)
 COLLECTIVE_COLUMNS = ("collective", "ranks", "nbytes", "dtype", "measured_s", "spread", "samples",
                       "nvlink_bytes", "hops")
 
@@ -222,15 +224,19 @@ def _attention_rows(points=None) -> list[dict]:
 
 
 def row_cost(row: dict) -> Cost:
-    """The Cost of one measured kernel, from the model's own kernel functions (`rows.row_kernel`)."""
-    from rubinperf.calibrate.rows import row_kernel
+    """The Cost of one measured call's work, from the model's own kernel functions (`rows.row_kernel`; a MoE
+    layer's two grouped GEMMs together)."""
+    from rubinperf.calibrate.rows import moe_kernels, row_kernel
 
+    if row["family"] == "moe":
+        gate_up, down = moe_kernels(row)
+        return gate_up.cost + down.cost
     return row_kernel(row).cost
 
 
 def family_label(row: dict) -> str:
     """The group a row is reported under: gemm and grouped GEMM split by dtype."""
-    if row["family"] in ("gemm", "grouped_gemm"):
+    if row["family"] in ("gemm", "grouped_gemm", "moe"):
         return f"{row['family']}-{row['dtype']}"
     return row["family"]
 
@@ -327,7 +333,8 @@ SHAPE_COLUMNS = {"launch": (), "copy": ("nbytes",), "gemm": ("m", "n", "k"), "gr
                  "attention_decode": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
                  "attention_prefill": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
                  "pointer_chase": ("nbytes", "stride_bytes", "steps"), "stream_ctas": ("ctas", "inflight_bytes", "nbytes"),
-                 "elementwise": ("m", "n", "nbytes"), "collective": ("ranks", "nbytes")}
+                 "elementwise": ("m", "n", "nbytes"), "collective": ("ranks", "nbytes"),
+                 "moe": ("rows", "groups", "n", "k"), "mhc": ("m", "n", "groups")}
 MAX_COUNT = 1e15  # shapes, byte counts and calls: far beyond any benchmark, keeps products finite
 
 
@@ -368,6 +375,6 @@ def _typed(raw: dict, kind: str) -> dict:
     if row.get("dtype") and row["dtype"] not in PRECISIONS or kind == "kernels" \
             and row["family"] not in NO_DTYPE_FAMILIES and not row.get("dtype"):
         raise ValueError(f"dtype: expected one of {', '.join(PRECISIONS)}, got {row.get('dtype')!r}")
-    if kind == "collectives" and row["collective"] not in COLLECTIVES:
-        raise ValueError(f"collective: unknown '{row['collective']}' (known: {', '.join(COLLECTIVES)})")
+    if kind == "collectives" and row["collective"] not in READ_COLLECTIVES:
+        raise ValueError(f"collective: unknown '{row['collective']}' (known: {', '.join(READ_COLLECTIVES)})")
     return row

@@ -45,6 +45,8 @@ def row_kernels(row: dict) -> tuple:
         ops = list(_bmm_attention(row))
     elif row["family"] == "elementwise":  # torch's RMSNorm: one 128-thread CTA per row, each row read twice
         ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=RMS_NORM_IN_FLIGHT)]
+    elif row["family"] == "moe":
+        ops = list(moe_kernels(row))
     elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
         ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
     else:
@@ -115,6 +117,29 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
     return elementwise(reads * row["nbytes"] / 2, row["nbytes"] / 2, ctas=row.get("m"))
 
 
+# A MoE layer's weight formats (`dtype` column) and the activations its GEMMs take: MXFP4 experts with MXFP8
+# activations are the model's own `fp4` (e2m1 + ue8m0 per 32, FP8 x FP4 MMA); NVFP4 experts take NVFP4
+# activations (W4A4); FP8 and BF16 experts take activations of their own format.
+MOE_ACTIVATION = {"fp4": "fp8", "nvfp4": "nvfp4", "fp8": "fp8", "bf16": "bf16"}
+# An mHC sublayer's mixing weight rows (DeepSeek-V4: [24, 4 x hidden], as models/deepseek-v4.1-flash.toml's
+# hc_mix_rows) and the bytes of one residual value (FP32 routes, as rubinperf.graph's RESIDUAL_BYTES).
+MHC_MIX_ROWS, MHC_RESIDUAL_BYTES = 24, 4
+
+
+def moe_kernels(row: dict) -> tuple:
+    """A MoE layer on one rank as two grouped GEMMs over its `groups` local experts: the fused gate and up
+    projection ([k] -> [2k] per expert of `n` = hidden in, `k` = intermediate width per rank) and the down
+    projection ([k] -> [n]); `rows` routed rows on this rank, spread evenly over the experts when
+    `touched` is given (balanced routing), else the uniform-routing expectation."""
+    from rubinperf.kernels import grouped_gemm
+
+    w = row["dtype"]
+    act = MOE_ACTIVATION.get(w, w)
+    touched = row.get("touched") or None
+    return (grouped_gemm(row["rows"], row["groups"], 2 * row["k"], row["n"], weight=w, act=act, touched=touched),
+            grouped_gemm(row["rows"], row["groups"], row["n"], row["k"], weight=w, act=act, touched=touched))
+
+
 def row_kernel(row: dict) -> Kernel:
     """The Kernel of one measured row's work (what its `flops` and `bytes` columns count), from the model's
     own kernel functions; `row_kernels` gives the kernels the measured implementation ran to do it."""
@@ -133,6 +158,12 @@ def row_kernel(row: dict) -> Kernel:
                       in_flight_bytes_per_cta=row["inflight_bytes"])
     if fam == "gemm":
         return build("gemm", row, dtype=row["dtype"])
+    if fam == "mhc":  # one mHC pass (pre or post) of m tokens over `groups` residual routes of width n
+        from rubinperf.kernels import mhc
+
+        return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
+    if fam == "moe":
+        raise SpecError("a moe row is two kernels: use rows.moe_kernels")
     if fam == "grouped_gemm":  # rows already multiplied by top-k, as the catalog's tokens
         return build("grouped-gemm", {**row, "tokens": row["rows"]}, dtype=row["dtype"])
     if fam in ("attention_decode", "attention_prefill"):

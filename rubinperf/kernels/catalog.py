@@ -15,7 +15,8 @@ from rubinperf.errors import SpecError
 
 
 def activation_dtype(weight: str) -> str:
-    """The activations a GEMM on `weight`-format weights takes: FP8 for FP4 weights (FP8 x FP4 MMA), else the same."""
+    """The activations a GEMM on `weight`-format weights takes: FP8 for FP4 weights (FP8 x FP4 MMA), else the same
+    (NVFP4 weights take NVFP4 activations: W4A4 at the FP4 rate)."""
     return "fp8" if weight == "fp4" else weight
 
 
