@@ -13,7 +13,7 @@ from rubinperf.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 CSV = REPO / "calibration" / "h200" / "measurements.csv"
-SHAPES = REPO / "calibration" / "h200" / "shapes.csv"
+SHAPES = REPO / "calibration" / "h200" / "shapes_dobench.csv"
 NO_TORCH = "import sys; sys.modules['torch'] = None; from rubinperf.cli import main; raise SystemExit(main(sys.argv[1:]))"
 
 
@@ -61,7 +61,7 @@ def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
     assert rec["objective_after"] <= rec["objective_before"] + 1e-12
     assert {f["family"] for f in rec["families_after"]} >= {"gemm-bf16", "grouped_gemm-fp8", "attention_decode",
                                                               "stream_ctas", "all"}
-    assert set(rec["heldout"]["modes"]) == {"graph", "eager"}
+    assert set(rec["heldout"]["modes"]) == {"graph", "eager", "stream", "cold"}
 
     from rubinperf.specs.stack import load_platform
 
@@ -69,8 +69,8 @@ def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
     for field, value in fitted.items():
         assert getattr(hw, field) == value
     assert hw.stack_path == str(tmp_path / "pytorch-2.11.toml")   # the stack written beside it, not the bundled one
-    assert hw.sources["hardware.efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
-    assert hw.sources["stack.efficiency"].startswith("Calibrated 2026-12-01 on NVIDIA H200")
+    assert hw.sources["hardware.efficiency"].startswith("Calibrated 2026-12-02 on NVIDIA H200")
+    assert hw.sources["stack.efficiency"].startswith("Calibrated 2026-12-02 on NVIDIA H200")
     bundled = load_platform("h200")
     assert hw.sources["hardware.compute"] == bundled.sources["hardware.compute"] and hw.hbm_bandwidth_bytes_per_s == 4.8e12
     assert rec["stack_toml"] == str(tmp_path / "pytorch-2.11.toml") and rec["toml"] == str(tmp_path / "h200.toml")

@@ -34,6 +34,12 @@ class FakeTorch:
             def elapsed_time(self, other):
                 return (other.t - self.t) * 1e3
 
+        class Buffer:  # do_bench's flush: zeroing it takes GPU time before the timed call
+            def zero_(self):
+                fake.now += 60e-6
+
+        self.int32 = "int32"
+        self.empty = lambda *shape, dtype=None, device=None: Buffer()
         self.cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, _sleep=lambda n: None)
 
     def kernel(self, name, seconds):
@@ -52,8 +58,15 @@ def test_eager_rows_are_the_median_of_interleaved_lone_launches():
     a = sb.EagerEntry(_row(1 << 20), [t.kernel("a", 10e-6)], 10e-6)
     b = sb.EagerEntry(_row(1 << 22), [t.kernel("b0", 30e-6), t.kernel("b1", 30e-6)], 30e-6)
     out = sb.eager_interleaved(t, [a, b], rounds=4, samples=16, seed=1)
-    assert [r["mode"] for r in out] == ["eager", "eager"]
-    assert out[0]["measured_s"] == pytest.approx(10e-6) and out[1]["measured_s"] == pytest.approx(30e-6)
+    # each entry's rows: do_bench's (eager), lone launches (cold) and back to back (stream)
+    assert [[r["mode"] for r in rs] for rs in out] == [["eager", "cold", "stream"]] * 2
+    (a_eager, a_cold, a_stream), (b_eager, b_cold, b_stream) = out
+    # the flush before each do_bench call is outside its events: the kernel's own time
+    assert a_eager["measured_s"] == pytest.approx(10e-6) and b_eager["measured_s"] == pytest.approx(30e-6)
+    assert a_cold["measured_s"] == pytest.approx(10e-6) and b_cold["measured_s"] == pytest.approx(30e-6)
+    assert a_stream["measured_s"] == pytest.approx(10e-6) and a_stream["calls"] == sb.STREAM_CALLS
+    assert a_stream["samples"] == 4   # one back-to-back sample a round
+    out = [a_cold, b_cold]
     assert out[0]["samples"] == out[1]["samples"] == 16 and out[0]["calls"] == 1
     assert out[0]["bytes"] == 2 * (1 << 20)  # the row's cost from the model's kernel functions
     assert out[0]["host_s"] is not None and out[0]["host_s"] >= 0
@@ -67,8 +80,10 @@ def test_eager_rows_are_the_median_of_interleaved_lone_launches():
 def test_a_long_kernel_takes_fewer_lone_launches_but_one_a_round():
     t = FakeTorch()
     long = sb.EagerEntry(_row(1 << 30), [t.kernel("l", 0.05)], 0.05)
-    (row,) = sb.eager_interleaved(t, [long], rounds=4, samples=64, max_s=0.1)
+    ((eager, row),) = sb.eager_interleaved(t, [long], rounds=4, samples=64, max_s=0.1)
+    assert (eager["mode"], row["mode"]) == ("eager", "cold")   # no back-to-back rows: 16 calls outlast the budget
     assert row["samples"] == 4 and row["host_s"] is None  # 4 x 0.05 s > max_s: one a round; no host reading
+    assert eager["samples"] == 4 and eager["measured_s"] == pytest.approx(0.05)
 
 
 def test_no_entries_no_rows():

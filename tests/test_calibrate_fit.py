@@ -25,10 +25,12 @@ from rubinperf.specs.loader import build_spec, tomllib
 
 # A GPU with known physics: every fitted parameter of the kernel model, and the probes' values.
 TRUE_KERNELS = dict(hbm_stream_efficiency=0.85, hbm_latency_s=5e-7, stream_bytes_in_flight_per_sm=20000.0,
-                    mma_prologue_s=1.5e-6, mma_compute_efficiency=0.66, mma_bytes_in_flight_per_sm=70000.0,
+                    mma_prologue_cycles=3000.0, mma_compute_efficiency=0.66, mma_bytes_in_flight_per_sm=70000.0,
                     grouped_compute_efficiency=0.5, grouped_hbm_efficiency=0.75, attention_compute_efficiency=0.55,
-                    kernel_launch_eager_s=1.2e-5, tensor_core_dispatch_s=1.5e-5)
+                    kernel_launch_cold_s=1.2e-5, tensor_core_dispatch_s=1.5e-5)
 TRUE_GRAPH_LAUNCH_S = 0.7e-6
+TRUE_STREAM_LAUNCH_S = 2.8e-6
+TRUE_HOST_DISPATCH_S = 9e-6
 TRUE_COLLECTIVES = dict(collective_floor_s=6.0e-6, nvlink_latency_s=3.0e-6, nvlink_efficiency=0.78)
 
 
@@ -38,17 +40,21 @@ def h200():
 
 
 def synthetic_kernels(hw, truth, sigma=0.02, seed=1):
-    """The model-shape suite (quick) in both launch modes and the generic suite (quick), 'measured' as
-    the model's own expected times on `truth` x log-normal noise; the probes read the true values."""
+    """The model-shape suite (quick) in every launch mode and the generic suite (quick), 'measured' as
+    the model's own expected times on `truth` x log-normal noise; the probes (and each row's host dispatch)
+    read the true values."""
     rows = []
     for r in shapes_plan(quick=True) + kernel_plan(quick=True):
         if r["family"] == "launch":
             rows.append({**r, "mode": "graph", "measured_s": TRUE_GRAPH_LAUNCH_S})
+            rows.append({**r, "mode": "eager", "measured_s": TRUE_STREAM_LAUNCH_S})
         elif r["family"] == "pointer_chase":
             rows.append({**r, "mode": "eager", "measured_s": 4e-7})
         else:
-            rows += [{**r, "mode": m} for m in ("graph", "eager")]
-    truth_hw = dataclasses.replace(hw, kernel_launch_graph_s=TRUE_GRAPH_LAUNCH_S, **truth)
+            rows += [{**r, "mode": m, "host_s": TRUE_HOST_DISPATCH_S} for m in ("graph", "eager", "stream", "cold")]
+    truth_hw = dataclasses.replace(hw, kernel_launch_graph_s=TRUE_GRAPH_LAUNCH_S,
+                                   kernel_launch_stream_s=TRUE_STREAM_LAUNCH_S, host_dispatch_s=TRUE_HOST_DISPATCH_S,
+                                   **truth)
     timed = [r for r in rows if "measured_s" not in r]
     noise = np.exp(np.random.default_rng(seed).normal(0.0, sigma, len(timed)))
     for r, t, z in zip(timed, fit.expected(timed, truth_hw), noise):
@@ -92,7 +98,7 @@ def test_csv_round_trip(tmp_path):
     p.write_text(rows_to_csv(rows, SHAPES_COLUMNS))
     kind, back = read_csv(p)
     assert kind == "kernels" and len(back) == len(rows)
-    assert {b["mode"] for b in back} == {"graph", "eager"}
+    assert {b["mode"] for b in back} == {"graph", "eager", "stream", "cold"}
     for a, b in zip(rows, back):
         assert b["measured_s"] == a["measured_s"]
         assert row_cost(b) == row_cost(a)
@@ -131,15 +137,17 @@ def test_kernel_fit_recovers_the_physical_parameters(h200):
     rows = synthetic_kernels(h200, TRUE_KERNELS)
     res = fit.fit_kernels(rows, h200, heldout=False)
     assert res.after["kernel_launch_graph_s"] == TRUE_GRAPH_LAUNCH_S   # read off the empty kernel
+    assert res.after["kernel_launch_stream_s"] == TRUE_STREAM_LAUNCH_S
+    assert res.after["host_dispatch_s"] == TRUE_HOST_DISPATCH_S       # read off the rows' host_s
     for f, v in TRUE_KERNELS.items():
         assert f in res.fitted
         assert res.after[f] == pytest.approx(v, rel=0.12), f
-    for f in ("hbm_stream_efficiency", "hbm_latency_s", "mma_compute_efficiency", "kernel_launch_eager_s"):
+    for f in ("hbm_stream_efficiency", "hbm_latency_s", "mma_compute_efficiency", "kernel_launch_cold_s"):
         assert res.after[f] == pytest.approx(TRUE_KERNELS[f], rel=0.03), f
     assert res.loss_after < res.loss_before
     assert res.loss_after < 1.5 * 0.02 * (2 / np.pi) ** 0.5  # about what the noise alone leaves
     # fields no measurement constrains keep their values
-    for f in ("vector_compute_efficiency", "nvlink_efficiency", "fused_overlap_rows", "pdl_hidden_fraction"):
+    for f in ("vector_compute_efficiency", "nvlink_efficiency", "fused_overlap_rows", "pdl_hidden_s"):
         assert getattr(res.hardware(h200), f) == getattr(h200, f)
 
 
@@ -151,7 +159,7 @@ def test_cross_validation_reports_error_on_unseen_rows(h200):
         assert {f for r, f in zip(timed, folds) if (r["family"], r["mode"]) == key} == {0, 1} or \
             sum((r["family"], r["mode"]) == key for r in timed) == 1
     cv = fit.cross_validate(rows, h200, rounds=6)
-    assert cv["n"] == len(timed) and set(cv["modes"]) == {"graph", "eager"}
+    assert cv["n"] == len(timed) and set(cv["modes"]) == {"graph", "eager", "stream", "cold"}
     # log-normal noise of 0.05: a median |ln| near 0.05 x 0.674, and no model error beyond it
     assert 0.02 < cv["median_abs_log"] < 0.06
     assert cv["max_sol_over_measured"] < 1.2
@@ -229,8 +237,8 @@ def test_calibrated_toml_keeps_every_other_line(h200, tmp_path):
     original = open(h200.path).read()
     src.write_text(original)
     hw_part, stack_part = fit.split_updates({"hbm_stream_efficiency": 0.8123, "kernel_launch_graph_s": 0.7e-6,
-                                             "mma_prologue_s": 2.5e-6, "split_k_max": 8})
-    assert set(hw_part) == {"hbm_stream_efficiency", "kernel_launch_graph_s"} and set(stack_part) == {"mma_prologue_s", "split_k_max"}
+                                             "mma_prologue_cycles": 2500.0, "split_k_max": 8})
+    assert set(hw_part) == {"hbm_stream_efficiency", "kernel_launch_graph_s"} and set(stack_part) == {"mma_prologue_cycles", "split_k_max"}
     text = fit.calibrated_toml(src, hw_part, 'Calibrated "x"')
     hw = build_spec(Hardware, tomllib.loads(text), src)
     assert hw.hbm_stream_efficiency == 0.812 and hw.kernel_launch_graph_s == 0.7e-6
@@ -247,8 +255,8 @@ def test_calibrated_toml_keeps_every_other_line(h200, tmp_path):
     ssrc.write_text(stack_original)
     stext = fit.calibrated_toml(ssrc, stack_part, 'Calibrated "y"', kind="stack")
     st = build_spec(Stack, tomllib.loads(stext), ssrc)
-    assert st.mma_prologue_s == 2.5e-6 and st.split_k_max == 8 and st.sources["efficiency"] == 'Calibrated "y"'
-    assert "(calibrated: mma_prologue_s, split_k_max" in st.sources["kernel"]
+    assert st.mma_prologue_cycles == 2500.0 and st.split_k_max == 8 and st.sources["efficiency"] == 'Calibrated "y"'
+    assert "(calibrated: mma_prologue_cycles, split_k_max" in st.sources["kernel"]
     changed = [(a, b) for a, b in zip(stack_original.splitlines(), stext.splitlines()) if a != b]
     assert len(changed) == 4
     with pytest.raises(SpecError, match="no line for"):

@@ -171,9 +171,26 @@ def test_committed_csv_has_the_schema_and_every_planned_shape(measured):
         if fam == "pointer_chase":
             assert modes == {"eager": n}
         elif fam == "attention_decode":  # each implementation that ran correctly, in both modes
-            assert modes["graph"] == modes["eager"] >= n and impls >= 2
+            assert modes["graph"] == modes["cold"] >= n and impls >= 2
         else:
-            assert modes == {"graph": n, "eager": n}, fam
+            assert modes == {"graph": n, "cold": n}, fam
+
+
+def test_the_do_bench_run_has_every_planned_shape_in_four_modes():
+    """The 2026-12-02 run: every kernel row chained in a graph, by do_bench's method (eager), alone (cold) and, where
+    16 calls fit the time budget, back to back (stream)."""
+    from rubinperf.calibrate.plan import read_csv
+
+    _, rows = read_csv(SHAPES_CSV.with_name("shapes_dobench.csv"))
+    planned = Counter(r["family"] for r in shapes_plan())
+    for fam, n in planned.items():
+        modes = Counter(r["mode"] for r in rows if r["family"] == fam)
+        if fam == "pointer_chase":
+            assert modes == {"eager": n}
+        elif fam != "attention_decode":
+            assert modes["graph"] == modes["eager"] == modes["cold"] == n >= modes["stream"] > 0, fam
+    launch = {r["mode"]: r["measured_s"] for r in rows if r["family"] == "launch"}
+    assert launch["graph"] < 1e-6 < launch["eager"] < launch["stream"] < launch["cold"]
 
 
 def test_committed_rows_carry_the_models_costs_and_pass_their_checks(measured):
@@ -208,8 +225,8 @@ def test_cli_fits_a_shapes_csv_without_a_gpu(capsys, tmp_path):
     rec = json.loads(capsys.readouterr().out)
     assert code in (0, None) and (tmp_path / "h200.toml").is_file()
     fitted = {f["field"] for f in rec["fit"] if f["fitted"]}
-    assert {"hbm_latency_s", "mma_bytes_in_flight_per_sm", "kernel_launch_graph_s", "kernel_launch_eager_s"} <= fitted
-    assert rec["heldout"]["modes"]["graph"]["n"] > 300 and rec["heldout"]["modes"]["eager"]["n"] > 300
+    assert {"hbm_latency_s", "mma_bytes_in_flight_per_sm", "kernel_launch_graph_s", "kernel_launch_cold_s"} <= fitted
+    assert rec["heldout"]["modes"]["graph"]["n"] > 300 and rec["heldout"]["modes"]["cold"]["n"] > 300
 
 
 def test_cli_rejects_an_unknown_suite(capsys):

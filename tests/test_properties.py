@@ -25,7 +25,7 @@ _HW = {name: load_platform(name) for name in HARDWARE_NAMES}
 RATE_FIELDS = [f.name for f in spec_fields(Platform) if f.name.endswith(("_flops_per_s", "_bandwidth_bytes_per_s"))]
 EFFICIENCY_FIELDS = [f.name for f in spec_fields(Platform)
                      if f.name.endswith("_efficiency") or f.name.endswith("_bandwidth_factor")]
-FLOOR_FIELDS = ["kernel_launch_graph_s", "mma_prologue_s", "hbm_latency_s", "collective_floor_s", "nvlink_latency_s",
+FLOOR_FIELDS = ["kernel_launch_graph_s", "mma_prologue_cycles", "hbm_latency_s", "collective_floor_s", "nvlink_latency_s",
                 "cross_tray_latency_s", "scale_out_latency_s", "fused_overlap_rows"]
 CAPACITY_FIELDS = ["mma_bytes_in_flight_per_sm", "stream_bytes_in_flight_per_sm"]
 COST_FIELDS = [f.name for f in dataclasses.fields(Cost)]
@@ -104,14 +104,16 @@ def hardwares(draw) -> Hardware:
     for name in draw(st.lists(st.sampled_from(EFFICIENCY_FIELDS), max_size=3, unique=True)):
         changes[name] = draw(st.floats(0.05, 1.0))
     for name in draw(st.lists(st.sampled_from(FLOOR_FIELDS), max_size=2, unique=True)):
-        changes[name] = draw(st.floats(1e-9, 1e-4)) * (1e9 if name == "fused_overlap_rows" else 1)
+        changes[name] = draw(st.floats(1e-9, 1e-4)) * (1e9 if name in ("fused_overlap_rows", "mma_prologue_cycles") else 1)
     for name in draw(st.lists(st.sampled_from(CAPACITY_FIELDS), max_size=2, unique=True)):
         changes[name] = getattr(hw, name) * draw(st.floats(0.05, 2.0))
     if draw(st.booleans()):
         changes["split_k_max"] = draw(st.integers(1, 16))
-    changes["pdl_hidden_fraction"] = draw(st.sampled_from([hw.pdl_hidden_fraction, 0.0, 1.0]))
-    # a valid spec: a kernel in a graph starts no later than alone (Hardware.validate)
-    changes["kernel_launch_eager_s"] = max(hw.kernel_launch_eager_s, changes.get("kernel_launch_graph_s", 0.0))
+    changes["pdl_hidden_s"] = draw(st.sampled_from([hw.pdl_hidden_s, 0.0, 1e-5]))
+    # a valid spec: a kernel in a graph starts no later than behind others in a stream, and that no later than
+    # alone after a synchronisation (Hardware.validate, Platform.validate)
+    changes["kernel_launch_stream_s"] = max(hw.kernel_launch_stream_s, changes.get("kernel_launch_graph_s", 0.0))
+    changes["kernel_launch_cold_s"] = max(hw.kernel_launch_cold_s, changes["kernel_launch_stream_s"])
     return dataclasses.replace(hw, **changes)
 
 
@@ -124,7 +126,7 @@ def _le(a, b, rel=1e-12):
 
 
 @FAST
-@given(cost=costs(), hw=hardwares(), die_local=st.booleans(), launch=st.sampled_from(["graph", "eager"]))
+@given(cost=costs(), hw=hardwares(), die_local=st.booleans(), launch=st.sampled_from(["graph", "eager", "stream", "cold"]))
 def test_expected_bounds_sol_bounds_terms(cost, hw, die_local, launch):
     t = kernel_time(cost, hw, die_local_weights=die_local, launch=launch)
     for term in (t.sol_compute_s, t.sol_memory_s, t.sol_comm_s):
@@ -172,7 +174,8 @@ def test_raising_an_efficiency_never_slows(cost, hw, field, to):
 def test_lowering_a_floor_or_latency_never_slows(cost, hw, field, frac):
     lower = dataclasses.replace(hw, **{field: getattr(hw, field) * frac})
     if field == "kernel_launch_graph_s":
-        lower = dataclasses.replace(lower, kernel_launch_eager_s=hw.kernel_launch_eager_s)
+        lower = dataclasses.replace(lower, kernel_launch_stream_s=hw.kernel_launch_stream_s,
+                                    kernel_launch_cold_s=hw.kernel_launch_cold_s)
     assert kernel_time(cost, lower).expected_s <= kernel_time(cost, hw).expected_s * (1 + 1e-12)
 
 
@@ -197,9 +200,13 @@ def test_more_sms_at_the_same_rate_per_sm_never_slow(cost, hw, extra):
 @FAST
 @given(cost=costs(), hw=hardwares(), die_local=st.booleans())
 def test_a_kernel_in_a_graph_is_never_slower_than_alone(cost, hw, die_local):
-    graph = kernel_time(cost, hw, die_local_weights=die_local, launch="graph")
-    alone = kernel_time(cost, hw, die_local_weights=die_local, launch="eager")
-    assert graph.expected_s <= alone.expected_s * (1 + 1e-12)
+    """graph <= eager (behind others in a stream) <= stream (the host issuing each call) <= cold (alone after a
+    synchronisation, when the host's cold launch is at least its dispatch)."""
+    t = {m: kernel_time(cost, hw, die_local_weights=die_local, launch=m).expected_s
+         for m in ("graph", "eager", "stream", "cold")}
+    assert t["graph"] <= t["eager"] * (1 + 1e-12) and t["eager"] <= t["stream"] * (1 + 1e-12)
+    if hw.kernel_launch_cold_s >= hw.host_dispatch_s + hw.kernel_launch_stream_s:
+        assert t["stream"] <= t["cold"] * (1 + 1e-12)
 
 
 # ------------------------------------------------------------------ experts touched

@@ -38,17 +38,22 @@ def test_compute_bound_gemm(gb300):
     # memory: 100,663,296 / (8e12 x 0.88) = 14.2988 us; in flight 160 x 131,072 B / 0.8 us = 26.2 TB/s: no shortfall
     assert t.memory_s == pytest.approx(14.2987636364e-6, rel=1e-9)
     assert t.parallelism_s == 0
-    # latency in a graph: 0.5 us + (1 - 0.5) x (1 us tensor-core prologue + 1 load x 0.8 us) = 1.4 us
-    assert t.latency_s == pytest.approx(1.4e-6, rel=1e-12)
+    # latency in a graph: the 0.5 us boundary less the 0.25 us PDL hides, then the fill: (1 load + 1 drain) x 0.8 us
+    # + 2000 prologue cycles at 2 GHz (1 us) = 2.85 us
+    assert t.latency_s == pytest.approx(2.85e-6, rel=1e-12)
     assert t.comm_s == 0
-    assert t.expected_s == pytest.approx(1.4e-6 + 77.54801e-6, rel=1e-6)
+    assert t.expected_s == pytest.approx(2.85e-6 + 77.54801e-6, rel=1e-6)
     assert t.bound == "compute"
-    assert t.fraction_of_roofline == pytest.approx(54.9755813888 / 78.94801, rel=1e-6)
-    # launched alone: 4 us launch + 2 us of a tensor-core library call's host set-up + 1 us + 0.8 us = 7.8 us,
-    # nothing hidden
-    alone = kernel_time(gemm(4096, 4096, 4096, weight="bf16"), gb300, launch="eager")
-    assert alone.latency_s == pytest.approx(7.8e-6, rel=1e-12)
-    assert alone.expected_s - t.expected_s == pytest.approx(6.4e-6, rel=1e-9)
+    assert t.fraction_of_roofline == pytest.approx(54.9755813888 / 80.39801, rel=1e-6)
+    # behind others in a stream (do_bench): the 2 us stream boundary + the 2.6 us fill, nothing hidden = 4.6 us
+    eager = kernel_time(gemm(4096, 4096, 4096, weight="bf16"), gb300, launch="eager")
+    assert eager.latency_s == pytest.approx(4.6e-6, rel=1e-12)
+    # launched alone after a synchronisation: 4 us launch + 2 us of a tensor-core library call's host set-up + 2.6 us
+    alone = kernel_time(gemm(4096, 4096, 4096, weight="bf16"), gb300, launch="cold")
+    assert alone.latency_s == pytest.approx(8.6e-6, rel=1e-12)
+    assert alone.expected_s - t.expected_s == pytest.approx(5.75e-6, rel=1e-9)
+    # issued back to back from the host: the 3 + 2 us host dispatch is far shorter than the kernel: eager's time
+    assert kernel_time(gemm(4096, 4096, 4096, weight="bf16"), gb300, launch="stream").expected_s == eager.expected_s
 
 
 def test_memory_bound_copy(gb300):
@@ -58,21 +63,29 @@ def test_memory_bound_copy(gb300):
     assert t.memory_s == pytest.approx(284.0909090909e-6, rel=1e-9)
     # in flight: 160 SMs x 65,536 B / 0.8 us = 13.1 TB/s, above the 7.04 TB/s streaming rate
     assert t.parallelism_s == 0
-    # a streaming kernel has no tensor-core prologue: 0.5 us + (1 - 0.5) x 0.8 us of fill = 0.9 us
-    assert t.latency_s == pytest.approx(0.9e-6, rel=1e-12)
-    assert t.expected_s == pytest.approx(284.0909090909e-6 + 0.9e-6, rel=1e-9)
+    # a streaming kernel has no tensor-core prologue: 0.5 us - 0.25 us hidden + (1 load + 1 drain) x 0.8 us = 1.85 us
+    assert t.latency_s == pytest.approx(1.85e-6, rel=1e-12)
+    assert t.expected_s == pytest.approx(284.0909090909e-6 + 1.85e-6, rel=1e-9)
     assert t.compute_s == 0 and t.sol_compute_s == 0
     assert t.bound == "memory"
-    # launched alone: 4 us + 0.8 us of fill; no tensor-core set-up for a streaming kernel
-    assert kernel_time(copy(1e9), gb300, launch="eager").latency_s == pytest.approx(4.8e-6, rel=1e-12)
+    # launched alone: 4 us + 1.6 us of fill and drain; no tensor-core set-up for a streaming kernel
+    assert kernel_time(copy(1e9), gb300, launch="cold").latency_s == pytest.approx(5.6e-6, rel=1e-12)
 
 
 def test_latency_bound_small_copy(gb300):
     t = kernel_time(copy(1024), gb300)
-    # 2048 B / 7.04e12 B/s = 0.29 ns: the 0.9 us of launch and fill dominate
+    # 2048 B / 7.04e12 B/s = 0.29 ns: the 1.85 us of launch, fill and drain dominate
     assert t.memory_s == pytest.approx(2048 / 7.04e12, rel=1e-12)
-    assert t.expected_s == pytest.approx(0.9e-6 + 2048 / 7.04e12, rel=1e-12)
+    assert t.expected_s == pytest.approx(1.85e-6 + 2048 / 7.04e12, rel=1e-12)
     assert t.bound == "latency"
+    # issued back to back from the host: the 3 us host dispatch is shorter than the kernel behind others
+    # (2 us + 1.6 us + its bytes), so the stream runs at the GPU's pace
+    eager = kernel_time(copy(1024), gb300, launch="eager")
+    assert eager.expected_s == pytest.approx(3.6e-6 + 2048 / 7.04e12, rel=1e-12)
+    assert kernel_time(copy(1024), gb300, launch="stream").expected_s == eager.expected_s
+    # a tiny GEMM is a library call: 3 us + 2 us of host set-up outlast its 4.6 us + body on the GPU: the host binds
+    tiny = kernel_time(gemm(16, 128, 128, weight="bf16"), gb300, launch="stream")
+    assert tiny.expected_s == pytest.approx(5e-6, rel=1e-12) and tiny.bound == "latency"
 
 
 def test_few_tiles_cannot_stream_the_weights(gb300):
@@ -203,7 +216,7 @@ def test_kernel_time_add_and_scale(gb300):
 
 def test_unknown_launch_mode(gb300):
     with pytest.raises(ValueError, match="launch"):
-        kernel_time(copy(1e6), gb300, launch="stream")
+        kernel_time(copy(1e6), gb300, launch="async")
 
 
 def test_streaming_kernel_with_few_ctas_is_capped_per_sm(gb300):
@@ -248,12 +261,14 @@ def test_split_kv_decode_pays_a_reduction_kernel_only_when_it_splits(gb300):
     assert alone.split_kv_groups == 8
     t = kernel_time(alone, gb300)
     # 8 groups on 160 SMs: the KV is split and a reduction kernel follows it in the stream. In a graph:
-    # the kernel 0.5 us + (1 - 0.5) x (0.8 us load + 1 us prologue) = 1.4 us; the reduction 0.5 us + 0.5 x 2 x 0.8 us = 1.3 us
+    # the kernel 0.5 - 0.25 us + (1 load + 1 drain) x 0.8 us + 1 us prologue = 2.85 us; the reduction
+    # 0.5 - 0.25 us + (2 loads + 1 drain) x 0.8 us = 2.65 us
     assert split_kv_reduction(alone, gb300) == 1
-    assert t.latency_s == pytest.approx(1.4e-6 + 1.3e-6, rel=1e-12)
+    assert t.latency_s == pytest.approx(2.85e-6 + 2.65e-6, rel=1e-12)
     # 64 sequences x 8 KV heads = 512 groups fill the 160 SMs: no split, no reduction
     full = attention(64, 32, 1, 1024, 128, kv_heads=8)
     assert split_kv_reduction(full, gb300) == 0
-    assert kernel_time(full, gb300).latency_s == pytest.approx(1.4e-6, rel=1e-12)
-    # launched alone, the reduction is still enqueued by the library: a kernel boundary, not a host launch
-    assert kernel_time(alone, gb300, launch="eager").latency_s == pytest.approx((4 + 2 + 1 + 0.8) * 1e-6 + 1.3e-6, rel=1e-12)
+    assert kernel_time(full, gb300).latency_s == pytest.approx(2.85e-6, rel=1e-12)
+    # launched alone, the reduction is still enqueued by the library: a stream boundary (2 us), not a host launch
+    assert kernel_time(alone, gb300, launch="cold").latency_s == pytest.approx((4 + 2 + 2.6) * 1e-6 + (2 + 2.4) * 1e-6,
+                                                                               rel=1e-12)

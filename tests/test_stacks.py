@@ -55,12 +55,13 @@ def test_hardware_and_stack_fields_are_disjoint_and_silicon_stays_in_hardware():
     assert {f.name for f in spec_fields(Platform)} == hw | st
     # the kernel-library facts are the stack's; the silicon's are the hardware's
     assert {"mma_tile_rows", "mma_tile_cols", "split_k_max", "split_k_min_depth", "wave_quantization",
-            "mma_bytes_in_flight_per_sm", "mma_prologue_s", "pdl_hidden_fraction", "fused_overlap_rows",
+            "mma_bytes_in_flight_per_sm", "mma_prologue_cycles", "pdl_hidden_s", "fused_overlap_rows",
             "mma_compute_efficiency", "grouped_compute_efficiency", "attention_compute_efficiency",
             "grouped_hbm_efficiency", "collective_floor_s", "step_overhead_s", "dp_sync_per_rank_s",
-            "eplb_target_balancedness", "eplb_draft_balancedness"} <= st
-    assert {"hbm_latency_s", "sm_count", "shared_memory_per_sm_bytes", "stream_bytes_in_flight_per_sm",
-            "kernel_launch_graph_s", "hbm_bandwidth_bytes_per_s", "nvlink_latency_s"} <= hw
+            "eplb_target_balancedness", "eplb_draft_balancedness", "kernel_launch_cold_s", "host_dispatch_s",
+            "tensor_core_dispatch_s"} <= st
+    assert {"hbm_latency_s", "sm_count", "sm_clock_hz", "shared_memory_per_sm_bytes", "stream_bytes_in_flight_per_sm",
+            "kernel_launch_graph_s", "kernel_launch_stream_s", "hbm_bandwidth_bytes_per_s", "nvlink_latency_s"} <= hw
 
 
 def test_the_seed_posts_facts_are_in_the_stacks():
@@ -252,14 +253,14 @@ def test_stack_floats_are_symbols_in_the_symbolic_path():
     from rubinperf import symbolic as S
 
     fields = S.hardware_fields()
-    for name in ("mma_compute_efficiency", "mma_prologue_s", "pdl_hidden_fraction", "dp_sync_per_rank_s"):
+    for name in ("mma_compute_efficiency", "mma_prologue_cycles", "pdl_hidden_s", "dp_sync_per_rank_s"):
         assert name in fields
     assert not set(POINT_FIELDS) & set(fields)          # EPLB sets the point's default only
     assert "split_k_max" in S.structural_hardware_fields()
     gb = load_platform("gb300-nvl72", "vllm-rubin-nov2026")
     k = gemm(16, 4096, 7168, weight="fp8", act="fp8", out="bf16")
     sym = kernel_time(k, S.symbolic_hardware(gb), launch="graph").expected_s
-    assert S.sym("mma_compute_efficiency") in sym.free_symbols or S.sym("mma_prologue_s") in sym.free_symbols
+    assert S.sym("mma_compute_efficiency") in sym.free_symbols or S.sym("mma_prologue_cycles") in sym.free_symbols
     assert float(sym.subs(S.hardware_values(gb))) == pytest.approx(float(kernel_time(k, gb, launch="graph").expected_s), rel=1e-12)
 
 
