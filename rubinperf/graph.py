@@ -25,7 +25,7 @@ from rubinperf import kernels as K
 from rubinperf.architecture import Weight, attention_weights, draft_layer_weights, embedding_weights, ffn_weights
 from rubinperf.cost import Cost, Kernel
 from rubinperf.layout import Layout
-from rubinperf.mathops import smin
+from rubinperf.mathops import sadd, sfloor, smin
 from rubinperf.precision import PRECISIONS
 from rubinperf.specs.model import Model
 
@@ -51,6 +51,13 @@ class Point:
     tp_allreduce_fused: bool = False    # the stack's TP path runs its all-reduces one-shot from the GEMM epilogues
     draft_ep_exchange: str = "all-to-all"   # DEP: the draft's MoE exchange (all-to-all as the target's, or all-gather)
     draft_first_pass: str = "one-per-request"   # decode: rows per request of the first draft forward
+    draft_forwards: str = "sequential"  # decode: k sequential draft forwards, or one parallel block forward (DSpark's)
+    # The stack's kernel set (stack [fusion]; these defaults are the fused vLLM set):
+    mhc_kernels: str = "mega-mhc"       # an mHC sublayer boundary: one Mega-mHC kernel, or SGLang's four TileLang kernels
+    tp_mhc_in_epilogue: bool = False    # TP path: mHC in the GEMM epilogues with the one-shot all-reduce (no kernel)
+    moe_kernels: str = "megamoe"        # TP path's routed experts: one MegaMoE kernel, or GEMM1 + GEMM2 + finalize
+    tp_shared_expert_fused_below_rows: object = 0   # TP path: the shared expert inside the routed GEMMs below these rows
+    rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens
@@ -73,6 +80,14 @@ class Op:
             object.__setattr__(self, "kernels", (self.kernels,))
 
     @cached_property
+    def kernel_count(self):
+        """Kernels the op launches per occurrence, as the graph states them: each kernel's launches, a collective
+        kernel's collectives (one NCCL kernel each; a one-shot all-reduce in a GEMM epilogue has none). The split-KV
+        reduction a decode attention kernel may add depends on the GPU (roofline.split_kv_reduction)."""
+        return sadd(*[k.cost.collectives if k.family == "collective" else k.cost.launches for k in self.kernels]) \
+            if self.kernels else 0
+
+    @cached_property
     def cost(self) -> Cost:
         """The op's total work (all its kernels), per rank, one occurrence."""
         return sum((k.cost for k in self.kernels), Cost())
@@ -93,9 +108,30 @@ def _linear(w: Weight, tokens, layout: Layout, split: str = "n", act: str | None
     return K.gemm(tokens, n, k, weight=w.dtype, act=act or ("fp8" if w.dtype in ("fp8", "fp4") else w.dtype))
 
 
-def _mhc(m: Model, tokens) -> Kernel:
-    """Mega-mHC for one sublayer (the residual routes are FP32; one route is a plain BF16 residual)."""
-    return K.mhc(tokens, m.hc_routes, m.hidden_size, m.hc_mix_rows, RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
+def _mhc(m: Model, tokens, layout: Layout | None = None, p: Point | None = None) -> tuple:
+    """The kernels of one mHC sublayer boundary (the residual routes are FP32; one route is a plain BF16 residual and
+    its add + RMSNorm one kernel on every stack): one Mega-mHC, or SGLang's TileLang set (stack mhc_kernels); on a TP
+    path that runs them from the GEMM epilogues with the one-shot all-reduce (tp_mhc_in_epilogue), no kernel."""
+    routes, rb = m.hc_routes, (RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
+    if p is not None and routes > 1 and p.mhc_kernels == "tilelang":
+        kernels = K.mhc_split(tokens, routes, m.hidden_size, m.hc_mix_rows, rb, ACT_BYTES)
+    else:
+        kernels = (K.mhc(tokens, routes, m.hidden_size, m.hc_mix_rows, rb),)
+    if p is not None and layout is not None and layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue:
+        kernels = tuple(K.in_epilogue(k) for k in kernels)
+    return kernels
+
+
+def mhc_op(m: Model, tokens, layout: Layout, p: Point, part: str = "target") -> Op:
+    """A layer's two mHC sublayer boundaries (before attention, before the FFN), named by how the stack runs them."""
+    one = _mhc(m, tokens, layout, p)
+    if layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue:
+        name = "mHC (in GEMM epilogues)"
+    elif len(one) > 1:
+        name = "mHC (TileLang: post, pre GEMM, Sinkhorn + collapse, RMSNorm)"
+    else:
+        name = "Mega-mHC (norm + mixing)"
+    return Op(name, one + one, part=part)
 
 
 def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
@@ -129,10 +165,18 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         kv = [_linear(w["kv_down" if m.attention_kind == "mla" else "kv_proj"], kv_tokens, layout, split="none")]
         if "kv_compress" in w:
             kv.append(_linear(w["kv_compress"], kv_tokens, layout, split="none"))
-        # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
         keys = m.index_key_bytes if layer in m.indexer_layers else 0
-        kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.kv_entry_bytes, ratio, index_key_bytes=keys))
+        if p.rope_kv_insert_fused:
+            # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
+            kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.kv_entry_bytes, ratio, index_key_bytes=keys))
         ops.append(Op("KV projection + compression", tuple(kv), part=part))
+        if not p.rope_kv_insert_fused:
+            # Its own kernel: reads the projection's BF16 output (the key's RoPE applied on the way), writes the entries.
+            ops.append(Op("KV insert (+ key RoPE)", K.kv_insert_kernel(kv_tokens, m.kv_entry_bytes, ratio, keys,
+                                                                       read_bytes_per_token=kv[-1].n * ACT_BYTES),
+                          part=part))
+    if not p.rope_kv_insert_fused:
+        ops.append(Op("query RoPE", K.rope(tokens, heads, m.rope_dim, ACT_BYTES), part=part))
     if m.attention_kind == "mla":
         # Absorbed MLA: queries move into the latent space, outputs back out (per-head batched GEMMs).
         ops.append(Op("MLA absorb", (
@@ -203,12 +247,15 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     if layout.kind == "dep" and draft and p.draft_ep_exchange == "all-gather":
         n = layout.ranks
         gather, scatter = K.ep_all_gather_exchange(tokens, n, m.hidden_size, "bf16", hw_tray, p.nvlink_domain_gpus)
-        # every rank's tokens reach every rank; a rank's experts get tokens x top-k rows on average
+        # every rank's tokens reach every rank; a rank's experts get tokens x top-k rows on average. Between the two
+        # collectives the experts are the engine's fused-MoE experts (vLLM's modular kernel: prepare = all-gather,
+        # finalize = reduce-scatter), not MegaMoE: routed GEMMs and a finalize, as the TP path's unfused set.
         touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
-        gemms = K.grouped_gemm(tokens * k, E // n, inter3, m.hidden_size, weight=experts.dtype, act=act,
+        gemms = K.routed_gemms(tokens, k, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype, act=act,
                                touched=touched)
         ops += [Op("MoE all-gather (tokens)", gather, part=part),
-                Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True, stretch=1 / bal),
+                Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True,
+                   stretch=1 / bal),
                 Op("MoE reduce-scatter (outputs)", scatter, part=part)]
     elif layout.kind == "dep":
         n = layout.ranks
@@ -220,11 +267,24 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         ops.append(Op(name, moe, part=part, die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
-        gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
-                               touched=touched)
-        ops.append(Op("MegaMoE (experts)", gemms, part=part, die_local_weights=True))
+        if p.moe_kernels == "routed-gemms":
+            gemms = K.routed_gemms(tokens, k, E, inter3 // 3 // layout.tp, m.hidden_size, weight=experts.dtype,
+                                   act=act, touched=touched)
+            ops.append(Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True))
+        else:
+            gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
+                                   touched=touched)
+            ops.append(Op("MegaMoE (experts)", gemms, part=part, die_local_weights=True))
     if "shared_expert" in ws:
-        ops.append(Op("shared expert", _ffn(ws["shared_expert"], tokens, layout), part=part))
+        shared = _ffn(ws["shared_expert"], tokens, layout)
+        below = p.tp_shared_expert_fused_below_rows
+        if layout.kind == "tp" and not (isinstance(below, (int, float)) and below == 0):
+            # Below `below` rows the routed GEMMs run the shared expert as one more expert (no launches of its own):
+            # 0 launches under the threshold, 1 at or above it.
+            on = smin(1, sfloor(tokens / below))
+            shared = tuple(dataclasses.replace(g, cost=dataclasses.replace(g.cost, launches=g.cost.launches * on))
+                           for g in shared)
+        ops.append(Op("shared expert", shared, part=part))
     if layout.tp > 1:
         ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
     return ops
@@ -312,7 +372,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
             pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
             layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
         else:
-            layer_ops = [Op("Mega-mHC (norm + mixing)", (_mhc(m, t), _mhc(m, t)))]
+            layer_ops = [mhc_op(m, t, layout, p)]
             if layer in m.engram_layers:
                 layer_ops += engram_ops(m, layout, t, p.engram_placement, p.nvlink_domain_gpus)
             layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
@@ -338,6 +398,12 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
         return []
     if p.phase != "decode":
         return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, head=False)
+    if p.draft_forwards == "parallel-block":
+        # vLLM's DSpark speculator (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py): one backbone forward over a
+        # block of k query rows per request (the anchor and k - 1 noise slots), the LM head over all k, then k
+        # sequential Markov-bias samples (the Markov head is not modelled: its rank is not in the model spec).
+        k = p.k(m)
+        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray)
     # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
     passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
     if p.draft_first_pass == "one-per-request":
@@ -359,7 +425,7 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
     for same in by_ratio.values():
         i = same[0]
         layer = m.num_layers + i
-        layer_ops = [Op("Mega-mHC (norm + mixing)", (_mhc(m, t), _mhc(m, t)), part="draft")]
+        layer_ops = [mhc_op(m, t, layout, p, part="draft")]
         fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
         layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
         layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")

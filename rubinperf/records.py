@@ -51,6 +51,7 @@ def step_record(r) -> dict:
             "flops": float(x["flops"]), "bytes": float(x["bytes"]), "bound": bound,
             "terms_ms": {k: v * 1e3 for k, v in terms.items()},
             "scale_out_ms": float(x["scale_out_s"]) * 1e3, "scale_out_bytes": float(x["scale_out_bytes"]),
+            "kernels": float(x["kernels"]),
         })
     p, m = r.point, r.model
     decode = p.phase == "decode"
@@ -66,6 +67,7 @@ def step_record(r) -> dict:
         "gpu_time_ms": float(r.gpu_s) * 1e3, "cpu_time_ms": float(r.cpu_s) * 1e3,
         "fraction_of_roofline": float(r.sol_s) / total,
         "draft_time_ms": float(r.part_s("draft")) * 1e3,
+        "kernels_per_step": float(r.kernels_per_step()),
         "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
         "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
         # Topology: a node is a tray (an 8-GPU HGX board; a 4-GPU NVL72 compute tray); a layout wider than one

@@ -140,5 +140,6 @@ def topology(hw, phase: str) -> dict:
 
 
 # Point fields a stack sets under the same name (a rack without them keeps the Point's default).
-_STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass")
+_STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
+                       "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}

@@ -24,7 +24,7 @@ from rubinperf.cost import BOUNDS, KERNEL_SHAPE_FIELDS, Cost, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
 from rubinperf.mathops import smax, sscale, ssum
-from rubinperf.roofline import kernel_time
+from rubinperf.roofline import kernel_time, split_kv_reduction
 from rubinperf.specs.model import Model
 
 
@@ -143,6 +143,17 @@ class StepResult:
                                                    for f in dataclasses.fields(self.point)})
         return StepResult(self.model, self.hw, self.layout, point, [op_at(o) for o in self.ops], pick(self.extra_cpu_s))
 
+    def op_kernels(self, op: Op):
+        """Kernels one occurrence of `op` launches on this GPU: the graph's (Op.kernel_count), plus the reduction
+        kernel a split-KV decode attention kernel enqueues where it splits (roofline.split_kv_reduction)."""
+        extra = [k.cost.launches * split_kv_reduction(k, self.hw) for k in op.kernels if k.split_kv_groups is not None]
+        return op.kernel_count + sum(extra) if extra else op.kernel_count
+
+    def kernels_per_step(self, part: str | None = None):
+        """Kernels one step launches on a rank (GPU parts; `part` one of them), summed over ops, layers and passes."""
+        return ssum(self.op_kernels(o.op) * o.op.repeat for o in self.ops
+                    if o.op.part != "cpu" and (part is None or o.op.part == part))
+
     def part_s(self, part: str):
         return ssum(o.expected_s for o in self.ops if o.op.part == part)
 
@@ -158,7 +169,8 @@ class StepResult:
             r = rows.get(name)
             if r is None:
                 r = rows[name] = {"kernel": name, "part": op.part, "expected_s": 0.0, "sol_s": 0.0, "flops": 0.0,
-                                  "bytes": 0.0, "terms": {}, "scale_out_s": 0.0, "scale_out_bytes": 0.0}
+                                  "bytes": 0.0, "terms": {}, "scale_out_s": 0.0, "scale_out_bytes": 0.0, "kernels": 0.0}
+            r["kernels"] = r["kernels"] + self.op_kernels(op) * repeat
             r["expected_s"] = r["expected_s"] + o.expected_s
             r["scale_out_s"] = r["scale_out_s"] + t.scale_out_s * repeat * stretch
             r["scale_out_bytes"] = r["scale_out_bytes"] + cost.scale_out_bytes * repeat

@@ -101,8 +101,9 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     # and head), the stacks' TP paths fuse their all-reduces into the GEMM epilogues ([fusion]: time taken out),
     # their drafts exchange MoE tokens by all-gather + reduce-scatter ([ep]: every rank receives every token, more
     # bytes than a dispatch), their drafts' first decode forward runs over every verified token ([speculative]: 1 + k
-    # rows per request, was one) and Rubin reads interleaved HBM at 0.90 of its die-local rate (was 0.75). With those
-    # undone the step is the one from before the move, exactly.
+    # rows per request, was one), Rubin reads interleaved HBM at 0.90 of its die-local rate (was 0.75) and the
+    # November TP8 path runs mHC in its GEMM epilogues and the shared expert inside the routed GEMMs below 16 rows
+    # ([fusion]: no kernels of their own). With those undone the step is the one from before the move, exactly.
     m = dataclasses.replace(load_model("deepseek-v4.1-flash"), indexer_epilogue_flops_per_head=0.0)
     since = {"vr-nvl72": dict(hbm_interleaved_bandwidth_factor=0.75, hbm_remote_bandwidth_factor=0.5)}
     for key, want in BEFORE_STEP_MS.items():
@@ -110,7 +111,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
             assert (got[key]["step_time_ms"] < want) if key[1].startswith("tp") else (got[key]["step_time_ms"] > want), key
         lay = parse_layout(key[1])
         plain = dataclasses.replace(load_platform(key[0]), tp_allreduce_fused=False, draft_ep_exchange="all-to-all",
-                                    draft_first_pass="one-per-request",
+                                    draft_first_pass="one-per-request", tp_mhc_in_epilogue=False,
+                                    tp_shared_expert_fused_below_rows=0,
                                     **since.get(key[0], {}))
         point = make_point(m, plain, lay)
         assert step(m, plain, lay, point).expected_s * 1e3 == pytest.approx(want, rel=1e-9), key

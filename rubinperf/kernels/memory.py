@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from rubinperf.cost import Cost, Kernel
 
 
@@ -25,6 +27,51 @@ def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
     mix = mix_rows * routes * hidden
     return elementwise(read_bytes=tokens * per_token, write_bytes=tokens * per_token,
                        flops=2 * tokens * mix + 4 * tokens * hidden, weight_bytes=mix * 4)
+
+
+def mhc_split(tokens, routes, hidden, mix_rows, residual_bytes, act_bytes=2) -> tuple[Kernel, ...]:
+    """One mHC sublayer boundary as SGLang's TileLang kernels run it (python/sglang/srt/layers/mhc.py, sgl-project/sglang),
+    four launches instead of one Mega-mHC:
+
+    - post: the new residual routes from the sublayer's output (comb x routes + post x output), one CTA per token;
+    - pre GEMM + sum of squares (split-K over the routes x hidden reduction; DeepGEMM's tf32_hc_prenorm_gemm on SM90/SM100):
+      reads every route and the [mix_rows, routes x hidden] FP32 mixing weight, writes each split's partials;
+    - pre big-fuse: sums the splits, RMS scale, sigmoid gates, the Sinkhorn iterations on the routes x routes matrix
+      (a serial loop inside this one kernel) and the route collapse into the layer input, one CTA per token;
+    - RMSNorm of the layer input (a separate element-wise op in aiconfigurator 0.12.0's DeepSeek-V4 model,
+      sdk/models/deepseek_v4.py: generation_attn_norm / generation_ffn_norm beside mhc_pre / mhc_post).
+
+    The routes are read three times (post, GEMM, big-fuse) where Mega-mHC reads them once."""
+    per_token = routes * hidden * residual_bytes
+    mix = mix_rows * routes * hidden
+    row = hidden * act_bytes
+    post = elementwise(read_bytes=tokens * (per_token + row), write_bytes=tokens * per_token,
+                       flops=2 * tokens * routes * (routes + 1) * hidden, ctas=tokens)
+    gemm = elementwise(read_bytes=tokens * per_token, write_bytes=tokens * mix_rows * 4,
+                       flops=2 * tokens * mix + 2 * tokens * routes * hidden, weight_bytes=mix * 4)
+    fuse = elementwise(read_bytes=tokens * per_token, write_bytes=tokens * row, flops=2 * tokens * routes * hidden,
+                       ctas=tokens)
+    norm = elementwise(read_bytes=tokens * row, write_bytes=tokens * row, flops=4 * tokens * hidden, ctas=tokens)
+    return post, gemm, fuse, norm
+
+
+def in_epilogue(kern: Kernel) -> Kernel:
+    """`kern`'s work done in the epilogue of the GEMM before it (no launch, no fill of its own): its bytes and
+    FLOPs stay, timed beside that GEMM's."""
+    return dataclasses.replace(kern, cost=dataclasses.replace(kern.cost, launches=0), dependent_loads=0)
+
+
+def rope(tokens, heads, rope_dim, act_bytes=2) -> Kernel:
+    """Rotary embedding of the queries' `rope_dim` columns per head, as its own pass (read and write them)."""
+    nbytes = tokens * heads * rope_dim * act_bytes
+    return elementwise(read_bytes=nbytes, write_bytes=nbytes, flops=3 * tokens * heads * rope_dim)
+
+
+def kv_insert_kernel(tokens, entry_bytes, ratio=1, index_key_bytes=0, read_bytes_per_token=0) -> Kernel:
+    """The KV-cache insert as its own kernel: reads the projection's output (`read_bytes_per_token` per new token,
+    the key's RoPE applied on the way) and writes the entries `kv_insert` counts."""
+    return Kernel("stream", kv_insert(tokens, entry_bytes, ratio, index_key_bytes)
+                  + Cost(activation_bytes=tokens * read_bytes_per_token, launches=1))
 
 
 def table_lookup(lookups, row_bytes, where: str = "hbm", local_fraction=1, nic_fraction=0) -> Kernel:

@@ -50,6 +50,27 @@ def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None
                   groups=touched, rows=rows / touched, n=n, k=k)
 
 
+def routed_gemms(tokens, top_k, groups, inter, hidden, weight: str = "fp4", act: str | None = None,
+                 touched=None) -> tuple[Kernel, ...]:
+    """The routed experts of one MoE layer as separate kernels, FlashInfer's TRT-LLM MoE runner's set (csrc/
+    trtllm_fused_moe_kernel_launcher.cu, flashinfer-ai/flashinfer: routing, PermuteGemm1, Gemm2, finalize; the
+    routing kernel is the router's top-k): the gate + up grouped GEMM gathering its rows (`inter` columns each of
+    gate and up per expert, the gated activation in its epilogue), the down grouped GEMM, and the finalize that sums
+    each token's top-k rows (BF16) back into one. Together the GEMMs read the weights and do the FLOPs of one
+    `grouped_gemm` of 3 x inter columns over tokens x top-k rows."""
+    rows = tokens * top_k
+    if touched is None:
+        touched = experts_touched(rows, groups)
+    up = grouped_gemm(rows, groups, 2 * inter, hidden, weight=weight, act=act, touched=touched)
+    down = grouped_gemm(rows, groups, hidden, inter, weight=weight, act=act, touched=touched)
+    return up, down, finalize(tokens, top_k, hidden)
+
+
+def finalize(tokens, top_k, hidden, act_bytes=2) -> Kernel:
+    """The MoE finalize: read each token's `top_k` routed BF16 output rows, write their weighted sum."""
+    return Kernel("stream", Cost(activation_bytes=tokens * (top_k + 1) * hidden * act_bytes, launches=1))
+
+
 def spans_domains(ranks, gpus_per_domain) -> bool:
     """True when `ranks` GPUs cannot sit in one NVLink domain of `gpus_per_domain` (None: one domain holds any group)."""
     return gpus_per_domain is not None and _gt(ranks, gpus_per_domain)

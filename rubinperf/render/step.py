@@ -31,14 +31,15 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     if breakdown:
         for r in records:
             bcols = [col("kernel", "left", min_width=24), col("part", "left", drop=3), col("time"), col("SOL", drop=4),
-                     col("% roofline", short="%roof", drop=2), col("share"), col("FLOPs", drop=6), col("bytes", drop=5),
-                     col("bound", "left")]
+                     col("% roofline", short="%roof", drop=2), col("share"), col("kernels", short="kern.", drop=7),
+                     col("FLOPs", drop=6), col("bytes", drop=5), col("bound", "left")]
             brows = [[b["kernel"], b["part"], fmt_time(b["time_ms"] / 1e3), fmt_time(b["sol_time_ms"] / 1e3),
-                      fmt_pct(b["fraction_of_roofline"]), fmt_pct(b["share_of_step"]),
+                      fmt_pct(b["fraction_of_roofline"]), fmt_pct(b["share_of_step"]), fmt_num(b.get("kernels", 0)),
                       si(b["flops"]), si(b["bytes"], "B"), b["bound"]] for b in r["breakdown"]]
             title = (f"{r['hardware']} {r['layout']} {r['phase']}: batch {fmt_num(r['batch_per_rank'])}/rank, "
                      f"context {fmt_tokens(r['context_tokens'])}, step {fmt_time(r['step_time_ms'] / 1e3)} "
-                     f"(GPU {fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {fmt_time(r['cpu_time_ms'] / 1e3)})")
+                     f"(GPU {fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {fmt_time(r['cpu_time_ms'] / 1e3)})"
+                     + (f", {fmt_num(r['kernels_per_step'])} kernels" if "kernels_per_step" in r else ""))
             print_out(table(title, bcols, brows))
 
 

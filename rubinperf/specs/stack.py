@@ -27,6 +27,9 @@ from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_fie
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
+MHC_KERNELS = ("mega-mhc", "tilelang")
+MOE_KERNELS = ("megamoe", "routed-gemms")
+DRAFT_FORWARDS = ("sequential", "parallel-block")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,11 @@ class Stack:
     step_time_spread: float = spec_field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel
     tp_allreduce_fused: bool = spec_field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
+    mhc_kernels: str = spec_field("fusion", doc="the kernels of one mHC sublayer boundary (a model of several residual routes): mega-mhc (one kernel: post, pre mixing, Sinkhorn, route collapse and RMSNorm) or tilelang (SGLang's four: post; pre GEMM + sum of squares; split sum, Sinkhorn and route collapse; RMSNorm)")
+    tp_mhc_in_epilogue: bool = spec_field("fusion", doc="TP path: the mHC work runs in the GEMM epilogues with the one-shot all-reduce (no kernel of its own; its bytes stay); needs tp_allreduce_fused")
+    moe_kernels: str = spec_field("fusion", doc="TP path's routed experts: megamoe (one grouped kernel) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels); the router GEMM and its top-k are kernels of their own on both")
+    tp_shared_expert_fused_below_rows: int = spec_field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
+    rope_kv_insert_fused: bool = spec_field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
     # [placement] where the engine keeps its weights on a GPU of two memory domains
     die_local_expert_weights: bool = spec_field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
@@ -78,6 +86,7 @@ class Stack:
     draft_ep_exchange: str = spec_field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     # [speculative] how the engine runs the draft model in a decode step
     draft_first_pass: str = spec_field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
+    draft_forwards: str = spec_field("speculative", doc="a decode step's draft forwards: sequential (k forwards, the first over draft_first_pass rows, then one token per request: EAGLE/MTP proposers) or parallel-block (one forward over k query rows per request, its LM head over all k: vLLM's DSpark speculator); parallel-block ignores draft_first_pass")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -92,10 +101,15 @@ class Stack:
             except SpecError as exc:
                 raise SpecError(f"{self.path}: serving.decode_layouts: {exc}") from None
         for key, choices in (("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
-                             ("speculative.draft_first_pass", DRAFT_FIRST_PASSES)):
+                             ("speculative.draft_first_pass", DRAFT_FIRST_PASSES),
+                             ("fusion.mhc_kernels", MHC_KERNELS), ("fusion.moe_kernels", MOE_KERNELS),
+                             ("speculative.draft_forwards", DRAFT_FORWARDS)):
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+        if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
+            raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
+                            "the mHC work rides the epilogue pass of the one-shot all-reduce")
         for on, off in (("eplb_target_balancedness", "no_eplb_target_balancedness"),
                         ("eplb_draft_balancedness", "no_eplb_draft_balancedness")):
             if getattr(self, off) > getattr(self, on):
@@ -111,7 +125,7 @@ def load_stack(name_or_path: str) -> Stack:
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative")
+POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion")
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 
