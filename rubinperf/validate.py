@@ -43,7 +43,7 @@ class RefPoint:
     note: str = ""
     fitted: bool = False
     op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
-    launch: str | None = None      # kernel_error_unseen: graph or eager rows
+    launch: str | None = None      # kernel_error_unseen: the rows of one launch mode (graph, eager, stream, cold)
     data: str | None = None        # kernel_error_unseen: measurements (relative to the repository) the spec was not fitted to
     previous: float | None = None  # the prediction of the last release's model (rubinperf 0.1.0)
     changed: str = ""              # what moved the prediction since that release (stack, kernel terms, P90, ...)
@@ -248,8 +248,10 @@ def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
     from rubinperf.calibrate.plan import read_csv
     from rubinperf.specs.stack import load_platform
 
-    if not p.data or p.launch not in ("graph", "eager"):
-        raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch (graph or eager)")
+    from rubinperf.calibrate.plan import MODES
+
+    if not p.data or p.launch not in MODES:
+        raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch ({', '.join(MODES)})")
     _, rows = read_csv(data_root() / p.data)
     stats = predict(rows, load_platform(p.hardware, p.stack))["modes"][p.launch]
     return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "

@@ -105,11 +105,12 @@ def test_memory_bound_decode_is_more_elastic_to_hbm_bandwidth_than_to_fp4_flops(
 
 
 def test_time_scaling_sum_rule(dep32_decode):
-    """Rates x L and latencies / L scale every time by 1/L: sum(E_rate) - sum(E_latency) = -1."""
+    """Rates x L and latencies / L scale every time by 1/L: sum(E_rate) - sum(E_latency) = -1 (the SM clock is a rate:
+    a kernel's fixed cycles take 1/L the time at L times the clock)."""
     _, records = dep32_decode
     e = {r["parameter"]: r["elasticity"] for r in records
          if r["group"] in ("hardware", "stack") and r["elasticity"] is not None}
-    rates = sum(v for k, v in e.items() if k.endswith("_per_s") and not k.endswith("_per_rank_s"))
+    rates = sum(v for k, v in e.items() if k.endswith(("_per_s", "_hz")) and not k.endswith("_per_rank_s"))
     latencies = sum(v for k, v in e.items() if k.endswith("_s") and not k.endswith("_per_s"))
     assert rates - latencies == pytest.approx(-1.0, abs=1e-9)
 
