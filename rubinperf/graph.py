@@ -71,9 +71,10 @@ class Op:
     name: str                 # what the engine calls it (breakdown row)
     kernels: tuple            # the Kernels it launches, one after another, per rank, one occurrence
     repeat: object = 1        # occurrences per step (layers)
-    part: str = "target"      # target | draft (GPU work) | cpu (host work, overlapped with the GPU)
+    part: str = "target"      # target | draft (GPU work) | cpu (host work: overlapped with the GPU but its exposed share)
     die_local_weights: bool = False
     stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
+    barrier: bool = False     # host work every rank waits for before the step's GPU work (a synchronising collective)
 
     def __post_init__(self):
         if isinstance(self.kernels, Kernel):
@@ -381,7 +382,9 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
     logits_tokens = tokens if decode else seqs
     ops += head_ops(m, layout, tokens, logits_tokens)
     ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
-    ops.append(Op("CPU overhead + DP sync", K.host_step(layout.dp if layout.dp > 1 else 0), part="cpu"))
+    ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
+    if layout.dp > 1:
+        ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
     return ops
 
 

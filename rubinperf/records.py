@@ -34,9 +34,12 @@ def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
     return rec
 
 
+EXPOSED_HOST_ROW = "host work on the critical path (step - GPU)"
+
+
 def step_record(r) -> dict:
     """The contract's estimate record for one StepResult, with its per-kernel breakdown."""
-    # GPU kernels by time, then the host's work (which overlaps the GPU's).
+    # GPU kernels by time, then the host's work (which overlaps the GPU's but for its exposed part, the last row).
     rows = sorted(r.by_name().values(), key=lambda x: (x["part"] == "cpu", -float(x["expected_s"])))
     total = float(r.expected_s)
     breakdown = []
@@ -53,6 +56,15 @@ def step_record(r) -> dict:
             "scale_out_ms": float(x["scale_out_s"]) * 1e3, "scale_out_bytes": float(x["scale_out_bytes"]),
             "kernels": float(x["kernels"]),
         })
+    # The host's time on the step's critical path (the DP sync and the scheduler's exposed share; all the host's
+    # excess over the GPU where the step is host-bound): GPU rows + this row = the step.
+    on_path = total - float(r.gpu_s)
+    if on_path > 0:
+        breakdown.append({
+            "kernel": EXPOSED_HOST_ROW, "part": "cpu", "time_ms": on_path * 1e3, "sol_time_ms": 0.0,
+            "fraction_of_roofline": 0.0, "share_of_step": on_path / total, "flops": 0.0, "bytes": 0.0, "bound": "cpu",
+            "terms_ms": {"latency": on_path * 1e3}, "scale_out_ms": 0.0, "scale_out_bytes": 0.0,
+        })
     p, m = r.point, r.model
     decode = p.phase == "decode"
     return {
@@ -65,6 +77,7 @@ def step_record(r) -> dict:
         "balancedness": float(p.balancedness) if r.layout.kind == "dep" else 1.0,
         "step_time_ms": total * 1e3, "sol_step_time_ms": float(r.sol_s) * 1e3,
         "gpu_time_ms": float(r.gpu_s) * 1e3, "cpu_time_ms": float(r.cpu_s) * 1e3,
+        "exposed_host_time_ms": float(r.exposed_s) * 1e3,
         "fraction_of_roofline": float(r.sol_s) / total,
         "draft_time_ms": float(r.part_s("draft")) * 1e3,
         "kernels_per_step": float(r.kernels_per_step()),
@@ -123,6 +136,7 @@ def stack_records() -> list[dict]:
                      "pdl_hidden_s": st.pdl_hidden_s, "mma_compute_efficiency": st.mma_compute_efficiency,
                      "grouped_compute_efficiency": st.grouped_compute_efficiency,
                      "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
+                     "dp_sync_algorithm": st.dp_sync_algorithm, "host_exposed_share": st.host_exposed_share,
                      "eplb_target_balancedness": st.eplb_target_balancedness})
     return recs
 

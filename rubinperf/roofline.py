@@ -32,6 +32,8 @@ Works on numbers, numpy arrays and sympy symbols.
 
 from __future__ import annotations
 
+import math
+
 from rubinperf.cost import PEAKS, Kernel, KernelTime
 from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
@@ -127,7 +129,7 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     )
 
     latency = launch_latency(kern, hw, launch) + (
-        cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + cost.dp_sync_ranks * hw.dp_sync_per_rank_s)
+        cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + dp_sync_rounds(cost.dp_sync_ranks, hw) * hw.dp_sync_per_rank_s)
 
     body = overlap(kern, hw, compute, memory + extra, comm)
     if launch == "stream":  # the GPU waits for the host where the host issues the kernel slower than it runs
@@ -165,6 +167,18 @@ def bytes_in_flight(kern: Kernel, hw, ctas):
         return smin(ctas, hw.sm_count) * cap
     per_cta = smin(kern.in_flight_bytes_per_cta, cap)
     return smin(ctas * per_cta, hw.sm_count * cap)
+
+
+def dp_sync_rounds(ranks, hw):
+    """Message rounds of a DP synchronisation's all-reduce over `ranks` ranks (0: none): one per rank for a
+    linear all-reduce (Gloo's, as the October post measured it), ceil(log2 ranks) for recursive doubling."""
+    if hw.dp_sync_algorithm == "linear":
+        return ranks
+    if type(ranks) in (int, float):   # (a layout's ranks: a number)
+        return math.ceil(math.log2(ranks)) if ranks > 1 else 0
+    import numpy as np
+
+    return np.where(ranks > 1, np.ceil(np.log2(np.maximum(ranks, 1))), 0.0)
 
 
 def launch_latency(kern: Kernel, hw, launch: str = "graph"):

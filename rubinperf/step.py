@@ -6,11 +6,21 @@ since the busiest rank sets the pace (published-results.md).
 Overlap rule: inside one op (one fused kernel) compute, memory traffic and link traffic
 overlap, so the roofline takes their max (MegaMoE's EP dispatch and combine hide under
 its expert GEMMs, up to the larger of the two). Different ops run one after another, so
-their times add; a TP all-reduce is its own op and adds. The host's work for a step
-(scheduling, DP synchronisation) runs while the GPU executes the previous step (async
-scheduling), so the step takes max(GPU time, CPU time): CPU overhead only shows once it
-exceeds the GPU work, as the seed saw when DEP32 ran slower than DEP16. The
-speed-of-light step is the sum of per-op SOL times of the GPU work.
+their times add; a TP all-reduce is its own op and adds. The speed-of-light step is the
+sum of per-op SOL times of the GPU work.
+
+Host rule. The host's work for a step is the scheduler's (its step, input preparation,
+sampling, admission: `host_s`) and the DP synchronisation (`sync_s`). The scheduler runs one
+step ahead of the GPU (async scheduling), all but the stack's `host_exposed_share` of it; the
+DP synchronisation is a host all-reduce every rank waits for before it launches the step (a
+barrier), all of it on the critical path:
+
+    exposed = sync + host_exposed_share x host
+    step    = max(GPU + exposed, host + sync)
+
+so a step whose host work exceeds the GPU's stays host-bound (the host's loop is the step),
+and DP sync at DEP32 shows in full, as the October post measured it (10.8 ms before its fix,
+an unoptimised DEP32 step slower than DEP16 with less GPU time; 1.5 ms after).
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from functools import cached_property
 from rubinperf.cost import BOUNDS, KERNEL_SHAPE_FIELDS, Cost, KernelTime
 from rubinperf.graph import Op, Point, build_step
 from rubinperf.layout import Layout
-from rubinperf.mathops import smax, sscale, ssum
+from rubinperf.mathops import sadd, smax, sscale, ssum
 from rubinperf.roofline import kernel_time, split_kv_reduction
 from rubinperf.specs.model import Model
 
@@ -56,15 +66,35 @@ class StepResult:
         return ssum(o.expected_s for o in self.ops if o.op.part != "cpu")
 
     @cached_property
-    def cpu_s(self):
-        """The host's work for the step (its cpu ops, plus extra_cpu_s), overlapped with the GPU's."""
-        cpu = self.part_s("cpu")
+    def host_s(self):
+        """The scheduler's host work (its cpu ops but the DP sync, plus extra_cpu_s): overlapped with the GPU's
+        but for the stack's host_exposed_share."""
+        cpu = ssum(o.expected_s for o in self.ops if o.op.part == "cpu" and not o.op.barrier)
         extra = self.extra_cpu_s
         return cpu if type(extra) in (int, float) and extra == 0 else cpu + extra
 
+    @cached_property
+    def sync_s(self):
+        """The DP synchronisation (host barrier ops): on the critical path."""
+        return ssum(o.expected_s for o in self.ops if o.op.part == "cpu" and o.op.barrier)
+
+    @cached_property
+    def _host_rule(self):
+        return host_rule(self.gpu_s, self.host_s, self.sync_s, self.hw.host_exposed_share)
+
+    @property
+    def cpu_s(self):
+        """All of the host's work for the step: the scheduler's and the DP sync."""
+        return self._host_rule[0]
+
+    @property
+    def exposed_s(self):
+        """The host work the step waits for: sync + host_exposed_share x the scheduler's work."""
+        return self._host_rule[1]
+
     @property
     def expected_s(self):
-        return smax(self.gpu_s, self.cpu_s)
+        return self._host_rule[2]
 
     @property
     def sol_s(self):
@@ -72,12 +102,14 @@ class StepResult:
 
     @property
     def bound(self):
-        """What limits the step: cpu when host overhead exceeds GPU time, else the term
-        (compute, memory, parallelism, comm, latency) that binds the largest share of GPU time
-        (ties: the first in that order). A name for a scalar point; for array points (sweeps) an
-        array of names, element by element by the same rule."""
+        """What limits the step: cpu when the host's work exceeds GPU time plus its exposed part (a
+        host-bound step), or when the exposed host work is larger than the share of GPU time any one
+        term binds; else the term (compute, memory, parallelism, comm, latency) that binds the largest
+        share of GPU time (ties: the first in that order). A name for a scalar point; for array points
+        (sweeps) an array of names, element by element by the same rule."""
         if not _is_array(self.expected_s):
-            if float(self.cpu_s) > float(self.gpu_s):
+            exposed = float(self.exposed_s)
+            if float(self.cpu_s) > float(self.gpu_s) + exposed:
                 return "cpu"
             shares = dict.fromkeys(BOUNDS, 0.0)
             present = set()
@@ -85,7 +117,8 @@ class StepResult:
                 if o.op.part != "cpu":
                     shares[o.time.bound] += float(o.expected_s)
                     present.add(o.time.bound)
-            return max((b for b in BOUNDS if b in present), key=shares.get)
+            top = max((b for b in BOUNDS if b in present), key=shares.get)
+            return "cpu" if exposed > shares[top] else top
         return self._bound_array()
 
     def _bound_array(self):
@@ -103,8 +136,10 @@ class StepResult:
             which = np.argmax(np.stack(terms), axis=0)    # the op's bound: its largest term (first in BOUNDS on a tie)
             shares += np.where(which == kinds, np.asarray(o.expected_s, dtype=float), 0.0)
         names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
-        cpu = np.asarray(self.cpu_s, dtype=float) + np.zeros(shape) > np.asarray(self.gpu_s, dtype=float) + np.zeros(shape)
-        return np.where(cpu, "cpu", names)
+        zero = np.zeros(shape)
+        exposed = np.asarray(self.exposed_s, dtype=float) + zero
+        cpu = np.asarray(self.cpu_s, dtype=float) + zero > np.asarray(self.gpu_s, dtype=float) + exposed
+        return np.where(cpu | (exposed > np.max(shares, axis=0)), "cpu", names)
 
     @property
     def tokens_per_step(self):
@@ -181,6 +216,15 @@ class StepResult:
             for term, field in _TERMS:   # KernelTime.terms
                 terms[term] = terms.get(term, 0.0) + times[field] * repeat * stretch
         return rows
+
+
+def host_rule(gpu_s, host_s, sync_s, exposed_share):
+    """(all host work, its exposed part, the step) of a step with GPU time gpu_s, scheduler work host_s and
+    DP sync sync_s: exposed = sync + share x host, step = max(GPU + exposed, host + sync). StepResult and
+    GridSteps.metrics both call it, so a grid's steps are bit for bit the scalar ones."""
+    cpu = sadd(host_s, sync_s)
+    exposed = sadd(sync_s, sscale(host_s, exposed_share))
+    return cpu, exposed, smax(sadd(gpu_s, exposed), cpu)
 
 
 def tokens_per_step(m: Model, lay: Layout, p: Point):
@@ -357,6 +401,7 @@ class GridGraph:
     once_firsts: list[int]   # _firsts of those ops
     same: list[int]        # each op read per block: the first such op with the same kernels
     cpu: list[bool]
+    sync: list[bool]       # host barrier ops (DP sync) among the cpu ones
     cutters: dict          # op index -> _op_cutter (filled as blocks are cut)
     nbytes: int            # of the grid arrays its ops hold (the others' arrays are a row or a column)
 
@@ -369,7 +414,8 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     per_block = [n for n in range(len(ops)) if both[n]]
     arrays = {id(v): v.nbytes for n in per_block for v in _op_values(ops[n]) if type(v).__module__ == "numpy"}
     return GridGraph(ops, height, once, _firsts([ops[n] for n in once]), _firsts(ops, among=per_block),
-                     [o.part == "cpu" for o in ops], {}, sum(arrays.values()))
+                     [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], {},
+                     sum(arrays.values()))
 
 
 # Grid graphs kept for another rack of the same tray size (GB300 and Rubin at the same layouts), up to
@@ -409,14 +455,16 @@ class GridSteps:
     def __init__(self, model: Model, hw, layout: Layout, point: Point):
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
         g = grid_graph(model, layout, point, hw.gpus_per_tray)
-        self.ops, self.height, self.same, self.cpu, self._cut_op = g.ops, g.height, g.same, g.cpu, g.cutters
+        self.ops, self.height, self.same, self.cpu, self.sync, self._cut_op = g.ops, g.height, g.same, g.cpu, g.sync, g.cutters
         self.once = dict(zip(g.once, time_ops([g.ops[n] for n in g.once], hw, firsts=g.once_firsts)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
-        # the once-ops' terms of the block's three sums (GPU time, host time, speed of light), in op order
+        # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
+        # in op order
         gpu = [n for n in g.once if not self.cpu[n]]
         self._terms = ([(n, self.once[n].expected_s) for n in gpu],
-                       [(n, self.once[n].expected_s) for n in g.once if self.cpu[n]],
-                       [(n, self.once[n].sol_s) for n in gpu])
+                       [(n, self.once[n].expected_s) for n in g.once if self.cpu[n] and not self.sync[n]],
+                       [(n, self.once[n].sol_s) for n in gpu],
+                       [(n, self.once[n].expected_s) for n in g.once if self.sync[n]])
         self._partials = [_shape_groups(terms) for terms in self._terms]
 
     def cut_op(self, n: int, sl) -> Op:
@@ -448,7 +496,7 @@ class GridSteps:
     def metrics(self, sl):
         """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of rows `sl`: chunk(sl)'s, exactly."""
         height, hw = self.height, self.hw
-        terms, timed = ([], [], []), {}   # the per-block ops' terms of the three sums
+        terms, timed = ([], [], [], []), {}   # the per-block ops' terms of the four sums
         for n in self.per_block:
             o = self.ops[n]
             first = self.same[n]
@@ -457,14 +505,17 @@ class GridSteps:
                 t = timed[first] = op_time(self.cut_op(first, sl), hw)
             repeat, stretch = _cut(o.repeat, sl, height), _cut(o.stretch, sl, height)
             expected = sscale(t.expected_s, repeat, stretch)   # OpTime.expected_s, sol_s
-            if self.cpu[n]:
+            if self.sync[n]:
+                terms[3].append((n, expected))
+            elif self.cpu[n]:
                 terms[1].append((n, expected))
             else:
                 terms[0].append((n, expected))
                 terms[2].append((n, sscale(t.sol_s, repeat, stretch)))
-        # StepResult.gpu_s, cpu_s, expected_s, sol_s
-        gpu_s, cpu_s, sol_s = (block_sum(self._partials[k], self._terms[k], terms[k], sl, height) for k in range(3))
-        step_s = smax(gpu_s, cpu_s)
+        # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
+        gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], sl, height)
+                                        for k in range(4))
+        step_s = host_rule(gpu_s, host_s, sync_s, hw.host_exposed_share)[2]
         p, m = self.block_point(sl), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 

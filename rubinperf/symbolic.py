@@ -392,18 +392,42 @@ def explain_step(ss: SymbolicStep) -> dict:
         "expected_s": r.expected_s,
         "gpu_s": r.gpu_s,
         "cpu_s": r.cpu_s,
+        "exposed_s": r.exposed_s,
         "sol_s": r.sol_s,
         "tokens_per_s_per_gpu": r.tokens_per_step / STEP_TIME / r.layout.ranks,
         "tokens_per_s_per_user": r.tokens_per_s_per_user * r.expected_s / STEP_TIME,
     }
-    return {"context": _step_context(ss), "top": top, "ops": ops}
+    context = _step_context(ss)
+    out = {"context": context, "top": top, "ops": ops}
+    if ss.point.phase == "decode":
+        out["interactivity"] = interactivity_spreads(ss.hw, context["draft_tokens"], context["acceptance"])
+    return out
+
+
+P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0)
+P90_TABLE_SIGMA = (0.0145, 0.05)
+
+
+def interactivity_spreads(hw, k: float, acceptance: float) -> dict:
+    """The P90 (and P50, P10) factors over the mean at the stack's spreads, their sources, and the P90 factor at
+    other concentrations nu and step spreads sigma (serving/interactivity.py)."""
+    from rubinperf.serving.interactivity import speed_factors
+
+    nu, sigma = float(hw.acceptance_concentration), float(hw.step_time_spread)
+    f = speed_factors(int(k), float(acceptance), nu, sigma)
+    table = {f"{s:g}": {f"{n:g}": speed_factors(int(k), float(acceptance), n, s)["p90"] for n in P90_TABLE_NU}
+             for s in sorted({*P90_TABLE_SIGMA, sigma})}
+    return {"acceptance_concentration": nu, "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
+            "p10": f["p10"], "source": hw.sources.get("stack.interactivity", ""),
+            "p90_by_sigma_and_nu": table}
 
 
 # The step's top-level quantities (explain_step's "top"), named, with their unit.
 STEP_LABELS = {
-    "expected_s": ("step time = max(GPU, CPU)", "s"),
+    "expected_s": ("step time = max(GPU + exposed host work, CPU)", "s"),
     "gpu_s": ("GPU time = sum over GPU ops of their expected time", "s"),
-    "cpu_s": ("CPU time (scheduling + DP sync, overlapped with the GPU)", "s"),
+    "cpu_s": ("CPU time (scheduling + DP sync)", "s"),
+    "exposed_s": ("exposed host work = DP sync + host_exposed_share x scheduling", "s"),
     "sol_s": ("speed of light = sum over GPU ops of their SOL", "s"),
     "tokens_per_s_per_gpu": ("tokens/s per GPU", "tok/s"),
     "tokens_per_s_per_user": ("tokens/s per user", "tok/s"),
@@ -424,7 +448,8 @@ def step_record(st) -> dict:
     top = {k: {"label": STEP_LABELS[k][0], "formula": to_str(tidy(e)), "latex": to_latex(tidy(e)),
                "value": nums[k]} for k, e in st["top"].items()}
     return {"kernel": "step", **st["context"], "step_time_ms": nums["expected_s"] * 1e3,
-            "sol_step_time_ms": nums["sol_s"] * 1e3, "top": top, "ops": [ex.to_record() for ex in st["ops"]]}
+            "sol_step_time_ms": nums["sol_s"] * 1e3, "top": top, "ops": [ex.to_record() for ex in st["ops"]],
+            **({"interactivity": st["interactivity"]} if "interactivity" in st else {})}
 
 
 # ---------------------------------------------------------------- printing

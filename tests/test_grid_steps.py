@@ -22,7 +22,9 @@ from rubinperf.specs.stack import load_platform
 from rubinperf.step import GridSteps, _firsts, _same_value, op_graph, op_time, step, time_ops
 
 V41 = load_model("deepseek-v4.1-flash")
-RACKS = {"gb300": load_platform("gb300-nvl72"), "vr": load_platform("vr-nvl72"), "h200": load_platform("h200")}
+RACKS = {"gb300": load_platform("gb300-nvl72"), "vr": load_platform("vr-nvl72"), "h200": load_platform("h200"),
+         # Gloo's linear DP sync: host-bound and exposed-host-bound steps at DEP16/DEP32
+         "gb300-unoptimised": load_platform("gb300-nvl72", "vllm-gb300-oct2026-unoptimised")}
 SHAPES = [("dep32", "decode"), ("tp8", "decode"), ("dep16", "decode"), ("dep2", "prefill"), ("tp4", "decode")]
 
 

@@ -183,9 +183,12 @@ def test_verify_step_is_target_plus_draft():
     d = decode_engine(V41, VR, parse_layout("dep32"), np.array([16.0, 64.0]), 27150)
     gpu = d.target_s + d.draft_s
     assert np.all(gpu > d.cpu_s)
-    assert d.step_s == pytest.approx(gpu)
-    assert d.tokens_per_s_per_user == pytest.approx(3.51 / gpu)
-    assert d.output_tokens_per_s_per_gpu == pytest.approx(np.array([16.0, 64.0]) * 3.51 / gpu)
+    # the step waits for the DP sync (5 rounds x 0.3 ms) and half of the scheduling and admission work
+    assert d.exposed_s == pytest.approx(1.5e-3 + 0.5 * (d.cpu_s - 1.5e-3))
+    step = gpu + d.exposed_s
+    assert d.step_s == pytest.approx(step)
+    assert d.tokens_per_s_per_user == pytest.approx(3.51 / step)
+    assert d.output_tokens_per_s_per_gpu == pytest.approx(np.array([16.0, 64.0]) * 3.51 / step)
 
 
 def test_draft_cost_follows_the_draft_length():
@@ -379,7 +382,9 @@ def test_admission_cap_and_cpu_per_admitted_prompt():
     assert "max_kv_loads_per_step = 4" in s.record(1)["reason"]
     bare = decode_engine(V41, GB300, parse_layout("dep32"), np.array([341.0]), s.decode.context)
     assert s.decode.cpu_s[0] - bare.cpu_s[0] == pytest.approx(per * 27000 * 7.0e-9, rel=1e-9)
-    assert s.decode.step_s[0] == pytest.approx(max(bare.target_s[0] + bare.draft_s[0], s.decode.cpu_s[0]))
+    # step = max(GPU + DP sync + half the scheduling and admission, all host work)
+    exposed = 1.5e-3 + 0.5 * (s.decode.cpu_s[0] - 1.5e-3)
+    assert s.decode.step_s[0] == pytest.approx(max(bare.target_s[0] + bare.draft_s[0] + exposed, s.decode.cpu_s[0]))
 
 
 def test_sweeps_default_to_the_stack_engine_shapes():

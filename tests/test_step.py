@@ -143,14 +143,85 @@ def test_tokens_per_gpu_times_gpus_is_instance_throughput(hw, layout, batch):
     assert r.tokens_per_s_per_user == pytest.approx(3.51 / r.expected_s)
 
 
-def test_cpu_overhead_hides_under_gpu_work_until_it_exceeds_it():
+def test_exposed_host_work_adds_to_the_gpu_time():
+    """DEP32 on the November stack: scheduling 0.2 ms, DP sync by recursive doubling 5 rounds x 0.3 ms = 1.5 ms
+    (the October post's figure after its fix), all exposed; the scheduler's exposed share 0.5:
+    step = GPU + 1.5 ms + 0.5 x 0.2 ms, CPU = 1.7 ms."""
     lay = parse_layout("dep32")
     r = step(V41, VR, lay, make_point(V41, VR, lay))
-    assert r.cpu_s == pytest.approx(0.2e-3 + 32 * 0.04e-3)   # step overhead + DP sync per rank
-    assert r.expected_s == pytest.approx(max(r.gpu_s, r.cpu_s))
-    slow_cpu = dataclasses.replace(VR, dp_sync_per_rank_s=1e-3)
-    r2 = step(V41, slow_cpu, lay, make_point(V41, slow_cpu, lay))
-    assert r2.bound == "cpu" and r2.expected_s == pytest.approx(r2.cpu_s)
+    assert (r.host_s, r.sync_s) == (pytest.approx(0.2e-3), pytest.approx(1.5e-3))
+    assert r.cpu_s == pytest.approx(1.7e-3)
+    assert r.exposed_s == pytest.approx(1.5e-3 + 0.5 * 0.2e-3)
+    assert r.expected_s == pytest.approx(r.gpu_s + 1.6e-3, rel=1e-12)
+    assert r.bound != "cpu"   # the GPU's largest term is larger than 1.6 ms
+    # TP: no DP sync op at all; only the scheduler's exposed share
+    tp = step(V41, VR, parse_layout("tp8"), make_point(V41, VR, parse_layout("tp8")))
+    assert tp.sync_s == 0 and not any(o.op.name == "DP sync" for o in tp.ops)
+    assert tp.expected_s == pytest.approx(tp.gpu_s + 0.1e-3, rel=1e-12)
+
+
+def test_a_host_bound_step_is_its_host_work():
+    """step = max(GPU + exposed, CPU): host work beyond the GPU's sets the step (scheduler at 50 ms)."""
+    lay = parse_layout("dep32")
+    slow = dataclasses.replace(VR, step_overhead_s=50e-3)
+    r = step(V41, slow, lay, make_point(V41, slow, lay))
+    assert r.cpu_s == pytest.approx(50e-3 + 1.5e-3)
+    assert r.expected_s == r.cpu_s and r.bound == "cpu"
+    # all of it overlapped (share 0): the DP sync alone adds
+    free = dataclasses.replace(VR, host_exposed_share=0.0)
+    f = step(V41, free, lay, make_point(V41, free, lay))
+    assert f.expected_s == pytest.approx(f.gpu_s + 1.5e-3, rel=1e-12)
+    # none overlapped (share 1): every host second adds
+    none = dataclasses.replace(VR, host_exposed_share=1.0)
+    n = step(V41, none, lay, make_point(V41, none, lay))
+    assert n.expected_s == pytest.approx(n.gpu_s + 1.7e-3, rel=1e-12)
+
+
+def test_exposed_host_work_larger_than_any_gpu_term_is_the_bound():
+    """A DP sync of 5 x 3 ms = 15 ms, exposed, outweighs every term's share of the GPU time: bound cpu, though the
+    step (GPU + exposed) is not host-bound; the breakdown's last row is that exposed time."""
+    from rubinperf.records import EXPOSED_HOST_ROW, step_record
+
+    lay = parse_layout("dep32")
+    slow = dataclasses.replace(VR, dp_sync_per_rank_s=3e-3)
+    r = step(V41, slow, lay, make_point(V41, slow, lay))
+    assert r.expected_s == pytest.approx(r.gpu_s + 15e-3 + 0.1e-3, rel=1e-12) and r.expected_s > r.cpu_s
+    assert r.bound == "cpu"
+    rec = step_record(r)
+    last = rec["breakdown"][-1]
+    assert last["kernel"] == EXPOSED_HOST_ROW and last["time_ms"] == pytest.approx(15.1, rel=1e-9)
+    gpu = sum(b["time_ms"] for b in rec["breakdown"] if b["part"] != "cpu")
+    assert gpu + last["time_ms"] == pytest.approx(rec["step_time_ms"], rel=1e-12)
+
+
+def test_dp_sync_rounds():
+    """Linear all-reduce: one round per rank; recursive doubling: ceil(log2 ranks)."""
+    from rubinperf.roofline import dp_sync_rounds
+
+    lin = dataclasses.replace(VR, dp_sync_algorithm="linear")
+    assert [dp_sync_rounds(n, VR) for n in (1, 2, 4, 16, 32, 48)] == [0, 1, 2, 4, 5, 6]
+    assert [dp_sync_rounds(n, lin) for n in (2, 16, 32)] == [2, 16, 32]
+
+
+UNOPTIMISED = "vllm-gb300-oct2026-unoptimised"
+
+
+@pytest.mark.parametrize("per_rank_16, per_rank_32", [(16, 16), (32, 16)])   # the same batch per rank; the same concurrency
+def test_unoptimised_dep32_is_slower_than_dep16_with_less_gpu_time(per_rank_16, per_rank_32):
+    """The October post: an unoptimised DEP32 step was slower than DEP16 although its GPU time was shorter (Gloo's
+    linear DP sync, 10.8 ms per DEP32 step, 10.8 / 32 ms per rank); after the fix (recursive doubling, 1.5 ms) DEP32's
+    step is the shorter, as its GPU time."""
+    from rubinperf.specs.stack import load_platform
+
+    d16, d32 = parse_layout("dep16"), parse_layout("dep32")
+    for stack, slower in ((UNOPTIMISED, True), ("vllm-gb300-oct2026", False)):
+        hw = load_platform("gb300-nvl72", stack)
+        a = step(V41, hw, d16, make_point(V41, hw, d16, batch=per_rank_16))
+        b = step(V41, hw, d32, make_point(V41, hw, d32, batch=per_rank_32))
+        assert b.gpu_s < a.gpu_s, stack
+        assert (b.expected_s > a.expected_s) == slower, (stack, a.expected_s, b.expected_s)
+    hw = load_platform("gb300-nvl72", UNOPTIMISED)
+    assert step(V41, hw, d32, make_point(V41, hw, d32)).sync_s == pytest.approx(10.8e-3)
 
 
 def _default_records():

@@ -262,7 +262,9 @@ def sensitivity(
     acceptance: Acceptance = None,
     balancedness: Balancedness = None,
     eplb: Eplb = True,
-    metric: Annotated[str, typer.Option("--metric", help="step-time, tokens-per-gpu or tokens-per-user.")] = "step-time",
+    metric: Annotated[str, typer.Option("--metric", help="step-time, tokens-per-gpu, tokens-per-user (the mean) or "
+                                                         "tokens-per-user-p90 (the mean x the P90 factor: also ranks the "
+                                                         "acceptance and step-time spreads).")] = "step-time",
     show_all: Annotated[bool, typer.Option(
         "--all", help="Also list parameters with zero elasticity and discrete ones.")] = False,
     top: Annotated[Optional[int], typer.Option("--top", help="Show only the N largest.")] = None,

@@ -100,9 +100,14 @@ def kv_insert(tokens, entry_bytes, ratio=1, index_key_bytes=0) -> Cost:
     return Cost(kv_bytes=tokens * (entry_bytes + index_key_bytes) / (ratio or 1))
 
 
-def host_step(dp_ranks) -> Kernel:
-    """The host's work for one engine step: scheduling, and DP synchronisation over `dp_ranks` (0: none)."""
-    return Kernel("host", Cost(steps=1, dp_sync_ranks=dp_ranks), dependent_loads=0)
+def host_step() -> Kernel:
+    """The host's scheduling work for one engine step (the scheduler's step, input preparation, sampling)."""
+    return Kernel("host", Cost(steps=1), dependent_loads=0)
+
+
+def dp_sync(dp_ranks) -> Kernel:
+    """The DP synchronisation of one engine step over `dp_ranks` ranks: a host collective every rank waits for."""
+    return Kernel("host", Cost(dp_sync_ranks=dp_ranks), dependent_loads=0)
 
 
 def kv_transfer(nbytes, link: str = "nvlink") -> Kernel:

@@ -98,10 +98,14 @@ def step_text(st) -> None:
              f"context {c['context_tokens']:g}" + (f", draft tokens {c['draft_tokens']:g}, acceptance {c['acceptance']:g}"
                                                    if "draft_tokens" in c else f", new tokens {c['new_tokens_per_rank']:g}/rank")]
     cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
+    exposed = S.to_short_str(S.tidy(st["top"]["exposed_s"]))
     lines += [
-        f"  step time = max(GPU, CPU) = max({_time(nums['gpu_s'])}, {_time(nums['cpu_s'])}) = {_time(nums['expected_s'])}",
+        f"  step time = max(GPU + exposed, CPU) = max({_time(nums['gpu_s'])} + {_time(nums['exposed_s'])}, "
+        f"{_time(nums['cpu_s'])}) = {_time(nums['expected_s'])}",
         f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
-        f"  CPU = {cpu} = {_time(nums['cpu_s'])} (scheduling and DP sync, overlapped with the GPU)",
+        f"  CPU = {cpu} = {_time(nums['cpu_s'])} (the scheduler's work and the DP sync)",
+        f"  exposed = {exposed} = {_time(nums['exposed_s'])} (the DP sync, a host barrier, in full; the scheduler's work "
+        "but for what async scheduling overlaps: host_exposed_share)",
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
         lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
@@ -120,6 +124,28 @@ def step_text(st) -> None:
                      fmt_pct(n["expected_s"] / total), ex.bound])
     print_out(table("ops of one step on one rank (formulas in the operating-point symbols)", cols, rows,
                                   caption="rubinperf explain OP prints an op's time formulas in full"))
+    if "interactivity" in st:
+        interactivity_text(st["interactivity"], c)
+
+
+def interactivity_text(it: dict, c: dict) -> None:
+    """The P90 factor over the mean interactivity at the stack's spreads, and at others (nu across, sigma down)."""
+    import textwrap
+
+    lines = [f"interactivity per user: mean = acceptance / step; P90 = {it['p90']:.3f} x the mean, P50 = {it['p50']:.3f}, "
+             f"P10 = {it['p10']:.3f} (k = {c['draft_tokens']:g}, acceptance {c['acceptance']:g}: a request's tokens per "
+             f"step 1 + k f, f ~ Beta with concentration nu = {it['acceptance_concentration']:g}; its step time lognormal "
+             f"with log-sd sigma = {it['step_time_spread']:g})"]
+    lines = _wrap(lines)
+    lines += textwrap.wrap("sources: " + it["source"], _width(), initial_indent="  ", subsequent_indent="    ")
+    emit_text("\n".join(lines))
+    table_ = it["p90_by_sigma_and_nu"]
+    nus = list(next(iter(table_.values())))
+    cols = [col("sigma", "left")] + [col(f"nu = {n}") for n in nus]
+    rows = [[s] + [f"{v:.3f}" for v in row.values()] for s, row in table_.items()]
+    print_out(table("P90 / mean interactivity by the two spreads (this k and acceptance)", cols, rows,
+                    caption="rubinperf sensitivity --metric tokens-per-user-p90 ranks them with the step's parameters; "
+                            "--set stack.acceptance_concentration=... / stack.step_time_spread=... moves them"))
 
 
 def step_latex(st) -> None:

@@ -22,8 +22,8 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      fmt_num(r["tokens_per_s_per_gpu"]), fmt_num(r["tokens_per_s_per_user"]),
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
-    caption = ("decode: tok/s = accepted output tokens (batch x acceptance / step); prefill: new tokens. "
-               "step = max(GPU, CPU); SOL = speed of light")
+    caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
+               "step = max(GPU + exposed host, CPU); SOL = speed of light")
     notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
     if notes:
         caption += "\n" + "\n".join(notes)
@@ -38,7 +38,8 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                       si(b["flops"]), si(b["bytes"], "B"), b["bound"]] for b in r["breakdown"]]
             title = (f"{r['hardware']} {r['layout']} {r['phase']}: batch {fmt_num(r['batch_per_rank'])}/rank, "
                      f"context {fmt_tokens(r['context_tokens'])}, step {fmt_time(r['step_time_ms'] / 1e3)} "
-                     f"(GPU {fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {fmt_time(r['cpu_time_ms'] / 1e3)})"
+                     f"(GPU {fmt_time(r['gpu_time_ms'] / 1e3)}, CPU {fmt_time(r['cpu_time_ms'] / 1e3)}, "
+                     f"of it exposed {fmt_time(r['exposed_host_time_ms'] / 1e3)})"
                      + (f", {fmt_num(r['kernels_per_step'])} kernels" if "kernels_per_step" in r else ""))
             print_out(table(title, bcols, brows))
 

@@ -79,7 +79,8 @@ class SpecDecode:
     acceptance: float          # tokens emitted per request per verify step
     target_s: Any              # target GPU time of one verify step
     draft_s: Any               # draft GPU time of one verify step (k sequential passes)
-    cpu_s: Any                 # host time (scheduling, DP sync), overlapped with the GPU
+    cpu_s: Any                 # host time (scheduling, admission, DP sync)
+    exposed_s: Any             # the part of it on the critical path (DP sync + the stack's share of the rest)
     step_s: Any                # max(target + draft, cpu)
     result: StepResult = field(repr=False, compare=False)
     speed: dict = field(default_factory=lambda: {"mean": 1.0, "p50": 1.0, "p90": 1.0, "p10": 1.0}, compare=False)
@@ -121,7 +122,7 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
     """The decode engine over an array of batches. With a workload's turn (prompt and output tokens), the host
     also admits the requests that replace finished ones: admissions per step x prompt tokens x the stack's
     admission_cpu_per_prompt_token_s of CPU per step (roofline.admission_time), host work of the step
-    (StepResult.extra_cpu_s), overlapped with the GPU."""
+    (StepResult.extra_cpu_s), overlapped with the GPU but for the stack's exposed share."""
     k = m.draft_tokens if draft_tokens is None else int(draft_tokens)
     if k < 0:
         raise SpecError(f"--draft-tokens: expected 0 or more, got {k}")
@@ -141,7 +142,7 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,
                       target_s=_full(r.part_s("target"), b), draft_s=_full(r.part_s("draft"), b),
-                      cpu_s=_full(r.cpu_s, b), step_s=_full(r.expected_s, b), result=r, speed=speed,
+                      cpu_s=_full(r.cpu_s, b), exposed_s=_full(r.exposed_s, b), step_s=_full(r.expected_s, b), result=r, speed=speed,
                       output_tokens_per_turn=float(output_tokens_per_turn))
 
 

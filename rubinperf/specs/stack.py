@@ -26,6 +26,7 @@ from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_fie
 
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
+DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
 DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms")
@@ -57,7 +58,9 @@ class Stack:
     collective_floor_s: float = spec_field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")
     # [scheduler] the serving engine's host work
     step_overhead_s: float = spec_field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
-    dp_sync_per_rank_s: float = spec_field("scheduler", "s", positive=False, doc="DP synchronisation, added per rank of a data-parallel group")
+    dp_sync_per_rank_s: float = spec_field("scheduler", "s", positive=False, doc="DP synchronisation: one message round of its all-reduce (linear: a round per rank of the DP group; recursive-doubling: ceil(log2 ranks) rounds)")
+    dp_sync_algorithm: str = spec_field("scheduler", doc="the DP synchronisation's all-reduce: linear (rounds grow with the ranks) or recursive-doubling (log2 of them)")
+    host_exposed_share: float = spec_field("scheduler", positive=False, at_most=1.0, doc="share of the scheduler's host work (step overhead, admission) on the critical path: step = max(GPU + DP sync + share x scheduler work, all host work); 0: fully overlapped by async scheduling, 1: none overlapped")
     # [eplb] expert balancedness (mean rank load / max rank load) the engine's load balancer reaches
     eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB on")
     eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB on")
@@ -100,7 +103,8 @@ class Stack:
                 parse_layout(name)
             except SpecError as exc:
                 raise SpecError(f"{self.path}: serving.decode_layouts: {exc}") from None
-        for key, choices in (("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
+        for key, choices in (("scheduler.dp_sync_algorithm", DP_SYNC_ALGORITHMS),
+                             ("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
                              ("speculative.draft_first_pass", DRAFT_FIRST_PASSES),
                              ("fusion.mhc_kernels", MHC_KERNELS), ("fusion.moe_kernels", MOE_KERNELS),
                              ("speculative.draft_forwards", DRAFT_FORWARDS)):
