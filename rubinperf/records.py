@@ -63,7 +63,7 @@ def step_record(r) -> dict:
         breakdown.append({
             "kernel": EXPOSED_HOST_ROW, "part": "cpu", "time_ms": on_path * 1e3, "sol_time_ms": 0.0,
             "fraction_of_roofline": 0.0, "share_of_step": on_path / total, "flops": 0.0, "bytes": 0.0, "bound": "cpu",
-            "terms_ms": {"latency": on_path * 1e3}, "scale_out_ms": 0.0, "scale_out_bytes": 0.0,
+            "terms_ms": {"latency": on_path * 1e3}, "scale_out_ms": 0.0, "scale_out_bytes": 0.0, "kernels": 0.0,
         })
     p, m = r.point, r.model
     decode = p.phase == "decode"
