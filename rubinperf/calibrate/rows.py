@@ -62,7 +62,13 @@ def row_kernels(row: dict) -> tuple:
 # FP8 block-scaled GEMM in SGLang 0.5.14 is timed with the per-token-group FP8 quantisation of its activations before
 # it (aiconfigurator 0.12.0, systems/data/<system>/gemm/sglang/0.5.14/collection_meta.yaml: "the timed op is act-quant
 # + gemm"): two kernels.
-KERNELS_PER_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": 2}
+# A MoE layer's timed call runs its routing and the permutation or reduction around the two grouped GEMMs:
+# FlashInfer's TRT-LLM MoE runner (SGLang's FP4 MoE rows) routing, permute + GEMM1, GEMM2, finalize, four kernels
+# (flashinfer/fused_moe, trtllm-gen runner); SGLang's Triton fused MoE (its FP8 rows) moe_align_block_size, the
+# gate-up fused_moe_kernel, silu_and_mul, the down fused_moe_kernel and moe_sum_reduce, five kernels
+# (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py).
+KERNELS_PER_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": 2, "sglang_mxfp4_flashinfer_trtllm_moe": 4,
+                    "sglang_fused_moe_triton": 5}
 # torch.nn.functional.rms_norm on FP32 rows (PyTorch 2.11, CUDA): vectorized_layer_norm_kernel<float, float, rms=true>,
 # one CTA of 32 x 4 = 128 threads per row (probe.log: grid [m], block [32, 4], 32 registers). Its statistics loop is
 # unrolled four times, four 16-byte LDG.E.128 per thread issued before the first is used (the SASS in probe.log), so a
