@@ -127,19 +127,25 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
         raise SpecError(f"--engram-placement: expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {placement!r}")
     return Point(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=k,
                  acceptance=acceptance, balancedness=bal, draft_balancedness=draft_bal, engram_placement=placement,
-                 **topology(hw, phase))
+                 **topology(hw, phase, layout))
 
 
-def topology(hw, phase: str) -> dict:
+def topology(hw, phase: str, layout: Layout | None = None) -> dict:
     """How the rack groups GPUs, how its stack's EP crosses NVLink domains, whether its TP path fuses the
     all-reduces into the GEMM epilogues, how the draft's MoE exchanges tokens and how many rows its first
-    decode forward runs, as a Point carries them."""
+    decode forward runs, as a Point carries them. The TP path's fields keep the Point's defaults on a layout
+    that is no TP engine (they change nothing there, and equal points share one graph across stacks)."""
+    tp_path = layout is None or layout.kind == "tp"
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
-            **{name: getattr(hw, name, _POINT_DEFAULTS[name]) for name in _STACK_POINT_FIELDS}}
+            **{name: getattr(hw, name, _POINT_DEFAULTS[name]) if tp_path or name not in _TP_PATH_FIELDS
+               else _POINT_DEFAULTS[name] for name in _STACK_POINT_FIELDS}}
 
 
 # Point fields a stack sets under the same name (a rack without them keeps the Point's default).
 _STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
+# Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its routed
+# experts' kernels, its shared expert inside them).
+_TP_PATH_FIELDS = ("tp_allreduce_fused", "tp_mhc_in_epilogue", "moe_kernels", "tp_shared_expert_fused_below_rows")
