@@ -28,7 +28,7 @@ own kernel functions. Run standalone (no typer/rich needed):
 
     python3 -m rubinperf.calibrate.bench --out measurements.csv [--quick]
 
-The model-shape suite (DeepSeek-V4.1-Flash shapes, graph and eager mode, and the
+The model-shape suite (DeepSeek-V4.1-Flash shapes in four launch modes, and the
 pointer-chase and CTA-streaming probes) is `shapes_bench`, run with ``--suite shapes``.
 """
 
@@ -455,7 +455,7 @@ def main(argv=None) -> int:
                     help="stop starting new kernels after this many seconds [360; shapes: 300]")
     ap.add_argument("--suite", choices=("kernels", "shapes"), default="kernels",
                     help="kernels: the default suite (fitted by `rubinperf calibrate`); shapes: DeepSeek-V4.1-Flash's "
-                         "kernels at its own shapes, each in graph and eager mode, plus the pointer-chase and "
+                         "kernels at its own shapes, each in graph, eager (do_bench), stream and cold mode, plus the pointer-chase and "
                          "CTA-streaming probes (plan.shapes_plan; measured only, not fitted)")
     args = ap.parse_args(argv)
     command = "python3 -m rubinperf.calibrate.bench" + (" --quick" if args.quick else "")

@@ -258,7 +258,7 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
 
 def folds(rows: list[dict], k: int = 2) -> list[int]:
     """Fold of each row: rows alternate within each family and launch mode (in their order), so each fold
-    spans every family in both modes."""
+    spans every family in every mode."""
     seen: dict[str, int] = {}
     out = []
     for r in rows:

@@ -164,7 +164,7 @@ SHAPES_QUICK = {
 def shapes_plan(quick: bool = False) -> list[dict]:
     """The model-shape suite: DeepSeek-V4.1-Flash's kernels at its own shapes, plus two physical probes.
 
-    Shape columns only; the benchmark measures each kernel row in both modes (graph and eager)
+    Shape columns only; the benchmark measures each kernel row in every mode (graph, eager, stream, cold)
     and adds `mode`. Ordered so the probes and the most used rows come first (a run that hits
     its time budget drops the tail).
     """

@@ -1,7 +1,8 @@
 """Each measured row as the Kernel the model times: the same kernel functions `estimate` uses.
 
 No torch here. A row's `mode` says how it was launched: `graph` (chained in one CUDA graph,
-the default for rows written before the column existed) or `eager` (launched alone).
+the default for rows written before the column existed), `eager` (as do_bench times a call: behind other
+work in a stream), `stream` (calls back to back from the host) or `cold` (alone after a synchronisation).
 Probe families measure one hardware fact directly instead of a kernel time:
 `launch` (an empty kernel: the launch alone), `pointer_chase` (one dependent HBM load).
 """
@@ -29,14 +30,14 @@ def row_mode(row: dict) -> str:
 
 
 def row_kernels(row: dict) -> tuple:
-    """The kernels one measured call ran, in order, as (Kernel, waits on the host) pairs, from the
+    """The kernels one measured call ran, in order, as (Kernel, launched as the row says) pairs, from the
     model's own kernel functions.
 
     Most rows are one operation of one kernel; attention done as bmm -> softmax -> bmm is three
     operations (a GEMM of the queries by the keys, a softmax over the scores in HBM, a GEMM of the
-    probabilities by the values). Launched alone, only the call's first kernel waits on the host's
-    dispatch: the host issues the later operations while the GPU runs the earlier ones, so each of
-    those costs a kernel boundary in the stream, as in a graph (measured: eager minus graph time of
+    probabilities by the values). Launched from the host, only the call's first kernel is launched as
+    the row says: the host issues the later operations while the GPU runs the earlier ones, so each of
+    those costs a kernel boundary in the stream (measured 2026-12-01: lone-launch minus graph time of
     bmm attention, three operations, is 41 us at the median, that of one `_scaled_mm` 47 us:
     calibration/h200/README.md). A call that ran more kernels than its operations (the row's
     `launches`: a split-K reduction, a workspace fill) pays a kernel boundary for each extra one,

@@ -195,7 +195,7 @@ def triton_mqa(torch, b, r, l, dq, dv, device, sms: int = 132):
 
 
 class EagerEntry:
-    """One callable whose lone-launch (eager) time is still to be measured, and the row it will fill."""
+    """One callable whose launches from the host (eager, cold, stream) are still to be measured, and the row it will fill."""
 
     def __init__(self, row: dict, calls, est_s: float):
         self.row, self.calls, self.est_s = row, calls, max(est_s, 1e-7)
@@ -516,7 +516,7 @@ class ShapeBench(KernelBench):
                         [(lambda q=q, kv=kv: bmm(q, kv)) for q, kv in sets], check_of(bmm)))
         return options
 
-    # -- one row in both modes
+    # -- one row in every mode
     def run_shape_row(self, row: dict, timer: Timer, log) -> tuple[list[dict], list]:
         """The graph rows of one plan row, measured now, and its eager entries, measured later interleaved
         with other shapes' (`eager_interleaved`). Probes (pointer_chase) are finished rows at once."""

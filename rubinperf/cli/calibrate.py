@@ -31,7 +31,8 @@ def calibrate(
     suite: Annotated[str, typer.Option(
         "--suite", metavar="kernels|shapes",
         help="kernels: generic shapes of every family. shapes: DeepSeek-V4.1-Flash's kernels at its own shapes, each "
-             "launched alone (eager) and chained in a CUDA graph, plus the pointer-chase and CTA-streaming probes "
+             "chained in a CUDA graph, timed as do_bench times it (eager), back to back from the host (stream) and alone "
+             "after a synchronisation (cold), plus the pointer-chase and CTA-streaming probes "
              "(writes shapes.csv).")] = "kernels",
     as_json: JsonRecord = False,
     quiet: Annotated[bool, typer.Option(
@@ -42,7 +43,8 @@ def calibrate(
     The fit reads the graph launch off an empty kernel, then sets HBM latency under load, bytes
     in flight per SM (ordinary loads and GEMM pipelines), HBM streaming efficiency, the
     tensor-core prologue, MMA, grouped-GEMM and attention efficiencies, split-K and wave
-    quantization, and the host launch of a lone kernel, so that the roofline's expected times
+    quantization, and the host launch of a lone kernel (the graph and stream boundaries and the host's dispatch
+    are read off the probes), so that the roofline's expected times
     match the measurements (least absolute log error). It reports the error on rows each fit
     did not see (two-fold cross-validation), per launch mode. Writes the measurements CSV and
     <hardware>.toml (silicon fields) and <stack>.toml (kernel-library fields) into --out-dir. Needs PyTorch with CUDA, except with --from-csv.
