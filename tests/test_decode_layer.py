@@ -79,6 +79,17 @@ def test_layer_rows_carry_the_kernels_pytorch_ran(measured):
     assert len(row_kernels(ops["topk"])) == 2
 
 
+def test_torch_topk_is_a_radix_select_of_dependent_passes():
+    from rubinperf.calibrate.rows import torch_topk_passes
+
+    # PyTorch's radix select takes RADIX_BITS = 2 of the key per pass: 16-bit BF16 keys in 8 passes, FP32 in 16
+    assert (torch_topk_passes("bf16"), torch_topk_passes("fp32")) == (8, 16)
+    row = next(o for o in layer_ops(4) if o["op"] == "topk")
+    (select, _), (sort, _) = row_kernels(row)
+    assert select.dependent_loads == 8 and select.ctas == 4   # one CTA per row, each pass waiting on the last
+    assert sort.cost.launches == 1                              # then the sort of the k results, a kernel of its own
+
+
 def test_an_implementations_kernel_count_adds_boundaries():
     row = {"family": "gemm", "dtype": "fp8", "m": 16, "n": 4096, "k": 4096, "impl": "sglang_deepgemm_gemm_nt_f8f8bf16",
            "launches": 1, "mode": "graph"}

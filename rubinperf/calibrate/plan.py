@@ -26,7 +26,7 @@ from rubinperf.errors import SpecError, shorten
 from rubinperf.precision import PRECISIONS
 
 FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch",
-            "pointer_chase", "stream_ctas", "elementwise", "moe", "mhc")
+            "pointer_chase", "stream_ctas", "elementwise", "moe", "mhc", "topk")
 # Families with no dtype (an empty kernel and the two physical probes).
 NO_DTYPE_FAMILIES = ("launch", "pointer_chase", "stream_ctas")
 MODES = ("graph", "eager", "stream", "cold")

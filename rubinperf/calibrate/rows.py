@@ -48,6 +48,9 @@ def row_kernels(row: dict) -> tuple:
         ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=RMS_NORM_IN_FLIGHT)]
     elif row["family"] == "moe":
         ops = list(moe_kernels(row))
+    elif row["family"] == "topk" and (row.get("impl") or "").startswith("torch.topk"):
+        # PyTorch's radix select: one pass over the row per digit, each waiting on the one before
+        ops = [dataclasses.replace(row_kernel(row), dependent_loads=torch_topk_passes(row["dtype"]), ctas=row["m"])]
     elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
         ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
     else:
@@ -70,6 +73,21 @@ def row_kernels(row: dict) -> tuple:
 # (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py).
 KERNELS_PER_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": 2, "sglang_mxfp4_flashinfer_trtllm_moe": 4,
                     "sglang_fused_moe_triton": 5}
+# torch.topk over a short row (PyTorch 2.11, aten/src/ATen/native/cuda/SortingRadixSelect.cuh): gatherTopK, one CTA per
+# row, finds the k-th value by a radix select of RADIX_BITS = 2 per pass over the key's bits, each pass counting the row's
+# digits (a read of the row and a block-wide reduction) before the next can start; then bitonicSortKVInPlace sorts the
+# k results (a second kernel: torch.topk's sorted=True). The profiled layer (calibration/h200/layer/layer_kernels.csv)
+# names both kernels.
+TORCH_TOPK_RADIX_BITS = 2
+
+
+def torch_topk_passes(dtype: str) -> int:
+    """Digit passes of PyTorch's radix select over keys of `dtype` (16-bit BF16: 8; FP32: 16)."""
+    from rubinperf.precision import PRECISIONS
+
+    return PRECISIONS[dtype].bits // TORCH_TOPK_RADIX_BITS
+
+
 # torch.nn.functional.rms_norm on FP32 rows (PyTorch 2.11, CUDA): vectorized_layer_norm_kernel<float, float, rms=true>,
 # one CTA of 32 x 4 = 128 threads per row (probe.log: grid [m], block [32, 4], 32 registers). Its statistics loop is
 # unrolled four times, four 16-byte LDG.E.128 per thread issued before the first is used (the SASS in probe.log), so a
@@ -176,6 +194,10 @@ def row_kernel(row: dict) -> Kernel:
         return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
     if fam == "moe":
         raise SpecError("a moe row is two kernels: use rows.moe_kernels")
+    if fam == "topk":  # the top k of n candidates in each of m rows
+        from rubinperf.kernels import topk_select
+
+        return topk_select(row["m"], row["n"], row["k"])
     if fam == "grouped_gemm":  # rows already multiplied by top-k, as the catalog's tokens
         return build("grouped-gemm", {**row, "tokens": row["rows"]}, dtype=row["dtype"])
     if fam in ("attention_decode", "attention_prefill"):
