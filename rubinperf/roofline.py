@@ -207,7 +207,8 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
     own = kern.cost.launches * (start + fill)
     if kern.split_kv_groups is None:
         return own
-    # one reduction after each launch, started as a kernel of the same stream or graph
+    # one reduction after each launch, started as a kernel of the same stream or graph: its dependent loads, then the
+    # drain of its stores
     boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
         else hw.kernel_launch_stream_s
     return own + kern.cost.launches * split_kv_reduction(kern, hw) * (
