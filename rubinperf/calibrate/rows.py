@@ -45,7 +45,7 @@ def row_kernels(row: dict) -> tuple:
     if _is_bmm_attention(row):
         ops = list(_bmm_attention(row))
     elif row["family"] == "elementwise":  # torch's RMSNorm: one 128-thread CTA per row, each row read twice
-        ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=RMS_NORM_IN_FLIGHT)]
+        ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=rms_norm_in_flight(row))]
     elif row["family"] == "moe":
         ops = list(moe_kernels(row))
     elif row["family"] == "topk" and (row.get("impl") or "").startswith("torch.topk"):
@@ -93,6 +93,16 @@ def torch_topk_passes(dtype: str) -> int:
 # unrolled four times, four 16-byte LDG.E.128 per thread issued before the first is used (the SASS in probe.log), so a
 # CTA keeps 128 x 4 x 16 B in flight; the row is read again to scale it, then written.
 RMS_NORM_IN_FLIGHT = 128 * 4 * 16
+# On BF16 rows the same kernel (vectorized_layer_norm_kernel<c10::BFloat16, float, true>) keeps far less in flight: timed
+# alone with its row in HBM (calibration/h200/layer/layer_kernels.csv, `alone_cold`, widths 1280 and 5120 at 1, 4, 16 and
+# 64 rows), its time grows by 1.29-1.52 ns per element, 6 bytes each (read twice, written once) at 411 ns a round trip:
+# 1.6-1.9 KB in flight per CTA, about one 16-byte load per thread (128 x 16 B = 2 KB). Taken: 1.8 KB, the median.
+RMS_NORM_IN_FLIGHT_BF16 = 1800
+
+
+def rms_norm_in_flight(row: dict) -> int:
+    """Bytes one CTA of torch's RMSNorm keeps in flight on rows of the row's dtype."""
+    return RMS_NORM_IN_FLIGHT_BF16 if row.get("dtype") == "bf16" else RMS_NORM_IN_FLIGHT
 TORCH_GROUPED = ("torch._scaled_grouped_mm", "torch._grouped_mm")
 # PyTorch 2.11's grouped GEMMs on sm90 pick a CUTLASS tile from M = rows / groups (every expert of the weight tensor),
 # N and K (aten/src/ATen/native/cuda/ScaledGroupMM.cu and GroupMM.cu, dispatch on tile size): "small" (M <= 128 or
