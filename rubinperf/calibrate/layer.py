@@ -3,7 +3,7 @@
 No torch here: `layer_ops(rows)` lists the layer's operations as calibration rows (the families and shape
 columns of `plan.SHAPES_COLUMNS`), in the order the layer runs them. The benchmark (`layer_bench`) builds
 each with PyTorch, times the whole layer captured in one CUDA graph, each operation alone (chained in a graph
-of its own), and the layer with each operation removed; `predict` gives the model's time of the same layer:
+of its own), and the layer with each operation removed; `compare` gives the model's time of the same layer:
 the sum of its operations' kernels inside a graph (`rows.row_kernels`), each paying its own fixed cost.
 
 Shapes (models/deepseek-v4.1-flash.toml): hidden 5120, q rank 1280, 64 heads of 512 (MQA over one 512-wide
@@ -19,7 +19,7 @@ O_GROUPS, O_RANK = 8, 1024
 EXPERTS, TOP_K, EXPERT_WIDTH = 384, 6, 2304
 ATTN_KEYS = 512 + 128
 LAYER_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384)
-# Sparse decode attention's gather: top-k entries per query row from a KV pool of this many entries (2 GiB at 1152 B).
+# Sparse decode attention's gather: top-k entries per query row from a KV pool of this many entries (2.4 GB at 1152 B).
 GATHER_POOL_ENTRIES = 1 << 21
 GATHER_ENTRY_BYTES = (288, 1152)
 GATHER_TOPK = 512
@@ -35,7 +35,7 @@ def _norm(name, m, n):
 
 
 def _pass(name, read_bytes, write_bytes):
-    """A streaming pass (residual add, SwiGLU, top-k, combine), timed as a copy of the same bytes."""
+    """A streaming pass (residual add, SwiGLU, combine), timed as a copy of the same bytes."""
     return {"op": name, "family": "copy", "dtype": "bf16", "nbytes": (read_bytes + write_bytes) // 2, "launches": 1}
 
 
