@@ -111,17 +111,7 @@ class Timer:
 
         graph, mode = None, "graph"
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for c in calls:
-                    c()
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for i in range(total):
-                    calls[i % n]()
+            graph = capture_graph(torch, calls, [calls[i % n] for i in range(total)])
             run = graph.replay
         except Exception as exc:  # capture unsupported for this op: time eagerly
             print(f"    graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120]}); timing eagerly",
@@ -142,6 +132,23 @@ class Timer:
         med = _quantile(times, 0.5)
         spread = (_quantile(times, 0.75) - _quantile(times, 0.25)) / med if med > 0 else 0.0
         return med, spread, len(times), total, mode
+
+
+def capture_graph(torch, warm, calls, graph=None):
+    """A CUDA graph (`graph`, or a new one) of `calls` in order, captured after `warm` ran once on a side stream
+    (handles, workspaces and allocator pools made outside the capture, as torch.cuda.graphs asks)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in warm:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph() if graph is None else graph
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    return graph
 
 
 def event_times(torch, run, samples: int, calls: int) -> list[float]:

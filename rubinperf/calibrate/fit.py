@@ -247,7 +247,7 @@ def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, point
     notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in unconstrained]
     fitted = tuple(probes) + tuple(free) + tuple(discrete)
     if after["kernel_launch_cold_s"] != base["kernel_launch_cold_s"] and "kernel_launch_cold_s" not in fitted:
-        fitted += ("kernel_launch_cold_s",)  # raised to the graph boundary above: written with the others
+        fitted += ("kernel_launch_cold_s",)  # raised to the stream boundary above: written with the others
     result = FitResult(before=base, after=after, fitted=fitted,
                        loss_before=loss0, loss_after=value(rounded), n=len(timed), notes=notes, method=method,
                        objective=objective)

@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from rubinperf.calibrate.bench import KernelBench, Timer, _quantile, _warm_clocks, environment, event_times, \
-    require_torch_cuda
+from rubinperf.calibrate.bench import KernelBench, Timer, _quantile, _warm_clocks, capture_graph, environment, \
+    event_times, require_torch_cuda
 from rubinperf.calibrate.layer import EXPERTS, GATHER_POOL_ENTRIES, LAYER_ROWS, gather_rows, layer_ops
 from rubinperf.calibrate.rows import row_kernel
 from rubinperf.calibrate.shapes_bench import FLUSH_BYTES, clocks, graph_kernel_count
@@ -95,17 +95,7 @@ def _graph_time(torch, fns, samples: int = 9) -> tuple[float, float]:
     for f in fns:
         f()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for f in fns:
-            f()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(g):
-        for f in fns:
-            f()
+    g = capture_graph(torch, fns, fns)
     for _ in range(2):
         g.replay()
     torch.cuda.synchronize()

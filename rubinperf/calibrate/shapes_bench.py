@@ -46,8 +46,8 @@ import time
 import warnings
 from pathlib import Path
 
-from rubinperf.calibrate.bench import (KernelBench, Timer, _quantile, _warm_clocks, environment, measure_or_skip,
-                                       require_torch_cuda, shape_text)
+from rubinperf.calibrate.bench import (KernelBench, Timer, _quantile, _warm_clocks, capture_graph, environment,
+                                       measure_or_skip, require_torch_cuda, shape_text)
 from rubinperf.calibrate.plan import SHAPES_COLUMNS, STREAM_THREADS, row_cost, rows_to_csv, shapes_plan
 
 EAGER_SAMPLES = 64   # lone launches per eager row, spread over EAGER_ROUNDS interleaved rounds
@@ -332,15 +332,7 @@ def graph_kernel_count(torch, call):
         except ImportError:
             return None
     try:
-        g = torch.cuda.CUDAGraph(keep_graph=True)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            call()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            call()
+        g = capture_graph(torch, [call], [call], torch.cuda.CUDAGraph(keep_graph=True))
         raw = g.raw_cuda_graph()
         res = rt.cudaGraphGetNodes(raw, 0)
         if int(res[0]) != 0:
