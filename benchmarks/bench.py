@@ -55,12 +55,12 @@ def pairs(a: list[str], b: list[str], runs: int = 2 * RUNS) -> tuple[float, floa
 
 SWEEP = r"""
 import time, numpy as np
-from rubinperf.graph import Point
-from rubinperf.layout import parse_layout
+from rubinperf.step.point import Point
+from rubinperf.specs.layout import parse_layout
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.serving.sweeps import sweep_grid
-from rubinperf.step import forget_graphs
+from rubinperf.step.grid import forget_graphs
 m = load_model("deepseek-v4.1-flash")
 batch = np.linspace(1, 256, 500)
 context = np.linspace(1024, 1_000_000, 350)

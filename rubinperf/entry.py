@@ -12,11 +12,7 @@ import os
 import signal
 import sys
 
-MESSAGES = {signal.SIGINT: "rubinperf: interrupted", signal.SIGTERM: "rubinperf: terminated"}
-
-
-def exit_status(signum: int) -> int:
-    return 128 + int(signum)
+from rubinperf.errors import MESSAGES, exit_status
 
 
 def _now(signum, frame):  # pragma: no cover - exercised in a subprocess

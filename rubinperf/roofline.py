@@ -32,9 +32,12 @@ Works on numbers, numpy arrays and sympy symbols.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
+from typing import Any
 
-from rubinperf.cost import PEAKS, Kernel, KernelTime
+from rubinperf.kernels.cost import PEAKS, Kernel, _field_sums
 from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 LAUNCH_MODES = ("graph", "eager", "stream", "cold")
@@ -42,6 +45,82 @@ LAUNCH_MODES = ("graph", "eager", "stream", "cold")
 TENSOR_CORE = {"gemm": "mma", "grouped_gemm": "mma", "fused_moe": "mma", "attention": "attention"}
 GROUPED = ("grouped_gemm", "fused_moe")
 BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
+
+# The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
+BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """Seconds. Every term is named so a reader can see which one sets the time.
+
+    - compute_s: MMA / vector work on whole tiles and waves, at the family's efficiency;
+    - memory_s: bytes at the rate a kernel with enough bytes in flight streams them;
+    - parallelism_s: the extra memory time when too few CTAs keep too few bytes in flight
+      (Little's law: active SMs x bytes in flight per SM / HBM latency);
+    - comm_s: link bytes and per-message round trips;
+    - latency_s: fixed per-kernel time (launch, pipeline fill and drain, collective set-up,
+      host work of a step): it never overlaps the others;
+    - expected_s: latency_s + the overlap of (compute, memory + parallelism, comm);
+    - sol_*: the speed of light at datasheet peaks: a true lower bound;
+    - scale_out_s: the NIC's share of comm_s (bytes over the NIC and RDMA round trips) when a
+      collective spans NVLink domains, shown beside the terms.
+    """
+
+    compute_s: Any
+    memory_s: Any
+    parallelism_s: Any
+    comm_s: Any
+    latency_s: Any
+    expected_s: Any
+    sol_compute_s: Any
+    sol_memory_s: Any
+    sol_comm_s: Any
+    sol_s: Any
+    scale_out_s: Any = 0.0   # of comm_s, the scale-out NIC's bytes and messages alone (shown, not a term)
+
+    @property
+    def floor_s(self):
+        """The contract's name for the fixed part (`floor_ms` in a kernel record)."""
+        return self.latency_s
+
+    @property
+    def terms(self) -> dict:
+        return {b: getattr(self, f"{b}_s") for b in BOUNDS}
+
+    @property
+    def bound(self) -> str:
+        """Which term is largest: compute, memory, parallelism, comm or latency."""
+        terms = self.terms
+        return max(BOUNDS, key=lambda b: float(terms[b]))
+
+    @property
+    def fraction_of_roofline(self):
+        """Speed-of-light time over expected time: 1.0 means the kernel runs at the roofline (and for no work)."""
+        if isinstance(self.expected_s, (int, float)) and self.expected_s == 0:
+            return 1.0
+        return self.sol_s / self.expected_s
+
+    def __add__(self, other: "KernelTime") -> "KernelTime":
+        return KernelTime(*_field_sums(self, other))
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
+
+    def map(self, fn) -> "KernelTime":
+        """The same times with `fn` applied to every term (one element of a sweep's arrays)."""
+        return KernelTime(**{f: fn(v) for f, v in self.__dict__.items()})
+
+    def __mul__(self, k) -> "KernelTime":
+        a = self.__dict__
+        return KernelTime(*[a[f] * k for f in _TIME_FIELDS])
+
+    __rmul__ = __mul__
+
+
+_TIME_FIELDS = tuple(f.name for f in dataclasses.fields(KernelTime))
 
 
 def parallelism(kern: Kernel, hw):

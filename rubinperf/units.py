@@ -6,6 +6,9 @@ Neutral ground: the core (validate's details) and the presentation (tables) both
 from __future__ import annotations
 
 import math
+import re
+
+from rubinperf.errors import SpecError
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 
@@ -63,3 +66,42 @@ def fmt_num(value, digits: int = 3) -> str:
     if abs(v) >= 1e4:
         return si(v, digits=digits)
     return f"{v:,.{digits}g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+# ---------------------------------------------------------------- numbers with units, read
+
+PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+          "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# Field-name unit suffix -> accepted unit spellings (after the prefix).
+UNITS = {
+    "_bytes_per_s": ("B/s", "bytes/s"),
+    "_flops_per_s": ("FLOP/s", "FLOPS", "flop/s"),
+    "_bytes": ("B", "bytes"),
+    "_s": ("s",),
+    "_w": ("W",),
+    "_usd_per_gpu_hour": ("$/h", "USD/h", "$"),
+    "_tokens": ("tokens", "tok"),
+}
+_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+
+
+def unit_suffix(field: str) -> str:
+    return next((s for s in sorted(UNITS, key=len, reverse=True) if field.endswith(s)), "")
+
+
+def parse_value(text: str, field: str) -> float:
+    """`30TB/s` for a `_bytes_per_s` field -> 3e13. A bare number is taken in the field's SI unit."""
+    m = _NUMBER.match(text)
+    if not m:
+        raise SpecError(f"--set {field}: expected a number, optionally with a unit, got {text!r}")
+    number, unit = float(m.group(1)), m.group(2)
+    if not unit:
+        return number
+    suffix = unit_suffix(field)
+    for spelling in UNITS.get(suffix, ()):
+        if unit.endswith(spelling):
+            prefix = unit[: -len(spelling)].strip()
+            if prefix in PREFIX:
+                return number * PREFIX[prefix]
+    allowed = ", ".join(UNITS[suffix]) if suffix in UNITS else "no unit"
+    raise SpecError(f"--set {field}: unit {unit!r} does not fit this field (expected {allowed}, with an SI prefix)")

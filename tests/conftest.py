@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, settings
 # from each test's source), no example database carried between runs, no deadline (a busy
 # 2-core runner is slow, not wrong), a fixed default example count. Selected when CI is set;
 # tests that pin their own max_examples keep them. Locally the default profile stays random:
-# `python -m pytest tests/test_fuzz.py --hypothesis-seed=N` replays one seed.
+# `python -m pytest tests/cli/test_fuzz.py --hypothesis-seed=N` replays one seed.
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=100,
                           print_blob=True, suppress_health_check=[HealthCheck.too_slow])
 if os.environ.get("CI"):

@@ -2,7 +2,7 @@
 
 Run on the lent H200 from the repository root: ``python3 calibration/h200/probe_layer.py OUT_DIR``.
 
-1. torch.profiler over replays of the layer graph (rubinperf.calibrate.layer_bench's eight layer copies) at a few
+1. torch.profiler over replays of the layer graph (rubinperf.calibrate.measure.layer's eight layer copies) at a few
    row counts: every kernel's GPU duration inside the graph and the gap to the kernel before it (kernels.csv).
 2. The same for each operation alone, its copies chained in a graph, with and without a 128 MB L2-flushing memset
    between the copies (the memset's own duration is left out): is a small kernel slower in the layer because its
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from rubinperf.calibrate.bench import KernelBench, _warm_clocks, environment
+from rubinperf.calibrate.measure.bench import KernelBench, _warm_clocks, environment
 from rubinperf.calibrate.layer import EXPERTS, layer_ops
-from rubinperf.calibrate.layer_bench import LAYERS, LayerBench
+from rubinperf.calibrate.measure.layer import LAYERS, LayerBench
 
 ROWS = (1, 4, 16, 64)
 FLUSH = 128 * 2 ** 20

@@ -2,11 +2,14 @@
 
 Modules:
     plan         the measurement plan and CSV schema; each row's Cost from rubinperf.kernels (no torch)
-    bench        kernel micro-benchmarks on one GPU (PyTorch + CUDA, imported lazily)
-    shapes_bench the model-shape suite (`--suite shapes`): V4.1-Flash shapes in graph, eager (do_bench), stream and cold
-                 mode, pointer-chase latency and bandwidth-vs-CTAs probes (measured, not fitted)
-    collectives  all-reduce / all-to-all benchmark over every local GPU (torch.distributed + NCCL)
+    rows         each measured row as the Kernel the model times
     fit          numpy fits of the roofline's efficiencies and floors; calibrated TOML writer
-
-Only `bench` and `collectives` need PyTorch, and they import it inside their functions.
+    layer        the DeepSeek-V4.1-Flash decode layer's op list and its comparison with the model
+    outliers     rules that reject measured rows as artefacts of how they were measured
+    measure/     the benchmarks that run on a GPU (PyTorch + CUDA, imported inside their functions):
+      bench        kernel micro-benchmarks on one GPU
+      shapes       the model-shape suite (`--suite shapes`): V4.1-Flash shapes in graph, eager (do_bench),
+                   stream and cold mode, pointer-chase latency and bandwidth-vs-CTAs probes
+      layer        the decode layer as one CUDA graph, op by op, and sparse attention's gather
+      collectives  all-reduce / all-to-all over every local GPU (torch.distributed + NCCL)
 """

@@ -35,7 +35,7 @@ import numpy as np
 
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
-from rubinperf.cost import KERNEL_SHAPE_FIELDS, Cost, Kernel
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
 from rubinperf.errors import SpecError
 from rubinperf.roofline import TENSOR_CORE, kernel_time
 
@@ -74,12 +74,7 @@ class Stacked:
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
-            ks = [k for _, k in items]
-            cost = Cost(**{f.name: np.array([float(getattr(k.cost, f.name)) for k in ks])
-                           for f in dataclasses.fields(Cost)})
-            arrays = {name: (None if getattr(ks[0], name) is None else np.array([float(getattr(k, name)) for k in ks]))
-                      for name in KERNEL_SHAPE_FIELDS}
-            self.groups.append((np.array([i for i, _ in items]), Kernel(key[0], cost, **arrays), key[1]))
+            self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[1]))
 
     def times(self, hw, what: str = "expected_s") -> np.ndarray:
         out = np.zeros(self.n)

@@ -1,7 +1,7 @@
 """A DeepSeek-V4.1-Flash decode layer at its own shapes, as one GPU (EP 1, TP 1) runs it in PyTorch.
 
 No torch here: `layer_ops(rows)` lists the layer's operations as calibration rows (the families and shape
-columns of `plan.SHAPES_COLUMNS`), in the order the layer runs them. The benchmark (`layer_bench`) builds
+columns of `plan.SHAPES_COLUMNS`), in the order the layer runs them. The benchmark (`measure.layer`) builds
 each with PyTorch, times the whole layer captured in one CUDA graph, each operation alone (chained in a graph
 of its own), and the layer with each operation removed; `compare` gives the model's time of the same layer:
 the sum of its operations' kernels inside a graph (`rows.row_kernels`), each paying its own fixed cost.

@@ -7,7 +7,7 @@ A row's Cost always comes from the very kernel functions the model uses
 (`rubinperf.kernels.gemm`, `grouped_gemm`, `attention`, `copy`), so the calibration fits
 the formulas that `estimate` evaluates.
 
-`shapes_plan` is the model-shape suite (`--suite shapes`, `shapes_bench`): DeepSeek-V4.1-Flash's
+`shapes_plan` is the model-shape suite (`--suite shapes`, `measure.shapes`): DeepSeek-V4.1-Flash's
 kernels at its own shapes plus two probes, written with `SHAPES_COLUMNS` (a superset of
 `KERNEL_COLUMNS`: `mode`, probe and MQA columns); calibration/h200/README.md documents them.
 """
@@ -21,9 +21,9 @@ import os
 import stat
 from pathlib import Path
 
-from rubinperf.cost import Cost
+from rubinperf.kernels.cost import Cost
 from rubinperf.errors import SpecError, shorten
-from rubinperf.precision import PRECISIONS
+from rubinperf.specs.precision import PRECISIONS
 
 FAMILIES = ("copy", "gemm", "grouped_gemm", "attention_decode", "attention_prefill", "launch",
             "pointer_chase", "stream_ctas", "elementwise", "moe", "mhc", "topk")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rubinperf.cost import Cost, Kernel
+from rubinperf.kernels import empty, stream_probe
+from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
 
 PROBES = ("launch", "pointer_chase")
@@ -58,7 +59,7 @@ def row_kernels(row: dict) -> tuple:
     out = [(k, i == 0) for i, k in enumerate(ops)]
     launches = max(row.get("launches") or 0, KERNELS_PER_CALL.get(row.get("impl") or "", 0))
     if launches and launches > len(ops) and row["family"] not in PROBES:
-        out.append((Kernel("stream", Cost(launches=launches - len(ops)), dependent_loads=0), False))
+        out.append((empty(launches - len(ops)), False))
     return tuple(out)
 
 
@@ -83,7 +84,7 @@ TORCH_TOPK_RADIX_BITS = 2
 
 def torch_topk_passes(dtype: str) -> int:
     """Digit passes of PyTorch's radix select over keys of `dtype` (16-bit BF16: 8; FP32: 16)."""
-    from rubinperf.precision import PRECISIONS
+    from rubinperf.specs.precision import PRECISIONS
 
     return PRECISIONS[dtype].bits // TORCH_TOPK_RADIX_BITS
 
@@ -162,7 +163,7 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
 # activations (W4A4); FP8 and BF16 experts take activations of their own format.
 MOE_ACTIVATION = {"fp4": "fp8", "nvfp4": "nvfp4", "fp8": "fp8", "bf16": "bf16"}
 # An mHC sublayer's mixing weight rows (DeepSeek-V4: [24, 4 x hidden], as models/deepseek-v4.1-flash.toml's
-# hc_mix_rows) and the bytes of one residual value (FP32 routes, as rubinperf.graph's RESIDUAL_BYTES).
+# hc_mix_rows) and the bytes of one residual value (FP32 routes, as rubinperf.step.graph's RESIDUAL_BYTES).
 MHC_MIX_ROWS, MHC_RESIDUAL_BYTES = 24, 4
 
 
@@ -188,14 +189,13 @@ def row_kernel(row: dict) -> Kernel:
 
     fam = row["family"]
     if fam in PROBES:
-        return Kernel("stream", Cost(launches=1), dependent_loads=0, drain_loads=0)
+        return empty(drain_loads=0)
     if fam == "copy":
         return copy(row["nbytes"])
     if fam == "elementwise":
         return elementwise_row(row)
     if fam == "stream_ctas":  # a read-only probe of `ctas` CTAs, each with `inflight_bytes` in flight
-        return Kernel("stream", Cost(activation_bytes=row["nbytes"], launches=1), ctas=row["ctas"],
-                      in_flight_bytes_per_cta=row["inflight_bytes"])
+        return stream_probe(row["nbytes"], row["ctas"], row["inflight_bytes"])
     if fam == "gemm":
         return build("gemm", row, dtype=row["dtype"])
     if fam == "mhc":  # one mHC pass (pre or post) of m tokens over `groups` residual routes of width n

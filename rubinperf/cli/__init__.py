@@ -219,7 +219,7 @@ class _Signal(BaseException):
     """SIGINT or SIGTERM during a command: not an Exception, so nothing on the way swallows it."""
 
     def __init__(self, signum: int):
-        from rubinperf.entry import MESSAGES, exit_status
+        from rubinperf.errors import MESSAGES, exit_status
 
         super().__init__(signum)
         self.message = MESSAGES.get(signum, "rubinperf: interrupted")

@@ -84,12 +84,12 @@ def calibrate(
         csv_path = ", ".join(from_csv)
     else:
         fit_command = command
-        from rubinperf.calibrate.bench import environment, require_torch_cuda
+        from rubinperf.calibrate.measure.bench import environment, require_torch_cuda
 
         torch = require_torch_cuda(min_gpus=2 if collectives else 1)  # one line and exit 2 when missing
         _make_dir(out)
         if collectives:
-            from rubinperf.calibrate import collectives as coll
+            from rubinperf.calibrate.measure import collectives as coll
 
             rows, kind = coll.run(quick=quick), "collectives"
             env = environment(torch, command)
@@ -99,9 +99,9 @@ def calibrate(
 
             write_atomic(csv_path.with_name(csv_path.stem + ".env.json"), json.dumps(env, indent=2) + "\n")
         else:
-            from rubinperf.calibrate import bench, shapes_bench
+            from rubinperf.calibrate.measure import bench, shapes
 
-            runner, name = (shapes_bench, "shapes.csv") if suite == "shapes" else (bench, "measurements.csv")
+            runner, name = (shapes, "shapes.csv") if suite == "shapes" else (bench, "measurements.csv")
             rows, env = runner.run(quick=quick, command=command, partial_csv=out / name)
             kind = "kernels"
             if not rows:

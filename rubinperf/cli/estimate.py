@@ -1,4 +1,4 @@
-"""`rubinperf estimate`: one engine step per rack, layout and phase (thin: options in, rubinperf.engine's
+"""`rubinperf estimate`: one engine step per rack, layout and phase (thin: options in, rubinperf.step.estimates's
 records out to rubinperf.render.step)."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def estimate(
 
       rubinperf estimate -l tp8 --acceptance 3.0 --json
     """
-    from rubinperf.engine import run_estimates
+    from rubinperf.step.estimates import run_estimates
 
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)

@@ -23,11 +23,11 @@ DEFAULT_LAYOUT = "dep32"
 
 
 def _step_setup(model, hardware, layout, sets, stack=None, **point):
-    from rubinperf.engine import load_specs
-    from rubinperf.layout import parse_layout
-    from rubinperf.scenario import make_point
+    from rubinperf.specs.select import load_specs
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.step.point import make_point
 
-    from rubinperf.scenario import check_phase_options
+    from rubinperf.step.point import check_phase_options
 
     m, (hw,) = load_specs(model, [hardware], sets, [stack] if stack else None)
     lay = parse_layout(layout)
@@ -98,7 +98,7 @@ def explain(
 
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
-    from rubinperf import symbolic as S
+    from rubinperf.analysis import symbolic as S
 
     check_output_flags(as_json, quiet=quiet)
     name = kernel.strip()
@@ -168,7 +168,7 @@ def _show(ex, latex: bool, as_json: bool, quiet: bool) -> None:
 def _dtype(value):
     if value is None:
         return None
-    from rubinperf.precision import get_precision
+    from rubinperf.specs.precision import get_precision
 
     return get_precision(value.lower()).name
 
@@ -289,7 +289,7 @@ def sensitivity(
       rubinperf sensitivity --set hbm_bandwidth=30TB/s --plot tornado.png
     """
     from rubinperf.render import plots
-    from rubinperf.sensitivity import sensitivity as run
+    from rubinperf.analysis.sensitivity import sensitivity as run
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)

@@ -20,7 +20,7 @@ def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bo
                 ranks=None):
     """Build the catalog's kernel `kind` at `shape_values`, time it on the platform and print its record."""
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
-    from rubinperf.records import kernel_record
+    from rubinperf.step.records import kernel_record
     from rubinperf.specs.stack import load_platform
     from rubinperf.specs.overrides import apply_overrides
 
@@ -63,7 +63,7 @@ def _positive(name: str, value, allow_zero: bool = False):
 
 
 def _dtype(value: str) -> str:
-    from rubinperf.precision import get_precision
+    from rubinperf.specs.precision import get_precision
 
     return get_precision(value).name
 

@@ -1,4 +1,4 @@
-"""`rubinperf list hardware|stacks|models|layouts`: the bundled specs (thin: rubinperf.records' records out
+"""`rubinperf list hardware|stacks|models|layouts`: the bundled specs (thin: rubinperf.step.records' records out
 to rubinperf.render.lists)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def list_hardware(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide
 
     Example: rubinperf list hardware --json
     """
-    from rubinperf.records import hardware_records
+    from rubinperf.step.records import hardware_records
 
     apply_wide(wide)
     emit(hardware_records(), as_json, _table("hardware_table"), quiet=quiet)
@@ -38,7 +38,7 @@ def list_stacks(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide =
 
     Example: rubinperf list stacks --json
     """
-    from rubinperf.records import stack_records
+    from rubinperf.step.records import stack_records
 
     apply_wide(wide)
     emit(stack_records(), as_json, _table("stacks_table"), quiet=quiet)
@@ -50,7 +50,7 @@ def list_models(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide =
 
     Example: rubinperf list models
     """
-    from rubinperf.records import model_records
+    from rubinperf.step.records import model_records
 
     apply_wide(wide)
     emit(model_records(), as_json, _table("models_table"), quiet=quiet)
@@ -62,6 +62,6 @@ def list_layouts(as_json: JsonRecords = False, quiet: Quiet = False):
 
     Example: rubinperf list layouts
     """
-    from rubinperf.records import layout_records
+    from rubinperf.step.records import layout_records
 
     emit(layout_records(), as_json, _table("layouts_table"), quiet=quiet)

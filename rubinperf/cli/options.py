@@ -78,7 +78,7 @@ class BytesType(_click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, (int, float)):
             return float(value)
-        from rubinperf.specs.overrides import parse_value
+        from rubinperf.units import parse_value
 
         try:
             return parse_value(str(value), "copy_bytes")
@@ -92,7 +92,7 @@ BYTES = BytesType()
 
 # ---------------------------------------------------------------- defaults
 
-DEFAULT_MODEL = "deepseek-v4.1-flash"   # rubinperf.scenario.DEFAULT_MODEL, not imported: start-up stays light
+DEFAULT_MODEL = "deepseek-v4.1-flash"   # rubinperf.step.point.DEFAULT_MODEL, not imported: start-up stays light
 DEFAULT_HARDWARE = "gb300-nvl72"        # the rack of commands that take one
 
 

@@ -26,7 +26,7 @@ def _check_gpus(total_gpus):
 
 
 def _limits(ttft, tpot) -> dict:
-    from rubinperf.specs.overrides import parse_value
+    from rubinperf.units import parse_value
 
     out = {}
     for name, text, key in (("ttft", ttft, "max_ttft_s"), ("tpot", tpot, "max_tpot_s")):
@@ -143,7 +143,7 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
-    from rubinperf.engine import serving_setups
+    from rubinperf.specs.select import serving_setups
 
     setups = serving_setups(model, hardware, workload, sets, stack)
     from rubinperf.serving.interactivity import check_stat
@@ -226,7 +226,7 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    from rubinperf.engine import serving_setups
+    from rubinperf.specs.select import serving_setups
 
     setups = serving_setups(model, hardware, workload, sets, stack)
     from rubinperf.serving.interactivity import check_stat
@@ -260,7 +260,7 @@ def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_toke
                     stat="p90", limits=None, total_gpus=None):
     """For the silicon/software split: the first rack's silicon swept on every other rack's stack.
     Returns ({rack: stack}, {stack: Summary})."""
-    from rubinperf.engine import swapped_stack_setups
+    from rubinperf.specs.select import swapped_stack_setups
     from rubinperf.serving.pareto import summarize
 
     swapped = {}

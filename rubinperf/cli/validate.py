@@ -1,4 +1,4 @@
-"""`rubinperf validate`: predictions against published results (thin: rubinperf.validate's records out to
+"""`rubinperf validate`: predictions against published results (thin: rubinperf.analysis.validate's records out to
 rubinperf.render.step)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def validate_cmd(
     Example: rubinperf validate --json
     """
     from rubinperf.render.step import validate_table
-    from rubinperf.validate import POINTS_FILE, load_points, validate
+    from rubinperf.analysis.validate import POINTS_FILE, load_points, validate
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)

@@ -10,8 +10,8 @@ from rubinperf.kernels.attention import attention, indexer_logits, indexer_selec
 from rubinperf.kernels.collectives import (all_gather, all_reduce, all_reduce_one_shot, all_to_all, ep_all_gather_exchange,
                                            reduce_scatter)
 from rubinperf.kernels.gemm import gemm
-from rubinperf.kernels.memory import (copy, dp_sync, elementwise, host_step, in_epilogue, kv_insert, kv_insert_kernel,
-                                     kv_load, kv_transfer, mhc, mhc_split, rope, table_lookup)
+from rubinperf.kernels.memory import (copy, dp_sync, elementwise, empty, host_step, in_epilogue, kv_insert, kv_insert_kernel,
+                                     kv_load, kv_transfer, mhc, mhc_split, rope, stream_probe, table_lookup)
 from rubinperf.kernels.moe import (ep_copies, ep_dispatch_combine, experts_touched, experts_touched_topk, grouped_gemm,
                                    mega_moe, routed_gemms, spans_domains)
 
@@ -19,5 +19,5 @@ __all__ = [
     "attention", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_reduce_one_shot", "all_to_all",
     "reduce_scatter", "gemm", "copy", "dp_sync", "elementwise", "host_step", "kv_insert", "kv_load", "kv_transfer", "mhc", "table_lookup",
     "ep_dispatch_combine", "experts_touched", "experts_touched_topk", "grouped_gemm", "mega_moe", "ep_copies",
-    "spans_domains", "ep_all_gather_exchange", "in_epilogue", "kv_insert_kernel", "mhc_split", "rope", "routed_gemms",
+    "spans_domains", "ep_all_gather_exchange", "in_epilogue", "kv_insert_kernel", "mhc_split", "rope", "routed_gemms", "empty", "stream_probe",
 ]

@@ -5,9 +5,9 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.mathops import scap, sceil, smin
-from rubinperf.precision import PRECISIONS
+from rubinperf.specs.precision import PRECISIONS
 
 ACT_BYTES = 2  # BF16 queries and outputs
 LOGIT_BYTES = 4  # FP32 indexer scores

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from rubinperf.cost import Kernel
+from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
 
 

@@ -19,9 +19,9 @@ the in-domain steps of a hierarchical collective.
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.kernels.moe import _gt, spans_domains
-from rubinperf.precision import PRECISIONS
+from rubinperf.specs.precision import PRECISIONS
 
 
 def all_to_all(bytes_per_rank, ranks, gpus_per_tray=None, hops=1, gpus_per_domain=None, hierarchical=False) -> Kernel:

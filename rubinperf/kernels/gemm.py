@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost, Kernel
-from rubinperf.precision import PRECISIONS, mma_peak
+from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.specs.precision import PRECISIONS, mma_peak
 
 
 def gemm(m, n, k, weight: str = "bf16", act: str | None = None, out: str = "bf16", groups=1) -> Kernel:

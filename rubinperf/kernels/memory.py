@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from rubinperf.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel
 
 
 def copy(nbytes) -> Kernel:
     """Device-to-device copy of `nbytes`: read once, write once."""
     return Kernel("stream", Cost(activation_bytes=2 * nbytes, launches=1))
+
+
+def empty(launches=1, drain_loads=1) -> Kernel:
+    """Kernels that do no work: `launches` launches, each its start and fill only (an empty-kernel probe, a
+    library's extra kernels behind the one a measured call times); `drain_loads` 0 for one that writes nothing."""
+    return Kernel("stream", Cost(launches=launches), dependent_loads=0, drain_loads=drain_loads)
+
+
+def stream_probe(nbytes, ctas, in_flight_bytes_per_cta) -> Kernel:
+    """A read-only probe over `nbytes`: `ctas` CTAs, each keeping `in_flight_bytes_per_cta` in flight."""
+    return Kernel("stream", Cost(activation_bytes=nbytes, launches=1), ctas=ctas,
+                  in_flight_bytes_per_cta=in_flight_bytes_per_cta)
 
 
 def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "fp32", ctas=None) -> Kernel:

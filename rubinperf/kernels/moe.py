@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rubinperf.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.mathops import smax, smin
-from rubinperf.precision import PRECISIONS, mma_peak
+from rubinperf.specs.precision import PRECISIONS, mma_peak
 
 
 def experts_touched(rows, groups):

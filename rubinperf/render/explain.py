@@ -1,12 +1,12 @@
 """What `explain` and `sensitivity` print: formulas, with their numbers, as text or LaTeX; the elasticity table.
 
-Presentation only: the formulas and their values come from `rubinperf.symbolic` (the same
-definitions the numeric path uses) and `rubinperf.sensitivity`.
+Presentation only: the formulas and their values come from `rubinperf.analysis.symbolic` (the same
+definitions the numeric path uses) and `rubinperf.analysis.sensitivity`.
 """
 
 from __future__ import annotations
 
-from rubinperf import symbolic as S
+from rubinperf.analysis import symbolic as S
 from rubinperf.render.output import emit_text, print_out
 from rubinperf.render.tables import col, table
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si

@@ -4,8 +4,8 @@ One renderer, matplotlib (the `plot` extra). Each figure is built by a function 
 it (`frontier_figure`, `tornado_figure`: tested without writing a file) and written by
 `save_figure` as PNG, SVG or PDF through `rubinperf.files.write_atomic`. SVG keeps its text as text
 (`svg.fonttype = none`), so labels can be searched in the file. Nothing here computes a
-formula: the records come from `rubinperf.serving.pareto` / `rubinperf.sensitivity`, the published
-points from `validation/published.toml` (through `rubinperf.validate.load_points`).
+formula: the records come from `rubinperf.serving.pareto` / `rubinperf.analysis.sensitivity`, the published
+points from `validation/published.toml` (through `rubinperf.analysis.validate.load_points`).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def short_source(source: str) -> str:
 def published_points(records: list[dict], path=None) -> list[dict]:
     """The published serving points (validation/published.toml) for the racks, model and workload of
     `records`: a throughput at an interactivity or a peak throughput, each with its source."""
-    from rubinperf import validate
+    from rubinperf.analysis import validate
 
     if not records:
         return []

@@ -6,7 +6,7 @@ Rows are strings already formatted (`rubinperf.units`); printed by `rubinperf.re
 rich draws every table. Where nothing needs rich's styles, wrapping or markup (plain output to a pipe
 or file: no cell wraps, no title or caption wider than the table, no markup or emoji codes, no
 character of uncertain width), `FitTable.plain` writes the very text rich would, without importing
-rich (a quarter of `estimate`'s start-up); tests/test_plain_tables.py holds it to rich's text for
+rich (a quarter of `estimate`'s start-up); tests/render/test_plain_tables.py holds it to rich's text for
 every table the commands print, at many widths. Anything else returns None and rich draws it.
 """
 

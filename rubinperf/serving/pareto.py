@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rubinperf.records import step_record
+from rubinperf.step.records import step_record
 from rubinperf.serving.pools import Serving
 from rubinperf.serving.sweeps import Sweep
 

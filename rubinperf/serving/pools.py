@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from rubinperf.capacity import Capacity, capacity
+from rubinperf.step.capacity import Capacity, capacity
 from rubinperf.errors import SpecError
-from rubinperf.layout import Layout
+from rubinperf.specs.layout import Layout
 from rubinperf.serving import money
 from rubinperf.serving.prefill import PrefillPlan, kv_transfer_link, kv_transfer_s, prefill_plan
 from rubinperf.serving.specdecode import SpecDecode, decode_engine

@@ -19,16 +19,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rubinperf.capacity import Capacity, capacity, kv_bytes_per_request
+from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_request
 from rubinperf.errors import SpecError
 from rubinperf.kernels.memory import kv_load, kv_transfer
-from rubinperf.layout import Layout, check_layout, max_ranks, parse_layout
+from rubinperf.specs.layout import Layout, check_layout, max_ranks, parse_layout
 from rubinperf.roofline import kernel_time
-from rubinperf.scenario import make_point
+from rubinperf.step.point import make_point
 from rubinperf.serving.specdecode import check_times
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
-from rubinperf.step import StepResult, step
+from rubinperf.step.result import StepResult
+from rubinperf.step.timing import step
 
 
 def prefix_load_s(hw, nbytes: float, pool: str) -> float:

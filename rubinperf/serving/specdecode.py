@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.layout import Layout
+from rubinperf.specs.layout import Layout
 from rubinperf.roofline import admission_time
-from rubinperf.scenario import make_point
+from rubinperf.step.point import make_point
 from rubinperf.serving.interactivity import speed_factors
 from rubinperf.specs.model import Model
-from rubinperf.step import StepResult, step
+from rubinperf.step.result import StepResult
+from rubinperf.step.timing import step
 
 
 def accepted_tokens(alpha, k):

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.graph import Point
-from rubinperf.layout import Layout, check_layout, fits, parse_layout
+from rubinperf.step.point import Point
+from rubinperf.specs.layout import Layout, check_layout, fits, parse_layout
 from rubinperf.serving.interactivity import check_stat
 from rubinperf.serving.pools import Serving, check_workload, serve
 from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
 from rubinperf.specs.model import Model
-from rubinperf.step import GridSteps
+from rubinperf.step.grid import GridSteps
 
 DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
 DEFAULT_MAX_BATCH = 1024

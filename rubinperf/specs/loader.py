@@ -140,7 +140,7 @@ def read_toml(path: Path) -> dict:
         raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
+def check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
     where = f"{path}: {meta['section']}.{key}"
     if typ is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -192,7 +192,7 @@ def _suggest(value: Any, key: str) -> str:
     """'8TB/s' in a spec file: say which plain SI number was meant."""
     if not isinstance(value, str):
         return ""
-    from rubinperf.specs.overrides import parse_value
+    from rubinperf.units import parse_value
 
     try:
         number = parse_value(value, key)
@@ -256,7 +256,7 @@ def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = 
                     kwargs[f.name] = f.default
                     continue
                 raise SpecError(f"{path}: missing key '{section}.{f.name}'{_expect(hints[f.name], f.metadata)}")
-            kwargs[f.name] = _check_value(path, f.name, table[f.name], hints[f.name], f.metadata)
+            kwargs[f.name] = check_value(path, f.name, table[f.name], hints[f.name], f.metadata)
     kwargs["sources"] = sources
     kwargs["path"] = str(path)
     record = cls(**kwargs)

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
-from rubinperf.precision import PRECISIONS
+from rubinperf.specs.precision import PRECISIONS
 from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
 
 ATTENTION_KINDS = ("sparse-mqa", "mla")

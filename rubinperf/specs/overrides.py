@@ -13,49 +13,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import re
 from pathlib import Path
 from typing import get_type_hints
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import LARGEST_INT, _check_value, spec_fields
-
-PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-          "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-# Field-name unit suffix -> accepted unit spellings (after the prefix).
-UNITS = {
-    "_bytes_per_s": ("B/s", "bytes/s"),
-    "_flops_per_s": ("FLOP/s", "FLOPS", "flop/s"),
-    "_bytes": ("B", "bytes"),
-    "_s": ("s",),
-    "_w": ("W",),
-    "_usd_per_gpu_hour": ("$/h", "USD/h", "$"),
-    "_tokens": ("tokens", "tok"),
-}
-_NUMBER = re.compile(r"^\s*\$?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
-
-
-def _suffix(field: str) -> str:
-    return next((s for s in sorted(UNITS, key=len, reverse=True) if field.endswith(s)), "")
-
-
-def parse_value(text: str, field: str) -> float:
-    """`30TB/s` for a `_bytes_per_s` field -> 3e13. A bare number is taken in the field's SI unit."""
-    m = _NUMBER.match(text)
-    if not m:
-        raise SpecError(f"--set {field}: expected a number, optionally with a unit, got {text!r}")
-    number, unit = float(m.group(1)), m.group(2)
-    if not unit:
-        return number
-    suffix = _suffix(field)
-    for spelling in UNITS.get(suffix, ()):
-        if unit.endswith(spelling):
-            prefix = unit[: -len(spelling)].strip()
-            if prefix in PREFIX:
-                return number * PREFIX[prefix]
-    allowed = ", ".join(UNITS[suffix]) if suffix in UNITS else "no unit"
-    raise SpecError(f"--set {field}: unit {unit!r} does not fit this field (expected {allowed}, with an SI prefix)")
-
+from rubinperf.specs.loader import LARGEST_INT, check_value, spec_fields
+from rubinperf.units import parse_value, unit_suffix
 
 def _views(records: dict) -> dict:
     """Spec kind -> (record key, fields). A platform (hardware + stack) answers to both `hardware.`
@@ -85,7 +48,7 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
     candidates = []
     for k in kinds:
         for f in views[k][1]:
-            if f.name == name or f.name[: len(f.name) - len(_suffix(f.name))] == name:
+            if f.name == name or f.name[: len(f.name) - len(unit_suffix(f.name))] == name:
                 candidates.append((k, f.name))
     if len(candidates) == 1:
         return views[candidates[0][0]][0], candidates[0][1]
@@ -93,7 +56,7 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
         raise SpecError(f"--set {key}: ambiguous, say which: {', '.join(f'{k}.{n}' for k, n in candidates)}")
     if kind:  # the field may be the other spec's: say which
         other = [k for k in views if k != kind for f in views[k][1]
-                 if f.name == name or f.name[: len(f.name) - len(_suffix(f.name))] == name]
+                 if f.name == name or f.name[: len(f.name) - len(unit_suffix(f.name))] == name]
         if other:
             raise SpecError(f"--set {key}: {name} is a {other[0]} field, not a {kind} one (write {other[0]}.{name})")
     every = [f"{k}.{f.name}" for k in kinds for f in views[k][1]]
@@ -138,7 +101,7 @@ def apply_overrides(assignments: list[str] | None, **records):
                 parsed = [int(x) for x in raw.strip("[]").split(",") if x.strip()]
             except ValueError:
                 raise SpecError(f"--set {field}: expected a list of integers like [1,14], got {raw!r}") from None
-        checked = _check_value(Path(f"--set {kind}"), field, parsed, typ, f.metadata)
+        checked = check_value(Path(f"--set {kind}"), field, parsed, typ, f.metadata)
         new = dataclasses.replace(rec, **{field: checked})
         check = getattr(new, "validate", None)
         if check is not None:

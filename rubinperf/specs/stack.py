@@ -94,7 +94,7 @@ class Stack:
     path: str = dataclasses.field(default="", compare=False)
 
     def validate(self) -> None:
-        from rubinperf.layout import parse_layout
+        from rubinperf.specs.layout import parse_layout
 
         if not self.decode_layouts:
             raise SpecError(f"{self.path}: serving.decode_layouts: expected at least one layout (dep<N> or tp<N>)")

@@ -60,7 +60,7 @@ class Workload:
         if self.prefill_engram_placement not in ENGRAM_PLACEMENTS:
             bad("serving.prefill_engram_placement",
                 f"expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {self.prefill_engram_placement!r}")
-        from rubinperf.layout import parse_layout
+        from rubinperf.specs.layout import parse_layout
 
         try:
             parse_layout(self.prefill_layout)

@@ -1,0 +1,542 @@
+"""The kernel and step formulas over sympy symbols, for `explain` and `sensitivity`.
+
+There is no second copy of any formula here. The numeric functions (`kernels`, `graph`,
+`roofline.kernel_time`, `step.step`) accept numbers, numpy arrays or sympy symbols; this
+module hands them symbols instead of numbers:
+
+- a *symbolic hardware* record: the very `Hardware` class, with every float field
+  replaced by a sympy Symbol named after the field (`hbm_bandwidth_bytes_per_s`, ...).
+  Integer fields (`gpus_per_tray`, `nvlink_domain_size`, ...) stay numbers: they set the
+  structure of the graph (which collectives cross a tray), not a rate;
+- a *symbolic operating point*: `batch`, `context`, `new_tokens`, `draft_tokens`,
+  `acceptance`, `balancedness` and `draft_balancedness` as symbols (the model's shapes
+  stay numbers);
+- *symbolic shapes* for the generic kernels (`m`, `n`, `k`, `tokens`, ...).
+
+Substituting the real values into the resulting expressions gives back the numeric path's
+numbers (tests/analysis/test_symbolic.py checks 1e-9 relative agreement). Importing this module
+imports sympy; nothing on the `estimate` path imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from typing import get_type_hints
+
+import sympy
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.pretty.pretty import PrettyPrinter
+from sympy.printing.pretty.stringpict import prettyForm
+from sympy.printing.str import StrPrinter
+
+from rubinperf.roofline import BOUNDS
+from rubinperf.kernels.cost import BYTE_KINDS, Kernel
+from rubinperf.errors import SpecError
+from rubinperf.step.point import Point
+from rubinperf.roofline import kernel_time
+from rubinperf.specs.hardware import Hardware
+from rubinperf.specs.loader import numeric_fields, spec_fields
+
+# ---------------------------------------------------------------- symbols
+
+# Operating-point symbols and whether they may be zero.
+POINT_FIELDS = ("batch", "context", "new_tokens", "draft_tokens", "acceptance", "balancedness", "draft_balancedness")
+_MAY_BE_ZERO = {"context", "draft_tokens"}
+
+
+@functools.lru_cache(maxsize=None)
+def sym(name: str, nonnegative: bool = False) -> sympy.Symbol:
+    """The one Symbol of a name: positive, or non-negative where zero is a valid value."""
+    return sympy.Symbol(name, nonnegative=True) if nonnegative else sympy.Symbol(name, positive=True)
+
+
+@functools.lru_cache(maxsize=None)
+def hardware_fields() -> dict[str, bool]:
+    """Float fields of a platform (hardware and stack) that become symbols -> whether each may be zero
+    (cached: do not mutate). The stack's EPLB balancedness is not one: it only sets the operating
+    point's default, and the point's balancedness is a symbol of its own."""
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+
+    hints = get_type_hints(Platform)
+    return {f.name: not f.metadata["positive"] for f in spec_fields(Platform)
+            if hints[f.name] is float and f.name not in STACK_POINT_FIELDS}
+
+
+def structural_hardware_fields() -> list[str]:
+    """Integer platform fields: they shape the graph (tray boundaries, domain size) or the kernel's tiling
+    (tile sizes, split-K) and stay numbers."""
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+
+    floats = hardware_fields()
+    return [f for f in numeric_fields(Platform) if f not in floats and f not in STACK_POINT_FIELDS]
+
+
+def hardware_symbol(name: str) -> sympy.Symbol:
+    fields = hardware_fields()
+    if name not in fields:
+        raise SpecError(f"'{name}' is not a float hardware or stack field")
+    return sym(name, fields[name])
+
+
+def point_symbol(name: str) -> sympy.Symbol:
+    return sym(name, name in _MAY_BE_ZERO)
+
+
+def symbolic_hardware(hw: Hardware) -> Hardware:
+    """`hw` with every float field a Symbol named after the field (same class, same methods)."""
+    return dataclasses.replace(hw, **{name: hardware_symbol(name) for name in hardware_fields()})
+
+
+def hardware_values(hw: Hardware) -> dict:
+    return {hardware_symbol(name): getattr(hw, name) for name in hardware_fields()}
+
+
+def symbolic_point(point: Point) -> Point:
+    """`point` with its numeric fields as symbols; structural ones (phase, placements) kept."""
+    return dataclasses.replace(point, **{name: point_symbol(name) for name in POINT_FIELDS})
+
+
+def point_values(point: Point, model) -> dict:
+    values = {name: getattr(point, name) for name in POINT_FIELDS}
+    values["draft_tokens"] = point.k(model)
+    values["acceptance"] = point.accepted(model)
+    return {point_symbol(name): v for name, v in values.items()}
+
+
+def evaluate(expr, values: dict) -> float:
+    """The number an expression takes at `values` (every free symbol must have one)."""
+    if not hasattr(expr, "free_symbols"):
+        return float(expr)
+    free = expr.free_symbols
+    missing = [s.name for s in free if s not in values]
+    if missing:
+        raise SpecError(f"no value for symbol(s) {', '.join(sorted(missing))}")
+    return float(expr.xreplace({s: sympy.Float(float(values[s])) for s in free}))
+
+
+def lambdify(expr, symbols: list):
+    """A fast numeric function of `symbols` for the same expression (for repeated evaluation)."""
+    return sympy.lambdify(symbols, expr, modules="math")
+
+
+# ---------------------------------------------------------------- generic kernels
+
+def _kernel_shapes() -> dict:
+    from rubinperf.kernels.catalog import CATALOG
+
+    return {name: kind.shapes for name, kind in CATALOG.items()}
+
+
+# kind -> shape names that become symbols. Other options (dtype, causal, ranks) are structure.
+KERNEL_SHAPES = _kernel_shapes()
+
+
+def generic_kernel(kind: str, shape: dict, dtype: str | None = None, causal: bool = False, ranks: int = 8,
+                   gpus_per_tray=None) -> Kernel:
+    """A generic kernel, exactly as the `kernel` command builds it (`kernels.catalog`); shape values may be symbols."""
+    from rubinperf.kernels.catalog import build
+
+    return build(kind, shape, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=gpus_per_tray)
+
+
+def shape_symbols(kind: str) -> dict:
+    return {name: sym(name) for name in KERNEL_SHAPES[kind]}
+
+
+# ---------------------------------------------------------------- the step
+
+
+@functools.lru_cache(maxsize=16)
+def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
+    from rubinperf.step.timing import step
+
+    return step(model, shw, layout, spoint)
+
+
+@dataclass(frozen=True)
+class SymbolicStep:
+    """A step built over symbols, with the values that give back the numeric step."""
+
+    result: object          # rubinperf.step.StepResult over symbols
+    values: dict            # Symbol -> number: the hardware's and the operating point's
+    hw: Hardware            # the numeric hardware
+    point: Point            # the numeric point
+
+    def metric(self, name: str):
+        return metric_expr(self.result, name)
+
+
+def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
+    """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
+    # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
+    result = _symbolic_step(model, layout, symbolic_point(point), symbolic_hardware(hw))
+    values = {**hardware_values(hw), **point_values(point, model)}
+    return SymbolicStep(result, values, hw, point)
+
+
+METRICS = {
+    "step-time": ("step time", "s"),
+    "tokens-per-gpu": ("tokens/s per GPU", "tok/s"),
+    "tokens-per-user": ("tokens/s per user", "tok/s"),
+}
+
+
+def metric_expr(result, name: str):
+    if name == "step-time":
+        return result.expected_s
+    if name == "tokens-per-gpu":
+        return result.tokens_per_s_per_gpu
+    if name == "tokens-per-user":
+        return result.tokens_per_s_per_user
+    raise SpecError(f"--metric: expected one of {', '.join(METRICS)}, got {name!r}")
+
+
+# ---------------------------------------------------------------- explanations
+
+# (key, label, unit) of the expressions an explanation shows, in order.
+COST_TERMS = [("flops", "FLOPs", "FLOP"), ("bytes", "bytes through memory (HBM + host)", "B")] + [
+    (k, k.replace("_", " "), "B") for k in BYTE_KINDS] + [
+    ("host_bytes", "host bytes (over C2C)", "B"), ("nvlink_bytes", "NVLink bytes sent", "B"),
+    ("scale_out_bytes", "scale-out bytes sent", "B")]
+TIME_TERMS = [("compute_s", "compute term (whole tiles and waves)", "s"),
+              ("memory_s", "memory term (bytes at the streaming rate)", "s"),
+              ("parallelism_s", "parallelism term (too few bytes in flight)", "s"), ("comm_s", "link term", "s"),
+              ("latency_s", "latency term (launch, fill, collectives, host)", "s"), ("sol_s", "speed of light", "s"),
+              ("expected_s", "expected", "s")]
+BOUND_TERMS = tuple(f"{b}_s" for b in BOUNDS)
+
+
+@dataclass
+class Explanation:
+    """Named expressions of one kernel (or of all the ops of one name in a step), and the values to substitute."""
+
+    kernel: str
+    context: dict                       # what was explained: hardware, model, layout, shapes, ...
+    exprs: dict                         # key -> sympy expression (see COST_TERMS, TIME_TERMS)
+    values: dict                        # Symbol -> number
+    rule: str = ""                      # how expected and SOL compose the terms
+    numbers: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.numbers = {k: evaluate(e, self.values) for k, e in self.exprs.items()}
+
+    @property
+    def bound(self) -> str:
+        terms = {k: self.numbers.get(k, 0.0) for k in BOUND_TERMS}
+        return max(terms, key=terms.get).removesuffix("_s")
+
+    @property
+    def symbols(self) -> dict:
+        """The symbols the formulas use, with their values."""
+        used = set().union(*(sympy.sympify(e).free_symbols for e in self.exprs.values()))
+        return {s.name: float(v) for s, v in sorted(self.values.items(), key=lambda sv: sv[0].name) if s in used}
+
+    def to_record(self) -> dict:
+        rec = {"kernel": self.kernel, **self.context,
+               "time_ms": self.numbers["expected_s"] * 1e3, "sol_time_ms": self.numbers["sol_s"] * 1e3,
+               "bound": self.bound, "rule": self.rule, "symbols": self.symbols, "terms": {}}
+        for key, label, unit in COST_TERMS + TIME_TERMS:
+            if key in self.exprs:
+                e = self.exprs[key]
+                rec["terms"][key] = {"label": label, "unit": unit, "formula": to_str(e), "latex": to_latex(e),
+                                     "substituted": to_str(substitute(e, self.values)), "value": self.numbers[key]}
+        return rec
+
+
+def _cost_exprs(items) -> dict:
+    """items: (Cost, KernelTime, repeat, stretch) -> summed expressions (times weighted by repeat x stretch).
+
+    Items with the same cost and stretch (layers of one shape built in different layer
+    classes) are merged first, so the formula reads `40 x (...)`, not a sum of copies.
+    """
+    merged: dict = {}
+    for cost, t, rep, st in items:
+        key = (cost, t, st)
+        merged[key] = merged.get(key, 0) + rep
+    exprs = {}
+    for key, _, _ in COST_TERMS:
+        total = sum((getattr(c, key) * rep for (c, _, _), rep in merged.items()), sympy.Integer(0))
+        if key in ("flops", "bytes") or total != 0:
+            exprs[key] = tidy(total)
+    for key, _, _ in TIME_TERMS:
+        exprs[key] = tidy(sum((getattr(t, key) * rep * st for (_, t, st), rep in merged.items()), sympy.Integer(0)))
+    return exprs
+
+
+def tidy(expr):
+    """Whole-number floats (2.0 launches) as integers: the same value, a shorter formula."""
+    expr = sympy.sympify(expr)
+    whole = {f: sympy.Integer(int(f)) for f in expr.atoms(sympy.Float) if float(f).is_integer()}
+    return replace(expr, whole) if whole else expr
+
+
+def replace(expr, mapping: dict):
+    """`expr.xreplace(mapping)` that rebuilds Max/Min unevaluated: sympy's simplification of
+    a Max over symbolic terms costs seconds on a step graph, and changes nothing here."""
+    memo: dict = {}
+
+    def walk(e):
+        if e in mapping:
+            return mapping[e]
+        if not e.args:
+            return e
+        if e in memo:
+            return memo[e]
+        args = tuple(walk(a) for a in e.args)
+        if args == e.args:
+            out = e
+        elif isinstance(e, (sympy.Max, sympy.Min)):
+            out = e.func(*args, evaluate=False)
+        else:
+            out = e.func(*args)
+        memo[e] = out
+        return out
+
+    return walk(sympy.sympify(expr))
+
+
+def active_branch(expr, values: dict):
+    """The smooth piece of a piecewise expression that holds at `values`: every Max (Min) is
+    replaced by its argument that is largest (smallest) there, and every ceiling or floor (whole
+    tiles, waves, K splits) by its value there. Same value at `values`, and the same derivatives
+    away from a kink or a step (at a tie the first tied term is taken: one-sided)."""
+    memo: dict = {}
+
+    def walk(e):
+        if not e.args:
+            return e
+        if e in memo:
+            return memo[e]
+        if isinstance(e, (sympy.ceiling, sympy.floor)):  # whole tiles, waves, splits: constant between steps
+            out = sympy.Float(evaluate(e, values))
+            memo[e] = out
+            return out
+        args = [walk(a) for a in e.args]
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            nums = [evaluate(a, values) for a in args]
+            best = max(nums) if isinstance(e, sympy.Max) else min(nums)
+            out = args[nums.index(best)]
+        elif tuple(args) == e.args:
+            out = e
+        else:
+            out = e.func(*args)
+        memo[e] = out
+        return out
+
+    return walk(sympy.sympify(expr))
+
+
+KERNEL_RULE = ("expected = latency + max(compute, memory + parallelism, link) (a fused kernel hides only a share of the "
+               "smaller terms); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
+
+
+def explain_kernel(kind: str, shape: dict, hw: Hardware, dtype: str | None = None, causal: bool = False,
+                   ranks: int = 8, launch: str = "eager") -> Explanation:
+    """A generic kernel over shape and hardware symbols; `shape` holds the numbers to substitute."""
+    names = KERNEL_SHAPES[kind]
+    symbolic = {n: sym(n) for n in names}
+    if kind == "attention" and shape.get("kv_heads") is None:
+        shape = {**shape, "kv_heads": shape["heads"]}
+    kern = generic_kernel(kind, symbolic, dtype=dtype, causal=causal, ranks=ranks, gpus_per_tray=hw.gpus_per_tray)
+    t = kernel_time(kern, symbolic_hardware(hw), launch=launch)
+    values = {**hardware_values(hw), **{symbolic[n]: shape[n] for n in names}}
+    ctx = {"hardware": hw.name, "launch": launch, **{n: shape[n] for n in names}}
+    if dtype:
+        ctx["dtype"] = dtype
+    if kind == "attention":
+        ctx["causal"] = causal
+    if kind in ("all-reduce", "all-to-all", "all-gather"):
+        ctx["ranks"] = ranks
+    return Explanation(kind, ctx, _cost_exprs([(kern.cost, t, 1, 1)]), values, KERNEL_RULE)
+
+
+def op_names(result) -> list[str]:
+    """Op names of a step in breakdown order (first appearance)."""
+    return list(dict.fromkeys(o.op.name for o in result.ops))
+
+
+def explain_op(ss: SymbolicStep, name: str) -> Explanation:
+    """Every op of `name` in the step, summed over layers and passes, over symbols."""
+    r = ss.result
+    items = [(o.op.cost, o.time, o.op.repeat, o.op.stretch) for o in r.ops if o.op.name == name]
+    if not items:
+        raise SpecError(f"no op named {name!r} in this step")
+    ctx = _step_context(ss)
+    ctx["part"] = next(o.op.part for o in r.ops if o.op.name == name)
+    ctx["occurrences"] = round(evaluate(sympy.sympify(sum(rep for _, _, rep, _ in items)), ss.values))
+    stretched = any(st != 1 for *_, st in items)
+    rule = ("expected = sum over its kernels and layers of latency + max(compute, memory + parallelism, link)"
+            + (", stretched by 1/balancedness (the busiest rank sets the pace)" if stretched else "")
+            + "; SOL = sum of max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
+    return Explanation(name, ctx, _cost_exprs(items), ss.values, rule)
+
+
+def _step_context(ss: SymbolicStep) -> dict:
+    r, p = ss.result, ss.point
+    decode = p.phase == "decode"
+    return {"hardware": ss.hw.name, "model": r.model.name, "layout": r.layout.name, "phase": p.phase,
+            "batch_per_rank": float(p.batch), "context_tokens": float(p.context),
+            **({"draft_tokens": float(p.k(r.model)), "acceptance": float(p.accepted(r.model))} if decode
+               else {"new_tokens_per_rank": float(p.new_tokens)})}
+
+
+STEP_TIME = sympy.Symbol("step_time_s", positive=True)
+
+
+def explain_step(ss: SymbolicStep) -> dict:
+    """The step's decomposition: its top-level formulas and one explanation per op name."""
+    r = ss.result
+    ops = [explain_op(ss, name) for name in op_names(r)]
+    top = {
+        "expected_s": r.expected_s,
+        "gpu_s": r.gpu_s,
+        "cpu_s": r.cpu_s,
+        "exposed_s": r.exposed_s,
+        "sol_s": r.sol_s,
+        "tokens_per_s_per_gpu": r.tokens_per_step / STEP_TIME / r.layout.ranks,
+        "tokens_per_s_per_user": r.tokens_per_s_per_user * r.expected_s / STEP_TIME,
+    }
+    context = _step_context(ss)
+    out = {"context": context, "top": top, "ops": ops}
+    if ss.point.phase == "decode":
+        out["interactivity"] = interactivity_spreads(ss.hw, context["draft_tokens"], context["acceptance"])
+    return out
+
+
+P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0)
+P90_TABLE_SIGMA = (0.0145, 0.05)
+
+
+def interactivity_spreads(hw, k: float, acceptance: float) -> dict:
+    """The P90 (and P50, P10) factors over the mean at the stack's spreads, their sources, and the P90 factor at
+    other concentrations nu and step spreads sigma (serving/interactivity.py)."""
+    from rubinperf.serving.interactivity import speed_factors
+
+    nu, sigma = float(hw.acceptance_concentration), float(hw.step_time_spread)
+    f = speed_factors(int(k), float(acceptance), nu, sigma)
+    table = {f"{s:g}": {f"{n:g}": speed_factors(int(k), float(acceptance), n, s)["p90"] for n in P90_TABLE_NU}
+             for s in sorted({*P90_TABLE_SIGMA, sigma})}
+    return {"acceptance_concentration": nu, "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
+            "p10": f["p10"], "source": hw.sources.get("stack.interactivity", ""),
+            "p90_by_sigma_and_nu": table}
+
+
+# The step's top-level quantities (explain_step's "top"), named, with their unit.
+STEP_LABELS = {
+    "expected_s": ("step time = max(GPU + exposed host work, CPU)", "s"),
+    "gpu_s": ("GPU time = sum over GPU ops of their expected time", "s"),
+    "cpu_s": ("CPU time (scheduling + DP sync)", "s"),
+    "exposed_s": ("exposed host work = DP sync + host_exposed_share x scheduling", "s"),
+    "sol_s": ("speed of light = sum over GPU ops of their SOL", "s"),
+    "tokens_per_s_per_gpu": ("tokens/s per GPU", "tok/s"),
+    "tokens_per_s_per_user": ("tokens/s per user", "tok/s"),
+}
+
+
+def step_numbers(st) -> tuple[dict, dict]:
+    """The values of explain_step's top-level formulas, and the symbol values they were evaluated at."""
+    values = dict(st["ops"][0].values)
+    t = evaluate(st["top"]["expected_s"], values)
+    values[STEP_TIME] = t
+    return {k: evaluate(e, values) for k, e in st["top"].items()}, values
+
+
+def step_record(st) -> dict:
+    """`explain step --json`: the step's formulas (text and LaTeX) and values, and each op's record."""
+    nums, values = step_numbers(st)
+    top = {k: {"label": STEP_LABELS[k][0], "formula": to_str(tidy(e)), "latex": to_latex(tidy(e)),
+               "value": nums[k]} for k, e in st["top"].items()}
+    return {"kernel": "step", **st["context"], "step_time_ms": nums["expected_s"] * 1e3,
+            "sol_step_time_ms": nums["sol_s"] * 1e3, "top": top, "ops": [ex.to_record() for ex in st["ops"]],
+            **({"interactivity": st["interactivity"]} if "interactivity" in st else {})}
+
+
+# ---------------------------------------------------------------- printing
+
+
+def _number_name(v: float) -> str:
+    v = float(v)
+    if v == int(v) and abs(v) < 1e7:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def substitute(expr, values: dict):
+    """The expression with every symbol replaced by a symbol *named* after its value: the
+    structure stays visible (2·16·4096·4096), nothing is evaluated."""
+    expr = sympy.sympify(expr)
+    # Dummies made in name order: their order (and so the printed order of terms) then does not follow the
+    # set order of free_symbols, which changes with Python's hash seed from run to run.
+    return replace(expr, {s: sympy.Dummy(_number_name(values[s]))
+                          for s in sorted(expr.free_symbols, key=lambda x: x.name) if s in values})
+
+
+class _Pretty(PrettyPrinter):
+    def _print_Symbol(self, e, bold_name=False):  # field names verbatim: fp4_dense..., not fp_4
+        return prettyForm(e.name)
+
+    _print_Dummy = _print_Symbol  # substituted numbers (see `substitute`)
+
+    def _print_Max(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="max")
+
+    def _print_Min(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="min")
+
+    def _print_ceiling(self, e):  # as a named function: sympy's ASCII form of the brackets fails
+        return self._helper_print_function(e.func, e.args, func_name="ceil")
+
+    def _print_floor(self, e):
+        return self._helper_print_function(e.func, e.args, func_name="floor")
+
+
+class _Latex(LatexPrinter):
+    def _print_Symbol(self, expr, style="plain"):
+        name = expr.name
+        try:
+            v = float(name)
+        except ValueError:
+            return r"\mathrm{" + name.replace("_", r"\_") + "}"
+        mant, _, exp = f"{v:.4g}".partition("e")
+        return mant + (rf" \times 10^{{{int(exp)}}}" if exp else "")
+
+    _print_Dummy = _print_Symbol
+
+
+class _Str(StrPrinter):
+    def _print_Dummy(self, e):
+        return e.name
+
+    def _print_Max(self, e):
+        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Min(self, e):
+        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Float(self, e):
+        return repr(float(e))
+
+
+def to_pretty(expr, width: int = 160) -> str:
+    return _Pretty({"num_columns": width, "use_unicode": True}).doprint(sympy.sympify(expr))
+
+
+def to_latex(expr) -> str:
+    return _Latex().doprint(sympy.sympify(expr))
+
+
+class _ShortStr(_Str):
+    def _print_Float(self, e):
+        return _number_name(float(e))
+
+
+def to_str(expr) -> str:
+    """One line, full precision: the formula as data (JSON)."""
+    return _Str().doprint(sympy.sympify(expr))
+
+
+def to_short_str(expr) -> str:
+    """One line, numbers to 4 significant digits: the formula in a table."""
+    return _ShortStr().doprint(sympy.sympify(expr))

@@ -1,0 +1,352 @@
+"""Reference points from published results, and the model's prediction for each.
+
+The points are data (`validation/published.toml`): each names its source, hardware,
+model, layout, operating point, the published figure and a band for predicted/published.
+Predictions go through the same path the CLI uses (specs -> scenario -> step/serving).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rubinperf.errors import SpecError
+from rubinperf.units import fmt_time
+from rubinperf.bundled import data_root, folder
+from rubinperf.specs.loader import read_toml
+
+POINTS_FILE = folder("validation") / "published.toml"
+
+
+@dataclass(frozen=True)
+class RefPoint:
+    id: str
+    source: str
+    metric: str
+    hardware: str
+    layout: str       # dep<N> / tp<N>, or "sweep" for serving points (the sweep picks layouts)
+    phase: str        # prefill, decode, or serving
+    published: float
+    band: tuple[float, float]
+    model: str = "deepseek-v4.1-flash"
+    batch: float | None = None
+    context: float | None = None
+    acceptance: float | None = None
+    workload: str | None = None
+    interactivity: float | None = None
+    baseline_hardware: str | None = None
+    stack: str | None = None            # the stack the point's hardware runs (default: the hardware's default_stack)
+    baseline_stack: str | None = None   # the stack of baseline_hardware (default: its default_stack)
+    interactivity_stat: str | None = None   # tokens_per_s_per_user: p90, p50 or mean (default: mean, the step's)
+    fixed_acceptance: bool = False      # the run forced every request to the mean acceptance: only the step spreads
+    note: str = ""
+    fitted: bool = False
+    op: str | None = None          # op_time_ms / step_time_without_op_ms: the breakdown rows whose name starts with it
+    launch: str | None = None      # kernel_error_unseen: the rows of one launch mode (graph, eager, stream, cold)
+    data: str | None = None        # kernel_error_unseen: measurements (relative to the repository) the spec was not fitted to
+    previous: float | None = None  # the prediction of the last release's model (rubinperf 0.1.0)
+    changed: str = ""              # what moved the prediction since that release (stack, kernel terms, P90, ...)
+    new_tokens: float | None = None     # prefill: new tokens per rank of the step
+    draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
+    prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
+    without: dict = field(default_factory=dict)  # gpu_time_saved*: the spec fields (model, hardware or stack) before the change
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+_REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
+_OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
+             "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
+             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without")
+# What each key holds: a string, a positive (or non-negative) finite number, or true/false.
+_STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
+            "baseline_stack", "interactivity_stat", "note", "changed",
+            "op", "launch", "data")
+_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens")
+_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
+
+
+def _check_types(where: str, raw: dict) -> None:
+    for key, v in raw.items():
+        if key in _STRINGS and not (isinstance(v, str) and (v.strip() or key in ("note", "changed"))):
+            raise SpecError(f"{where}: {key}: expected a non-empty string, got {v!r}")
+        if key in _POSITIVE + _NON_NEGATIVE:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise SpecError(f"{where}: {key}: expected a finite number, got {v!r}")
+            if v < 0 or (v == 0 and key in _POSITIVE):
+                raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
+                                f"number, got {v!r}")
+        if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
+            raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
+        if key == "without" and not (isinstance(v, dict) and v and all(
+                isinstance(x, (bool, str)) or (isinstance(x, (int, float)) and math.isfinite(x)) for x in v.values())):
+            raise SpecError(f"{where}: without: expected a table of spec fields and their values (numbers, true/false "
+                            f"or names), got {v!r}")
+        if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
+            raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
+
+
+def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
+    path = Path(path)
+    data = read_toml(path)
+    if set(data) != {"point"} or not isinstance(data["point"], list):
+        raise SpecError(f"{path}: expected only [[point]] tables")
+    points = []
+    for i, raw in enumerate(data["point"]):
+        if not isinstance(raw, dict):
+            raise SpecError(f"{path}: point {i + 1}: expected a [[point]] table, got {raw!r}")
+        where = f"{path}: point {raw.get('id', i + 1)}"
+        unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+        if unknown:
+            raise SpecError(f"{where}: unknown key '{sorted(unknown)[0]}'")
+        missing = [k for k in _REQUIRED if k not in raw]
+        if missing:
+            raise SpecError(f"{where}: missing key '{missing[0]}'")
+        _check_types(where, raw)
+        band = raw["band"]
+        numbers = isinstance(band, list) and len(band) == 2 and all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in band)
+        if not (numbers and 0 < band[0] <= 1 <= band[1]):
+            raise SpecError(f"{where}: band: expected [low, high] around 1, got {band!r}")
+        if raw["metric"] not in METRICS:
+            raise SpecError(f"{where}: metric: expected one of {', '.join(METRICS)}, got {raw['metric']!r}")
+        points.append(RefPoint(**{**raw, "band": (float(band[0]), float(band[1])), "published": float(raw["published"])}))
+    return points
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def _step(p: RefPoint, before: dict | None = None, **changes):
+    """The point's step; `before` replaces spec fields (the model's, or its rack's hardware or stack) first."""
+    import dataclasses
+
+    from rubinperf.specs.select import load_specs
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.step.point import make_point
+    from rubinperf.step.timing import step
+
+    m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
+    if before:  # checked as --set checks an override: the field's type and range, the spec's own rules
+        from rubinperf.specs.overrides import apply_overrides
+
+        unknown = sorted(set(before) - {f.name for f in dataclasses.fields(hw)} - {f.name for f in dataclasses.fields(m)})
+        if unknown:
+            raise SpecError(f"point {p.id}: without: {unknown[0]!r} is not a field of {p.model} or of "
+                            f"{p.hardware}'s hardware or stack")
+        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) else repr(v)}"
+                for k, v in before.items()]
+        try:
+            specs = apply_overrides(sets, hardware=hw, model=m)
+        except SpecError as exc:
+            raise SpecError(f"point {p.id}: without: {str(exc).removeprefix('--set ')}") from None
+        hw, m = specs["hardware"], specs["model"]
+    lay = parse_layout(p.layout)
+    args = dict(phase=p.phase, batch=p.batch, context=p.context, acceptance=p.acceptance)
+    if p.new_tokens is not None:
+        args["new_tokens"] = p.new_tokens
+    if p.draft_tokens is not None:
+        args["draft_tokens"] = int(p.draft_tokens)
+    args.update(changes)
+    from rubinperf.step.estimates import check_finite
+
+    r = step(m, hw, lay, make_point(m, hw, lay, **args))
+    check_finite(r)
+    return r
+
+
+def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    mean = float(r.tokens_per_s_per_user)
+    why = f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+    if p.interactivity_stat in (None, "mean"):
+        return mean, why
+    from rubinperf.serving.interactivity import speed_factors
+
+    pt, hw = r.point, r.hw
+    nu = 1e12 if p.fixed_acceptance else float(hw.acceptance_concentration)
+    f = speed_factors(int(pt.k(r.model)), float(pt.accepted(r.model)), nu, float(hw.step_time_spread))[p.interactivity_stat]
+    return mean * f, (f"{why}; {p.interactivity_stat.upper()} = {f:.3f} x mean {mean:,.0f}"
+                      + (" (fixed acceptance: step spread only)" if p.fixed_acceptance else ""))
+
+
+def _tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    return float(r.tokens_per_s_per_gpu), f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
+
+
+def _tokens_per_s_per_node(p: RefPoint) -> tuple[float, str]:
+    """Tokens/s of one node (a tray: an 8-GPU HGX board) of the engine; prefill counts the input tokens a
+    cache hit spared as well (new tokens / (1 - prefix_hit_rate)), as operators count prefill input."""
+    r = _step(p)
+    rec_node = float(r.tokens_per_s_per_gpu) * r.hw.gpus_per_tray
+    hit = p.prefix_hit_rate or 0.0
+    if p.phase == "prefill" and hit:
+        if not hit < 1:
+            raise SpecError(f"point {p.id}: prefix_hit_rate: expected below 1, got {hit:g}")
+        rec_node /= 1 - hit
+    nic = sum(float(o.time.scale_out_s * o.op.repeat * o.op.stretch) for o in r.ops)
+    return rec_node, (f"step {fmt_time(float(r.expected_s))}, bound {r.bound}, {r.hw.gpus_per_tray} GPUs per node, "
+                      f"NIC time {fmt_time(nic)} (before overlap)"
+                      + (f"; input counts {hit:.1%} cache hits" if p.phase == "prefill" and hit else ""))
+
+
+def _context_growth(p: RefPoint) -> tuple[float, str]:
+    short, long = _step(p, context=131072), _step(p, context=855_000)
+    return float(long.expected_s / short.expected_s), (
+        f"{fmt_time(float(short.expected_s))} -> {fmt_time(float(long.expected_s))}")
+
+
+def _op_rows(p: RefPoint, r) -> list[dict]:
+    if not p.op:
+        raise SpecError(f"point {p.id}: {p.metric} needs op (the start of a breakdown row's name)")
+    rows = [x for x in r.by_name().values() if x["part"] == "target" and x["kernel"].lower().startswith(p.op.lower())]
+    if not rows:
+        raise SpecError(f"point {p.id}: op: no target op of the step starts with {p.op!r}")
+    return rows
+
+
+def _op_time(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    rows = _op_rows(p, r)
+    t = sum(float(x["expected_s"]) for x in rows)
+    terms = {k: sum(float(x["terms"][k]) for x in rows) for k in rows[0]["terms"]}
+    return t * 1e3, "terms: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in terms.items() if v > 0)
+
+
+def _time_without_op(p: RefPoint) -> tuple[float, str]:
+    r = _step(p)
+    t = float(r.gpu_s) - sum(float(x["expected_s"]) for x in _op_rows(p, r))
+    return t * 1e3, f"GPU time {fmt_time(float(r.gpu_s))}, of which the draft {fmt_time(float(r.part_s('draft')))}"
+
+
+def _saved(p: RefPoint) -> tuple[float, float, str]:
+    """GPU time of the point's step before (the `without` fields) and after a change of the model, stack or silicon."""
+    if not p.without:
+        raise SpecError(f"point {p.id}: {p.metric} needs without (the spec fields before the change)")
+    after, before = _step(p), _step(p, before=p.without)
+    t0, t1 = float(before.gpu_s), float(after.gpu_s)
+    changed = ", ".join(f"{k} = {v}" for k, v in p.without.items())
+    return t0, t1, f"GPU time {fmt_time(t0)} with {changed} -> {fmt_time(t1)} as bundled"
+
+
+def _gpu_time_saved(p: RefPoint) -> tuple[float, str]:
+    """Share of the step's GPU time a change saves: 1 - after / before (the seed's "x% faster" forward; a throughput
+    gain g is a saving of g / (1 + g))."""
+    t0, t1, why = _saved(p)
+    return 1 - t1 / t0, why
+
+
+def _gpu_time_saved_us(p: RefPoint) -> tuple[float, str]:
+    t0, t1, why = _saved(p)
+    return (t0 - t1) * 1e6, why
+
+
+def _kernel_error_unseen(p: RefPoint) -> tuple[float, str]:
+    """Median |ln(measured / expected)| of the committed hardware spec on measurements it was not fitted to."""
+    from rubinperf.calibrate.fit import predict
+    from rubinperf.calibrate.plan import read_csv
+    from rubinperf.specs.stack import load_platform
+
+    from rubinperf.calibrate.plan import MODES
+
+    if not p.data or p.launch not in MODES:
+        raise SpecError(f"point {p.id}: {p.metric} needs data (a measurements CSV) and launch ({', '.join(MODES)})")
+    _, rows = read_csv(data_root() / p.data)
+    stats = predict(rows, load_platform(p.hardware, p.stack))["modes"][p.launch]
+    return stats["median_abs_log"], (f"{stats['n']} rows; worst {stats['worst_abs_log']:.2f} ({stats['worst_row']}); "
+                                     f"max SOL/measured {stats['max_sol_over_measured']:.2f}")
+
+
+def _kv_bytes_per_token(p: RefPoint) -> tuple[float, str]:
+    from rubinperf.step.capacity import kv_bytes_per_token
+    from rubinperf.specs.model import load_model
+
+    return float(kv_bytes_per_token(load_model(p.model))), "sum over KV source layers of (entry + index key) / ratio"
+
+
+_SUMMARIES: dict[tuple, object] = {}
+
+
+def _summary(model: str, hardware: str, workload: str, stack: str | None = None):
+    """The Pareto summary of one rack (on a stack) on one workload (swept once per run), at P90 interactivity."""
+    key = (model, hardware, workload, stack)
+    if key not in _SUMMARIES:
+        from rubinperf.serving.pareto import summarize
+        from rubinperf.serving import batch_grid, sweep
+        from rubinperf.specs.stack import load_platform
+        from rubinperf.specs.model import load_model
+        from rubinperf.specs.workload import load_workload
+
+        sw = sweep([(load_model(model), load_platform(hardware, stack), load_workload(workload))], batches=batch_grid())
+        _SUMMARIES[key] = summarize(sw)[0]
+    return _SUMMARIES[key]
+
+
+def _throughput(p: RefPoint, hardware: str, stack: str | None = None) -> tuple[float, str]:
+    s = _summary(p.model, hardware, p.workload or "agentx", stack)
+    pick = s.peak if p.interactivity is None else s.at_interactivity(p.interactivity)
+    if pick is None:  # no prediction at all: reported as unreachable, never as 0 or inf
+        return None, f"{hardware} cannot reach {p.interactivity:g} tok/s/user"
+    r = pick.record
+    return r["tokens_per_s_per_gpu"], (f"{hardware} {r['decode_layout']} x {r['batch_per_rank']:g}, "
+                                       f"{r['tokens_per_s_per_user']:.0f} tok/s/user, decode {r['decode_bound']}")
+
+
+def _throughput_metric(p: RefPoint) -> tuple[float, str]:
+    return _throughput(p, p.hardware, p.stack)
+
+
+def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
+    if not p.baseline_hardware:
+        raise SpecError(f"point {p.id}: a ratio needs baseline_hardware")
+    top, why_top = _throughput(p, p.hardware, p.stack)
+    base, why_base = _throughput(p, p.baseline_hardware, p.baseline_stack)
+    if top is None or base is None or not base > 0:
+        return None, f"{why_top}; {why_base}"
+    return top / base, f"{why_top}; {why_base}"
+
+
+METRICS = {
+    "throughput_at_interactivity": _throughput_metric,
+    "peak_throughput": _throughput_metric,
+    "throughput_ratio_at_interactivity": _throughput_ratio,
+    "peak_throughput_ratio": _throughput_ratio,
+    "tokens_per_s_per_user": _tokens_per_s_per_user,
+    "tokens_per_s_per_gpu": _tokens_per_s_per_gpu,
+    "tokens_per_s_per_node": _tokens_per_s_per_node,
+    "step_time_ratio_855k_vs_128k": _context_growth,
+    "kv_bytes_per_token": _kv_bytes_per_token,
+    "op_time_ms": _op_time,
+    "step_time_without_op_ms": _time_without_op,
+    "kernel_error_unseen": _kernel_error_unseen,
+    "gpu_time_saved": _gpu_time_saved,
+    "gpu_time_saved_us": _gpu_time_saved_us,
+}
+
+
+def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
+    """One record per point: predicted vs published, their ratio, and whether it lies in the band.
+    `stack` (--stack) runs every point that names no stack of its own on that stack."""
+    import dataclasses
+
+    records = []
+    for p in points:
+        if stack is not None:
+            p = dataclasses.replace(p, stack=p.stack or stack, baseline_stack=p.baseline_stack or stack)
+        try:
+            predicted, why = METRICS[p.metric](p)
+        except SpecError as exc:  # a name or an operating point of this point is wrong: say which point
+            msg = str(exc)
+            raise SpecError(msg if msg.startswith(f"point {p.id}:") else f"point {p.id}: {msg}") from None
+        reachable = predicted is not None and math.isfinite(predicted)
+        ratio = predicted / p.published if reachable else None
+        records.append({
+            "id": p.id, "metric": p.metric, "hardware": p.hardware, "stack": p.stack, "model": p.model, "layout": p.layout,
+            "phase": p.phase, "published": p.published, "predicted": predicted if reachable else None, "ratio": ratio,
+            "band": list(p.band), "in_band": reachable and p.band[0] <= ratio <= p.band[1], "fitted": p.fitted,
+            "reachable": reachable, "previous": p.previous,
+            "moved": predicted / p.previous if p.previous and reachable else None,
+            "detail": why, "changed": p.changed, "source": p.source, "note": p.note,
+        })
+    return records

@@ -1,0 +1,176 @@
+"""Cost of a kernel (what it does) and KernelTime (how long it takes on some hardware).
+
+A Cost is additive and scalable: FLOPs per MMA rate, HBM bytes by kind, host and
+link traffic, and fixed counts (launches, collectives, latency hops). Values may be
+numbers, numpy arrays or sympy expressions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from rubinperf.mathops import sadd
+
+PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
+_NUMBERS = (int, float)
+BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
+
+
+@dataclass(frozen=True)
+class Cost:
+    fp4_flops: Any = 0.0
+    fp8_flops: Any = 0.0
+    fp8_fp4_flops: Any = 0.0
+    bf16_flops: Any = 0.0
+    fp32_flops: Any = 0.0
+    weight_bytes: Any = 0.0       # HBM bytes of weights
+    activation_bytes: Any = 0.0   # HBM bytes of activations (read + write)
+    kv_bytes: Any = 0.0           # HBM bytes of KV cache and index keys
+    table_bytes: Any = 0.0        # HBM bytes of look-up tables (Engram)
+    host_bytes: Any = 0.0         # bytes read from host memory over C2C
+    nvlink_bytes: Any = 0.0       # bytes sent per GPU over NVLink
+    nvlink_hops: Any = 0.0        # serial per-message latencies on NVLink
+    cross_tray_hops: Any = 0.0    # of those, how many cross a tray boundary
+    scale_out_bytes: Any = 0.0    # bytes sent per GPU over the scale-out NIC
+    scale_out_hops: Any = 0.0
+    launches: Any = 0.0           # kernel launches (each pays the launch floor)
+    collectives: Any = 0.0        # collectives (each pays the collective floor)
+    steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
+    dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(*_field_sums(self, other))
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
+
+    def __mul__(self, k) -> "Cost":
+        a = self.__dict__
+        return Cost(*[a[f] * k for f in _COST_FIELDS])
+
+    __rmul__ = __mul__
+
+    @property
+    def flops(self):
+        return sum(getattr(self, f"{p}_flops") for p in PEAKS)
+
+    @property
+    def hbm_bytes(self):
+        return sadd(self.weight_bytes, self.activation_bytes, self.kv_bytes, self.table_bytes)
+
+    @property
+    def bytes(self):
+        """Every byte the kernel moves through a memory: HBM plus host memory."""
+        return self.hbm_bytes + self.host_bytes
+
+    def map(self, fn) -> "Cost":
+        """The same Cost with `fn` applied to every field (one element of a sweep's arrays)."""
+        return Cost(**{f: fn(v) for f, v in self.__dict__.items()})
+
+    @staticmethod
+    def total(costs) -> "Cost":
+        """The sum of an iterable of Costs (zero for none)."""
+        return sum(costs, Cost())
+
+    @staticmethod
+    def of_flops(peak: str, flops, **others) -> "Cost":
+        """`flops` at the `peak` rate, and `others` fields: the sum Cost(peak flops) + Cost(**others), made at once
+        (a plain number becomes a float, as added to the other's 0.0)."""
+        others[f"{peak}_flops"] = flops + others[f"{peak}_flops"] if f"{peak}_flops" in others else flops
+        return Cost(**{f: v + 0.0 if type(v) in _NUMBERS else v for f, v in others.items()})
+
+
+_COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
+
+
+def _field_sums(a, b) -> list:
+    """The field-by-field sums of two records of one dataclass (Cost, KernelTime), in field order (__init__ sets
+    __dict__ in that order); sadd beside an array, so an absent field (0.0) adds no pass over a sweep's array."""
+    return [x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
+            for x, y in zip(a.__dict__.values(), b.__dict__.values())]
+
+
+# Kernel families: each selects the efficiency and the overlap rule the roofline applies.
+FAMILIES = {
+    "gemm": "dense GEMM: tiles of mma_tile_rows x mma_tile_cols, split-K, weights streamed by TMA pipelines",
+    "grouped_gemm": "one GEMM per touched expert in one launch; rows padded per group",
+    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel; terms overlap as rows grow",
+    "attention": "attention and the indexer's logits: a chain of index loads and KV gathers, then MMA per block",
+    "stream": "norms, mixing, selection, copies: bytes in, bytes out, a few CUDA-core FLOPs",
+    "lookup": "table gathers (Engram) from HBM, host memory or peers",
+    "collective": "a collective over the NVLink domain: set-up, per-message round trips, link bytes",
+    "host": "the host's work for a step (scheduling, DP synchronisation): overlaps the GPU",
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel launch (or one fused kernel) of a family: its Cost and how its work spreads over SMs.
+
+    An MMA kernel gives its problem, `groups` independent [rows x k] @ [k x n] GEMMs (rows
+    per group), from which the roofline derives tiles, padding, split-K, CTAs and waves.
+    Other kernels give the CTAs they launch (`ctas`; None: enough to fill every SM).
+    `dependent_loads` counts the HBM round trips in a chain before the kernel's work
+    streams (1 for a GEMM's first stage; 2 for an index load then a gather); `drain_loads` those
+    after it, until its last stores are acknowledged and the grid can end (1; 0 for a probe that
+    writes nothing). A fused
+    kernel gives the `rows` flowing through its phases (its overlap grows with them). A
+    kernel that states its own bytes in flight per CTA (a probe) keeps every CTA's in flight.
+    """
+
+    family: str
+    cost: Cost
+    groups: Any = None
+    rows: Any = None
+    n: Any = None
+    k: Any = None
+    ctas: Any = None
+    dependent_loads: Any = 1
+    drain_loads: Any = 1   # round trips of its last stores before the grid completes (0: a kernel that writes nothing)
+    fused_rows: Any = None
+    in_flight_bytes_per_cta: Any = None   # None: the hardware's per-SM figure for the family
+    # An MMA kernel whose implementation picks its own tiles (a library's dispatch): rows and columns of
+    # one CTA's tile, the M tiles of each group rounded up to a multiple (a thread-block cluster along M),
+    # and the CTAs of a persistent grid. None: the stack's mma_tile_rows / mma_tile_cols, no rounding,
+    # one CTA per tile.
+    tile_rows: Any = None
+    tile_cols: Any = None
+    m_tile_multiple: Any = None
+    max_ctas: Any = None
+    # A kernel of unequal CTAs (causal prefill attention): the longest CTA's share of the work. None: equal CTAs.
+    critical_share: Any = None
+    # A split-KV decode kernel: its CTAs before any split of the KV (sequences x KV heads x query tiles). With fewer
+    # than the SMs it splits the KV over more CTAs, and a second kernel reduces their partial outputs. None: no split.
+    split_kv_groups: Any = None
+
+    @property
+    def is_mma(self) -> bool:
+        return self.rows is not None
+
+    def plus(self, extra: Cost) -> "Kernel":
+        """The same kernel doing `extra` work in its epilogue (a fused KV insert, a top-k of its scores)."""
+        return dataclasses.replace(self, cost=self.cost + extra)
+
+    def map(self, fn) -> "Kernel":
+        """The same kernel with `fn` applied to its cost's fields and its shape fields (one element of a sweep)."""
+        return dataclasses.replace(self, cost=self.cost.map(fn), **{f: fn(getattr(self, f)) for f in KERNEL_SHAPE_FIELDS})
+
+
+def stacked(kernels: list) -> Kernel:
+    """Kernels of one family and one set of given shape fields as one Kernel over numpy arrays (element i:
+    kernel i), so that the roofline times them all at once (a calibration fit)."""
+    import numpy as np
+
+    first = kernels[0]
+    cost = Cost(**{f: np.array([float(getattr(k.cost, f)) for k in kernels]) for f in _COST_FIELDS})
+    shape = {f: None if getattr(first, f) is None else np.array([float(getattr(k, f)) for k in kernels])
+             for f in KERNEL_SHAPE_FIELDS}
+    return Kernel(first.family, cost, **shape)
+
+
+# A Kernel's fields other than its family and cost: how its work spreads (numbers, arrays or symbols, or None).
+KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))

@@ -1,0 +1,123 @@
+"""Estimates for the `estimate` command: load specs once, build points, time steps, make records."""
+
+from __future__ import annotations
+
+import math
+
+from rubinperf.errors import SpecError
+from rubinperf.specs.layout import fits, parse_layout
+from rubinperf.step.records import step_record
+from rubinperf.specs.select import DEFAULT_ENGINES
+from rubinperf.step.point import make_point
+from rubinperf.step.timing import step
+from rubinperf.specs.select import load_specs
+
+
+# Options that mean something in one phase only: given for a run with no step of that phase, they
+# are an error; with steps of both phases (the default engines), they apply to their phase's rows.
+DECODE_ONLY = ("acceptance", "draft_tokens")
+PREFILL_ONLY = ("new_tokens",)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_phase_options(options: dict, phases: set) -> None:
+    for names, phase in ((DECODE_ONLY, "decode"), (PREFILL_ONLY, "prefill")):
+        for name in names:
+            if options.get(name) is not None and phase not in phases:
+                raise SpecError(f"{_flag(name)}: applies to {phase} steps only, and every step asked for is "
+                                f"{'prefill' if phase == 'decode' else 'decode'} (add a {phase} layout or drop the option)")
+
+
+def _for_phase(options: dict, phase: str) -> dict:
+    drop = PREFILL_ONLY if phase == "decode" else DECODE_ONLY
+    return {k: v for k, v in options.items() if k not in drop}
+
+
+def run_estimates(model: str, hardware=None, layouts=None, sets=None, stacks=None, **options) -> list[dict]:
+    m, hws = load_specs(model, hardware, sets, stacks)
+    from rubinperf.step.point import default_phase
+
+    if layouts:
+        twice = sorted({t for t in layouts if list(layouts).count(t) > 1})
+        if twice:
+            raise SpecError(f"--layout: {', '.join(twice)} is listed twice (each layout once)")
+        given = [(parse_layout(text), options.get("phase")) for text in layouts]
+        given = [(lay, phase or default_phase(lay), None, "") for lay, phase in given]
+        shapes_of = {hw.name: given for hw in hws}
+    else:
+        shapes_of = {hw.name: default_shapes(m, hw, options.get("phase")) for hw in hws}
+    _check_phase_options(options, {s[1] for shapes in shapes_of.values() for s in shapes})
+    records = []
+    for hw in hws:
+        for lay, phase, batch, note in shapes_of[hw.name]:
+            opts = _for_phase(options, phase)
+            if batch is not None and opts.get("batch") is None:
+                opts["batch"] = batch
+            point = make_point(m, hw, lay, **{**opts, "phase": phase})
+            r = step(m, hw, lay, point)
+            check_finite(r)
+            rec = step_record(r)
+            note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
+            if note:
+                rec["note"] = note
+            records.append(rec)
+    return records
+
+
+def topology_note(rec: dict, point) -> str:
+    """What a record spanning NVLink domains should say: the domains, the EP mode, the NIC's time, per node."""
+    if rec["nvlink_domains"] <= 1:
+        return ""
+    from rubinperf.units import fmt_num
+
+    mode = "normal (hierarchical)" if point.ep_hierarchical else "low-latency (direct RDMA)"
+    return (f"{rec['hardware']} {rec['layout']} {rec['phase']}: {rec['nvlink_domains']} NVLink domains of "
+            f"{rec['nvlink_domain_size']} GPUs, EP over the NIC in DeepEP {mode} mode, NIC time "
+            f"{rec['scale_out_time_ms']:.3g} ms (before overlap); {fmt_num(rec['tokens_per_s_per_node'])} tok/s per "
+            f"{rec['gpus_per_node']}-GPU node")
+
+
+def _weights_fit(m, hw, lay, reserve_bytes: float = 10e9) -> bool:
+    from rubinperf.step.capacity import weight_bytes_per_rank
+
+    return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
+
+
+def default_shapes(m, hw, phase=None) -> list[tuple]:
+    """The seed's engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
+    fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
+    H200 or B200), and a prefill layout whose weights overflow HBM the smallest DEP layout whose
+    weights fit. Each change is said in the record's `note`. Returns (layout, phase, batch, note)."""
+    from rubinperf.specs.layout import Layout
+
+    out = []
+    for name, ph, batch in DEFAULT_ENGINES:
+        lay, ph = parse_layout(name), phase or ph
+        note = ""
+        if lay.kind == "dep" and (not fits(lay, m, hw) or not _weights_fit(m, hw, lay)):
+            wider = range(lay.ranks + 1, hw.nvlink_domain_size + 1)
+            narrower = range(min(lay.ranks, hw.nvlink_domain_size + 1) - 1, 0, -1)
+            order = list(wider) if ph == "prefill" or lay.ranks <= hw.nvlink_domain_size else list(narrower)
+            pick = next((Layout("dep", n) for n in order
+                         if fits(Layout("dep", n), m, hw) and _weights_fit(m, hw, Layout("dep", n))), None)
+            if pick is not None and all(pick != s[0] or ph != s[1] for s in out):
+                why = ("exceeds the NVLink domain" if lay.ranks > hw.nvlink_domain_size
+                       else "does not hold the weights in HBM")
+                note = f"default {name} {ph} {why} of {hw.name}: {pick.name} instead"
+                lay = pick
+        out.append((lay, ph, batch, note))
+    return out
+
+
+def check_finite(r) -> None:
+    """Values in range one by one can still overflow together (--batch 1e300): fail, don't print nan."""
+    t = float(r.expected_s)
+    if not (math.isfinite(t) and t > 0 and math.isfinite(float(r.sol_s))):
+        p = r.point
+        raise SpecError(f"{r.hw.name} {r.layout.name} {p.phase} at --batch {float(p.batch):g}, --context {float(p.context):g}"
+                        + (f", --new-tokens {float(p.new_tokens):g}" if p.phase == "prefill" else "")
+                        + f": the step time ({t:g} s) is not a finite positive number; an option or a value in the "
+                        f"{r.hw.name} or {r.model.name} spec is out of range")

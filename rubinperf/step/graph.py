@@ -1,0 +1,407 @@
+"""The op graph of one engine step: model x layout x phase -> named ops with per-rank costs.
+
+Each Op is one kernel as the serving engine runs it (names follow the V4.1-Flash stack:
+MegaMoE, MegaAttn, Mega-mHC, MegaGate, MQA logits, DeepSelect, ...), with its per-rank
+Cost and a repeat count (layers that share a shape are built once).
+
+Shapes come from `architecture` (one place for weight shapes); formulas from `kernels`.
+Batch and context may be numpy arrays (sweeps) or sympy symbols (explain): nothing here
+branches on them, only on the model's structure and the layout.
+
+Conventions, per rank:
+- decode: `batch` requests per rank (DEP) or per instance (TP), each verifying
+  1 + draft_tokens tokens per step; `context` tokens already in each request's KV.
+- prefill: `batch` sequences per rank sharing `new_tokens` new tokens per rank, each
+  with `context` cached tokens before them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+from rubinperf import kernels as K
+from rubinperf.step.architecture import Weight, attention_weights, draft_layer_weights, embedding_weights, ffn_weights
+from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.specs.layout import Layout
+from rubinperf.mathops import sadd, sfloor, smin
+from rubinperf.specs.precision import PRECISIONS
+from rubinperf.specs.model import Model
+from rubinperf.step.point import Point
+
+RESIDUAL_BYTES = 4  # the mHC residual routes are FP32
+ACT_BYTES = 2       # BF16 activations between kernels
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str                 # what the engine calls it (breakdown row)
+    kernels: tuple            # the Kernels it launches, one after another, per rank, one occurrence
+    repeat: object = 1        # occurrences per step (layers)
+    part: str = "target"      # target | draft (GPU work) | cpu (host work: overlapped with the GPU but its exposed share)
+    die_local_weights: bool = False
+    stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
+    barrier: bool = False     # host work every rank waits for before the step's GPU work (a synchronising collective)
+
+    def __post_init__(self):
+        if isinstance(self.kernels, Kernel):
+            object.__setattr__(self, "kernels", (self.kernels,))
+
+    @cached_property
+    def kernel_count(self):
+        """Kernels the op launches per occurrence, as the graph states them: each kernel's launches, a collective
+        kernel's collectives (one NCCL kernel each; a one-shot all-reduce in a GEMM epilogue has none). The split-KV
+        reduction a decode attention kernel may add depends on the GPU (roofline.split_kv_reduction)."""
+        return sadd(*[k.cost.collectives if k.family == "collective" else k.cost.launches for k in self.kernels]) \
+            if self.kernels else 0
+
+    @cached_property
+    def cost(self) -> Cost:
+        """The op's total work (all its kernels), per rank, one occurrence."""
+        return Cost.total(k.cost for k in self.kernels)
+
+
+def bpe(dtype: str) -> float:
+    return PRECISIONS[dtype].bytes_per_element
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def _linear(w: Weight, tokens, layout: Layout, split: str = "n", act: str | None = None) -> Kernel:
+    """A dense linear on `tokens` rows; TP splits its output (`n`) or input (`k`) columns, or replicates it."""
+    tp = layout.tp if split in ("n", "k") else 1
+    n = w.n * w.count // tp if split == "n" else w.n * w.count
+    k = w.k // tp if split == "k" else w.k
+    return K.gemm(tokens, n, k, weight=w.dtype, act=act or ("fp8" if w.dtype in ("fp8", "fp4") else w.dtype))
+
+
+def _mhc(m: Model, tokens, layout: Layout | None = None, p: Point | None = None) -> tuple:
+    """The kernels of one mHC sublayer boundary (the residual routes are FP32; one route is a plain BF16 residual and
+    its add + RMSNorm one kernel on every stack): one Mega-mHC, or SGLang's TileLang set (stack mhc_kernels); on a TP
+    path that runs them from the GEMM epilogues with the one-shot all-reduce (tp_mhc_in_epilogue), no kernel."""
+    routes, rb = m.hc_routes, (RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES)
+    if p is not None and routes > 1 and p.mhc_kernels == "tilelang":
+        kernels = K.mhc_split(tokens, routes, m.hidden_size, m.hc_mix_rows, rb, ACT_BYTES)
+    else:
+        kernels = (K.mhc(tokens, routes, m.hidden_size, m.hc_mix_rows, rb),)
+    if p is not None and layout is not None and layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue:
+        kernels = tuple(K.in_epilogue(k) for k in kernels)
+    return kernels
+
+
+def mhc_op(m: Model, tokens, layout: Layout, p: Point, part: str = "target") -> Op:
+    """A layer's two mHC sublayer boundaries (before attention, before the FFN), named by how the stack runs them."""
+    one = _mhc(m, tokens, layout, p)
+    if layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue:
+        name = "mHC (in GEMM epilogues)"
+    elif len(one) > 1:
+        name = "mHC (TileLang: post, pre GEMM, Sinkhorn + collapse, RMSNorm)"
+    else:
+        name = "Mega-mHC (norm + mixing)"
+    return Op(name, one + one, part=part)
+
+
+def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
+    """The TP all-reduce of a sublayer's output: its own collective kernel, or, when the stack fuses it
+    (tp_allreduce_fused), one-shot from the output GEMM's epilogue."""
+    nbytes = tokens * m.hidden_size * ACT_BYTES
+    if p.tp_allreduce_fused:
+        return K.all_reduce_one_shot(nbytes, layout.tp, gpus_per_tray=hw_tray)
+    return K.all_reduce(nbytes, layout.tp, gpus_per_tray=hw_tray)
+
+
+def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
+                  kv_tokens=None, part: str = "target") -> list[Op]:
+    """Projections, indexer, sparse/dense attention and output projection of one layer.
+
+    `tokens` query tokens on this rank, from `seqs` sequences with `q_per_seq` queries each;
+    `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`).
+    """
+    kv_tokens = tokens if kv_tokens is None else kv_tokens
+    w = {x.name: x for x in attention_weights(m, layer)}
+    heads = m.num_heads // layout.tp
+    ratio = m.compress_ratio(layer)
+    prefill = p.phase == "prefill"
+    source = m.is_kv_source(layer) or part == "draft"
+    indexed = layer in m.indexer_layers and part == "target"
+    ops: list[Op] = []
+
+    ops.append(Op("q projection", (_linear(w["q_down"], tokens, layout, split="none"), _linear(w["q_up"], tokens, layout)),
+                  part=part))
+    if source:
+        kv = [_linear(w["kv_down" if m.attention_kind == "mla" else "kv_proj"], kv_tokens, layout, split="none")]
+        if "kv_compress" in w:
+            kv.append(_linear(w["kv_compress"], kv_tokens, layout, split="none"))
+        keys = m.index_key_bytes if layer in m.indexer_layers else 0
+        if p.rope_kv_insert_fused:
+            # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
+            kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.kv_entry_bytes, ratio, index_key_bytes=keys))
+        ops.append(Op("KV projection + compression", tuple(kv), part=part))
+        if not p.rope_kv_insert_fused:
+            # Its own kernel: reads the projection's BF16 output (the key's RoPE applied on the way), writes the entries.
+            ops.append(Op("KV insert (+ key RoPE)", K.kv_insert_kernel(kv_tokens, m.kv_entry_bytes, ratio, keys,
+                                                                       read_bytes_per_token=kv[-1].n * ACT_BYTES),
+                          part=part))
+    if not p.rope_kv_insert_fused:
+        ops.append(Op("query RoPE", K.rope(tokens, heads, m.rope_dim, ACT_BYTES), part=part))
+    if m.attention_kind == "mla":
+        # Absorbed MLA: queries move into the latent space, outputs back out (per-head batched GEMMs).
+        ops.append(Op("MLA absorb", (
+            K.gemm(tokens, m.kv_latent_dim, m.qk_nope_head_dim, weight=m.dense_dtype, act="bf16", groups=heads),
+            K.gemm(tokens, m.mla_v_head_dim, m.kv_latent_dim, weight=m.dense_dtype, act="bf16", groups=heads)),
+            part=part))
+
+    if indexed:
+        iw = {x.name: x for x in attention_weights(m, layer) if x.name.startswith("indexer")}
+        proj = (_linear(iw["indexer_q"], tokens, layout), _linear(iw["indexer_k"], kv_tokens, layout, split="none"),
+                _linear(iw["indexer_weights"], tokens, layout, split="none"))
+        logits = K.indexer_logits(tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp, m.indexer_head_dim,
+                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill,
+                                  epilogue_flops_per_head=m.indexer_epilogue_flops_per_head)
+        ops.append(Op("indexer projections", proj, part=part))
+        ops.append(Op("MQA logits (indexer)", logits, part=part))
+        ops.append(Op("DeepSelect (indexer top-k)", K.indexer_select(tokens, q_per_seq, p.context, ratio, m.indexer_topk,
+                                                                     prefill), part=part))
+
+    topk = m.indexer_topk if ratio and layer in m.topk_layers else None
+    att = K.sparse_attention(tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
+                             m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
+    ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
+
+    if m.attention_kind == "mla" or not m.o_groups:
+        out = (_linear(w["o_proj"], tokens, layout, split="k"),)
+    else:
+        groups = w["o_down"]
+        # TP splits the groups over ranks; wider than the group count, each rank holds part of one group's heads.
+        per_rank = max(1, groups.count // layout.tp)
+        k_in = groups.k * min(1.0, groups.count / layout.tp)
+        out = (K.gemm(tokens, groups.n, k_in, weight=groups.dtype, act="fp8", groups=per_rank),
+               _linear(w["o_up"], tokens, layout, split="k"))
+    ops.append(Op("output projection", out, part=part))
+    if layout.tp > 1:
+        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+    return ops
+
+
+def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
+    """A gated MLP stored as one [k, 3 x inter] weight: the gate+up GEMM, then the down GEMM (TP splits inter)."""
+    inter = w.n // 3
+    act = "fp8" if w.dtype in ("fp8", "fp4") else w.dtype
+    return (K.gemm(tokens, 2 * inter * w.count // layout.tp, w.k, weight=w.dtype, act=act),
+            K.gemm(tokens, w.k, inter * w.count // layout.tp, weight=w.dtype, act=act))
+
+
+def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
+    """Router, routed experts with EP dispatch/combine (MegaMoE; the draft's by all-gather + reduce-scatter when the
+    stack says so), shared expert; or a dense FFN."""
+    draft = part == "draft"
+    ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
+    if "dense_ffn" in ws:
+        ops = [Op("dense FFN", _ffn(ws["dense_ffn"], tokens, layout), part=part)]
+        if layout.tp > 1:
+            ops.append(Op("all-reduce (FFN)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+        return ops
+
+    experts = ws["routed_experts"]
+    E, k = experts.count, (m.draft_experts_per_token if draft else m.experts_per_token)
+    inter3 = experts.n  # gate + up + down columns (3 x intermediate)
+    act = m.activation_dtype
+    ops = []
+    if "router" in ws:
+        gate = _linear(ws["router"], tokens, layout, split="none", act="bf16")
+        ops.append(Op("MegaGate (router)", (gate, K.topk_select(tokens, E, k)), part=part))
+    bal = p.draft_balancedness if draft else p.balancedness
+    if layout.kind == "dep" and draft and p.draft_ep_exchange == "all-gather":
+        n = layout.ranks
+        gather, scatter = K.ep_all_gather_exchange(tokens, n, m.hidden_size, "bf16", hw_tray, p.nvlink_domain_gpus)
+        # every rank's tokens reach every rank; a rank's experts get tokens x top-k rows on average. Between the two
+        # collectives the experts are the engine's fused-MoE experts (vLLM's modular kernel: prepare = all-gather,
+        # finalize = reduce-scatter), not MegaMoE: routed GEMMs and a finalize, as the TP path's unfused set.
+        touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
+        gemms = K.routed_gemms(tokens, k, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype, act=act,
+                               touched=touched)
+        ops += [Op("MoE all-gather (tokens)", gather, part=part),
+                Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True,
+                   stretch=1 / bal),
+                Op("MoE reduce-scatter (outputs)", scatter, part=part)]
+    elif layout.kind == "dep":
+        n = layout.ranks
+        moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
+                         gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
+        # Across NVLink domains the row's name says so: its link term then holds the scale-out NIC's bytes.
+        name = ("MegaMoE (dispatch + experts + combine" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
+                + ")")
+        ops.append(Op(name, moe, part=part, die_local_weights=True, stretch=1 / bal))
+    else:
+        touched = K.experts_touched_topk(tokens, k, E)
+        if p.moe_kernels == "routed-gemms":
+            gemms = K.routed_gemms(tokens, k, E, inter3 // 3 // layout.tp, m.hidden_size, weight=experts.dtype,
+                                   act=act, touched=touched)
+            ops.append(Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True))
+        else:
+            gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
+                                   touched=touched)
+            ops.append(Op("MegaMoE (experts)", gemms, part=part, die_local_weights=True))
+    if "shared_expert" in ws:
+        shared = _ffn(ws["shared_expert"], tokens, layout)
+        below = p.tp_shared_expert_fused_below_rows
+        if layout.kind == "tp" and not (isinstance(below, (int, float)) and below == 0):
+            # Below `below` rows the routed GEMMs run the shared expert as one more expert (no launches of its own):
+            # 0 launches under the threshold, 1 at or above it.
+            on = smin(1, sfloor(tokens / below))
+            shared = tuple(dataclasses.replace(g, cost=dataclasses.replace(g.cost, launches=g.cost.launches * on))
+                           for g in shared)
+        ops.append(Op("shared expert", shared, part=part))
+    if layout.tp > 1:
+        ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+    return ops
+
+
+def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None, gpus_per_domain=None) -> list[Op]:
+    """Hashed n-gram look-ups of one Engram layer and their projection into the hidden state."""
+    lookups = tokens * m.engram_lookups_per_token
+    placement = placement or m.engram_placement
+    # In HBM the tables are split over the instance's ranks: 1/n of the rows are local, the rest come over NVLink
+    # (from an instance wider than one NVLink domain of d GPUs, (n - d)/n of them over the NIC).
+    local = 1 / layout.ranks if placement == "hbm" else 1
+    nic = ((layout.ranks - gpus_per_domain) / layout.ranks
+           if placement == "hbm" and K.spans_domains(layout.ranks, gpus_per_domain) else 0)
+    gather = K.table_lookup(lookups, m.engram_row_bytes, where=placement, local_fraction=local, nic_fraction=nic)
+    proj = K.gemm(tokens, m.hidden_size, m.engram_heads * m.engram_head_dim, weight=m.dense_dtype, act="bf16")
+    return [Op("Engram look-up", (gather, proj))]
+
+
+def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "target") -> list[Op]:
+    """Embedding gather, LM head over the vocabulary (split by TP) and the sampler."""
+    emb, head = embedding_weights(m)
+    vocab = head.n // layout.tp
+    ops = [
+        Op("embedding", K.elementwise(read_bytes=tokens * m.hidden_size * bpe(emb.dtype),
+                                      write_bytes=tokens * m.hidden_size * ACT_BYTES), part=part),
+        Op("LM head", K.gemm(logits_tokens, vocab, m.hidden_size, weight=head.dtype, act="bf16", out="fp32"), part=part),
+        Op("DeepSelect (sampler)", K.topk_select(logits_tokens, vocab, 2), part=part),
+    ]
+    if layout.tp > 1:
+        ops.append(Op("all-gather (logits)", K.all_gather(logits_tokens * 8 * layout.tp, layout.tp), part=part))
+    return ops
+
+
+# ---------------------------------------------------------------- the step
+
+
+def _replay(m: Model, layer: int, p: Point) -> str:
+    """Bounded replay in prefill: 'start' for the first replayed layer, 'tail' after it, else 'none'."""
+    if p.phase != "prefill" or layer < m.replay_start_layer:
+        return "none"
+    return "start" if layer == m.replay_start_layer else "tail"
+
+
+def _attention_signature(m: Model, layer: int, p: Point) -> tuple:
+    return ("attention", m.compress_ratio(layer), m.is_kv_source(layer), layer in m.indexer_layers,
+            layer in m.topk_layers, _replay(m, layer, p))
+
+
+def _ffn_signature(m: Model, layer: int, p: Point) -> tuple:
+    return ("ffn", layer in m.engram_layers, m.is_moe_layer(layer), layer >= m.hash_routed_layers, _replay(m, layer, p))
+
+
+def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[Op]:
+    """Every op of one step on one rank, with repeat counts. See the module docstring for the point."""
+    decode = p.phase == "decode"
+    if decode:
+        q_per_seq = 1 + p.k(m)
+        seqs = p.batch
+    else:
+        seqs = p.batch
+        q_per_seq = p.new_tokens / p.batch
+    tokens = seqs * q_per_seq
+
+    # Group main layers' sublayers by shape so each distinct one is built once (and, in a sweep,
+    # evaluated once): attention sublayers by compression, KV source, indexer and replay; FFN
+    # sublayers (with their mHC and Engram) by MoE, routing and replay.
+    classes: dict[tuple, list[int]] = {}
+    for layer in range(m.num_layers):
+        classes.setdefault(_attention_signature(m, layer, p), []).append(layer)
+        classes.setdefault(_ffn_signature(m, layer, p), []).append(layer)
+
+    ops: list[Op] = []
+    for sig, layers in classes.items():
+        layer, n_layers = layers[0], len(layers)
+        replay = sig[-1]
+        if replay == "none":
+            t, s, q, kv_t = tokens, seqs, q_per_seq, tokens
+        else:  # bounded replay: only the last `replay_tokens` of each sequence go on
+            q = smin(m.replay_tokens, q_per_seq)
+            t, s = seqs * q, seqs
+            kv_t = tokens if replay == "start" else t
+        if sig[0] == "attention":
+            # Replayed layers see the earlier new tokens as cached context.
+            pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
+            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
+        else:
+            layer_ops = [mhc_op(m, t, layout, p)]
+            if layer in m.engram_layers:
+                layer_ops += engram_ops(m, layout, t, p.engram_placement, p.nvlink_domain_gpus)
+            layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
+        ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
+
+    logits_tokens = tokens if decode else seqs
+    ops += head_ops(m, layout, tokens, logits_tokens)
+    ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
+    ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
+    if layout.dp > 1:
+        ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
+    return ops
+
+
+def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -> list[Op]:
+    """The draft model's share of a step.
+
+    Decode: `draft_passes` sequential forwards through the draft layers, each ending in the LM
+    head over one row per request. The first reads the target's hidden states of the verify step
+    and so runs over `draft_first_pass` rows per request (every verified token, the accepted
+    ones, or one); the others over one token per request. Prefill: one pass over the new tokens
+    to build the draft's KV.
+    """
+    if not m.draft_layers:
+        return []
+    if p.phase != "decode":
+        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, head=False)
+    if p.draft_forwards == "parallel-block":
+        # vLLM's DSpark speculator (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py): one backbone forward over a
+        # block of k query rows per request (the anchor and k - 1 noise slots), the LM head over all k, then k
+        # sequential Markov-bias samples (the Markov head is not modelled: its rank is not in the model spec).
+        k = p.k(m)
+        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray)
+    # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
+    passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
+    if p.draft_first_pass == "one-per-request":
+        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray)
+    first = smin(passes, 1)
+    rows = tokens / seqs if p.draft_first_pass == "verify-tokens" else p.accepted(m)
+    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray)
+            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray))
+
+
+def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray,
+                head: bool = True) -> list[Op]:
+    """`passes` draft forwards over `t` rows (`q` per request), the LM head over `logits_t`."""
+    # Draft layers of one shape are built once, repeated.
+    by_ratio: dict[int, list[int]] = {}
+    for i in range(m.draft_layers):
+        by_ratio.setdefault(m.compress_ratio(m.num_layers + i), []).append(i)
+    ops: list[Op] = []
+    for same in by_ratio.values():
+        i = same[0]
+        layer = m.num_layers + i
+        layer_ops = [mhc_op(m, t, layout, p, part="draft")]
+        fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
+        layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
+        layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")
+        layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
+        ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
+    if head:
+        ops += head_ops(m, layout, t, logits_t, part="draft")
+    return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]

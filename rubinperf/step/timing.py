@@ -1,0 +1,184 @@
+"""Timing one step: each op on the hardware, equal ops timed once, graphs remembered for the next step."""
+
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from rubinperf.roofline import KernelTime
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
+from rubinperf.step.graph import Op, build_step
+from rubinperf.step.point import Point
+from rubinperf.specs.layout import Layout
+from rubinperf.roofline import kernel_time
+from rubinperf.specs.model import Model
+from rubinperf.step.result import OpTime, StepResult, _is_array
+
+
+def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:
+    """An op's kernels run one after another: their times add (each term separately)."""
+    return sum(kernel_time(k, hw, die_local_weights=op.die_local_weights, launch=launch) for k in op.kernels)
+
+
+def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
+    """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`."""
+    ops = op_graph(model, layout, point, hw.gpus_per_tray)
+    return StepResult(model, hw, layout, point, time_ops(ops, hw))
+
+
+def time_ops(ops: list[Op], hw, firsts: list[int] | None = None) -> list[OpTime]:
+    """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
+    kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
+    `firsts`: _firsts(ops), where the caller keeps it."""
+    if firsts is None:
+        hit = _FIRSTS.get(id(ops))
+        firsts = hit[1] if hit is not None and hit[0] is ops else _firsts(ops)   # a graph op_graph keeps: found once
+    times: list = []
+    for n, first in enumerate(firsts):
+        times.append(op_time(ops[n], hw) if first == n else times[first])
+    return [OpTime(o, t) for o, t in zip(ops, times)]
+
+
+def _firsts(ops, among=None) -> list[int]:
+    """For each op the index of the first op (of those in `among`, default all) with the same kernels,
+    bit for bit, and the same weight placement; ops holding symbols are their own."""
+    buckets: dict = {}
+    out = list(range(len(ops)))
+    for n in (range(len(ops)) if among is None else among):
+        o = ops[n]
+        key = _op_key(o)
+        if key is None:
+            continue
+        bucket = buckets.setdefault(key, [])
+        for j in bucket:
+            if _same_kernels(ops[j], o):
+                out[n] = j
+                break
+        else:
+            bucket.append(n)
+    return out
+
+
+def _op_key(o: Op):
+    """A hashable summary of an op's kernels (equal kernels have equal keys), or None (symbols)."""
+    parts = [o.die_local_weights]
+    for k in o.kernels:
+        parts.append(k.family)
+        values = _values_of(k)
+        if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
+            values = tuple(v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values)
+            if _NO_KEY in values:
+                return None
+        parts.append(values)
+    return tuple(parts)
+
+
+def _array_key(v):
+    """A numpy array's shape, type and first and last values, or _NO_KEY (a symbol)."""
+    if type(v).__module__ != "numpy":
+        return _NO_KEY
+    return (v.shape, v.dtype.str, v.item(0), v.item(-1)) if v.size else (v.shape, v.dtype.str)
+
+
+_SCALAR_TYPES = frozenset((float, int, type(None)))
+_NO_KEY = object()
+
+
+def _values_of(k) -> tuple:
+    """A kernel's cost values, then its shape fields."""
+    d = k.__dict__
+    return (*k.cost.__dict__.values(), *[d[f] for f in KERNEL_SHAPE_FIELDS])
+
+
+# ---------------------------------------------------------------- reusing graphs
+
+# The graph depends on the model, the layout, the point and the tray size only (not on the rest of the
+# hardware or the stack): a sweep that runs the same engine on another rack or stack (compare's
+# silicon/software split) builds it once. Graphs over small arrays only (a serving sweep's batch grid);
+# a grid sweep builds its one large graph itself (GridSteps).
+_GRAPHS: dict = {}
+GRAPH_CACHE_SIZE = 64
+GRAPH_CACHE_MAX_POINTS = 1 << 14
+
+
+def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> list[Op]:
+    """build_step, remembered for the last GRAPH_CACHE_SIZE (model, layout, point, tray) of numbers or small arrays."""
+    key = _graph_key(model, layout, point, gpus_per_tray)
+    if key is None:
+        return build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
+    if len(_GRAPHS) >= GRAPH_CACHE_SIZE:
+        _FIRSTS.pop(id(_GRAPHS.pop(next(iter(_GRAPHS)))[1]), None)
+    _GRAPHS[key] = (model, ops)   # the model is kept, so its id is not reused while the entry lives
+    _FIRSTS[id(ops)] = (ops, _firsts(ops))   # which ops time_ops times (the list kept beside its id)
+    return ops
+
+
+_FIRSTS: dict = {}   # id(graph) -> (graph, _firsts(graph)) for the graphs in _GRAPHS
+
+
+def _graph_key(model, layout, point, gpus_per_tray):
+    """A hashable key of the graph's inputs, or None (symbols, large arrays, anything unhashable)."""
+    parts = []
+    for f in dataclasses.fields(point):
+        v = getattr(point, f.name)
+        if _is_array(v):
+            if v.size > GRAPH_CACHE_MAX_POINTS or v.dtype.kind != "f":
+                return None
+            parts.append((f.name, v.shape, v.tobytes()))
+        elif v is None or type(v) in (int, float, str, bool):
+            parts.append((f.name, type(v).__name__, v))
+        elif type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0:
+            parts.append((f.name, "float", float(v)))
+        else:
+            return None
+    try:
+        key = (id(model), layout, gpus_per_tray, tuple(parts))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _same_kernels(a: Op, b: Op) -> bool:
+    """Ops that op_time times alike: the same kernels (bit for bit) and weight placement."""
+    if a.die_local_weights != b.die_local_weights or len(a.kernels) != len(b.kernels):
+        return False
+    for x, y in zip(a.kernels, b.kernels):
+        if x.family != y.family:
+            return False
+        u, v = _values_of(x), _values_of(y)
+        if _SCALAR_TYPES.issuperset(map(type, u)):
+            # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
+            # in the tuples only as the same object)
+            if not (u == v and repr(u) == repr(v)):
+                return False
+        elif not all(map(_same_value, u, v)):
+            return False
+    return True
+
+
+def _same_value(u, v) -> bool:
+    """Bit for bit: -0.0 is not 0.0; numpy arrays of the same shape, type and bytes."""
+    if u is v:
+        return True
+    t = type(u)
+    if t is not type(v):
+        return False
+    if t is float:
+        return u == v and (u != 0 or math.copysign(1.0, u) == math.copysign(1.0, v))
+    if t.__module__ == "numpy":   # arrays and numpy scalars
+        if u.shape != v.shape or u.dtype != v.dtype:
+            return False
+        if u.size > 4096 and u.dtype.itemsize == 8 and u.flags.c_contiguous and v.flags.c_contiguous:
+            import numpy as np   # the bits compared in place (a grid's arrays are large)
+
+            return bool(np.array_equal(u.view(np.uint64), v.view(np.uint64)))
+        return u.tobytes() == v.tobytes()   # (faster for a small array)
+    return u == v   # ints, None, strings
+
+

@@ -1,0 +1,135 @@
+"""`rubinperf validate`: bundled published points, predicted through the CLI's own path."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from rubinperf.analysis.validate import METRICS, POINTS_FILE, load_points, validate
+
+POINTS = load_points()
+
+
+def test_bundled_points_cover_the_published_results():
+    ids = {p.id for p in POINTS}
+    assert {"vr-tp8-single-user", "vr-throughput-at-387", "vr-peak-throughput", "gb300-throughput-at-196",
+            "peak-ratio-vr-vs-gb300", "ratio-at-387-vr-vs-gb300", "v41-kv-bytes-per-token"} <= ids
+    for p in POINTS:
+        assert p.source and p.metric in METRICS and p.band[0] <= 1 <= p.band[1]
+
+
+def test_validate_command_reports_every_point(cli):
+    res = cli("validate", "--json")
+    code, out, err = res.code, res.out, res.err
+    records = json.loads(out)
+    assert [r["id"] for r in records] == [p.id for p in POINTS]
+    for r, p in zip(records, POINTS):
+        assert r["ratio"] == pytest.approx(r["predicted"] / p.published)
+        assert r["in_band"] == (p.band[0] <= r["ratio"] <= p.band[1])
+    # Exit status 0 only when every point lies in its band.
+    assert code == (0 if all(r["in_band"] for r in records) else 1)
+    assert err == ""
+
+
+def test_points_that_must_hold():
+    by_id = {r["id"]: r for r in validate(POINTS)}
+    # The seed's 890 B/token of global KV follows from the spec's entry sizes and sharing.
+    assert by_id["v41-kv-bytes-per-token"]["predicted"] == pytest.approx(890.0)
+    # Decode grows only a few percent from 128K to 855K context, on both racks.
+    for rack in ("vr-context-growth", "gb300-context-growth"):
+        assert by_id[rack]["in_band"], by_id[rack]
+    # Rubin's peak-throughput advantage over GB300 lands near the published 2.7x.
+    assert by_id["peak-ratio-vr-vs-gb300"]["in_band"], by_id["peak-ratio-vr-vs-gb300"]
+    # Never faster than physics: every predicted throughput is finite and positive.
+    assert all(r["predicted"] > 0 for r in by_id.values())
+
+
+@pytest.mark.parametrize("text,culprit", [
+    ('[[point]]\nid = "x"\n', "missing key"),
+    ('[[point]]\nid = "x"\nsource = "s"\nmetric = "nope"\nhardware = "h200"\nlayout = "tp8"\nphase = "decode"\n'
+     'published = 1.0\nband = [0.5, 2.0]\n', "metric"),
+    ('[[point]]\nid = "x"\nsource = "s"\nmetric = "kv_bytes_per_token"\nhardware = "h200"\nlayout = "tp8"\n'
+     'phase = "decode"\npublished = 1.0\nband = [1.5, 2.0]\n', "band"),
+    ('[[point]]\nid = "x"\ncolour = "red"\n', "unknown key"),
+    ('[[point]\n', "malformed"),
+])
+def test_bad_points_file_is_one_line_exit_2(cli, tmp_path, text, culprit):
+    path = tmp_path / "points.toml"
+    path.write_text(text)
+    res = cli("validate", "--points", str(path))
+    code, out, err = res.code, res.out, res.err
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and culprit in err and "Traceback" not in err
+
+
+def test_a_change_of_the_stack_is_checked_by_the_share_of_gpu_time_it_saves():
+    import dataclasses
+
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.step.point import make_point
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+    from rubinperf.step.timing import step
+
+    point = next(p for p in POINTS if p.id == "vr-split-k-dep32-b16")
+    assert point.metric == "gpu_time_saved" and point.without == {"split_k_max": 1}
+    m, lay = load_model("deepseek-v4.1-flash"), parse_layout("dep32")
+    hw = load_platform("vr-nvl72")
+    after = step(m, hw, lay, make_point(m, hw, lay, batch=16)).gpu_s
+    plain = dataclasses.replace(hw, split_k_max=1)
+    before = step(m, plain, lay, make_point(m, plain, lay, batch=16)).gpu_s
+    rec = validate([point])[0]
+    assert 0 < rec["predicted"] == pytest.approx(1 - after / before, rel=1e-12)
+    saved_us = dataclasses.replace(point, metric="gpu_time_saved_us")
+    assert validate([saved_us])[0]["predicted"] == pytest.approx((before - after) * 1e6, rel=1e-12)
+
+
+def test_a_model_field_before_a_change_is_checked_the_same_way():
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.step.point import make_point
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+    from rubinperf.step.timing import step
+
+    point = next(p for p in POINTS if p.id == "gb300-replay-layer20-prefill-4k")
+    assert point.without == {"replay_start_layer": 21}
+    m, hw, lay = load_model("deepseek-v4.1-flash"), load_platform("gb300-nvl72"), parse_layout("dep2")
+    m21 = dataclasses.replace(m, replay_start_layer=21)
+    after = step(m, hw, lay, make_point(m, hw, lay, phase="prefill", new_tokens=4096)).gpu_s
+    before = step(m21, hw, lay, make_point(m21, hw, lay, phase="prefill", new_tokens=4096)).gpu_s
+    assert validate([point])[0]["predicted"] == pytest.approx(1 - after / before, rel=1e-12)
+    assert before > after   # one more layer over every new token
+
+
+@pytest.mark.parametrize("without,culprit", [
+    ("{ colour = 1 }", "'colour' is not a field"),
+    ("{ split_k_max = \"one\" }", "split_k_max"),
+    ("{ split_k_max = [1] }", "without: expected a table"),
+    ("{ draft_ep_exchange = \"broadcast\" }", "draft_ep_exchange"),
+    ("{ split_k_max = 0 }", "split_k_max"),
+    ("{ replay_start_layer = 2.5 }", "replay_start_layer"),
+    ("{}", "without: expected a table"),
+])
+def test_a_bad_without_table_is_one_line(cli, tmp_path, without, culprit):
+    path = tmp_path / "points.toml"
+    path.write_text('[[point]]\nid = "x"\nsource = "s"\nmetric = "gpu_time_saved"\nhardware = "vr-nvl72"\n'
+                    'layout = "dep32"\nphase = "decode"\nbatch = 16\npublished = 0.03\nband = [0.5, 2.0]\n'
+                    f"without = {without}\n")
+    res = cli("validate", "--points", str(path))
+    assert res.code == 2 and res.out == "" and res.err.count("\n") == 1 and culprit in res.err, res
+
+
+def test_default_points_file_is_bundled():
+    assert POINTS_FILE.is_file()
+
+
+def test_every_point_with_a_previous_prediction_says_what_changed(cli):
+    points = load_points(POINTS_FILE)
+    with_previous = [p for p in points if p.previous is not None]
+    assert with_previous and all(p.changed.strip() for p in with_previous)
+    r = cli("validate", "--json")
+    recs = {x["id"]: x for x in r.json()}
+    for p in with_previous:
+        assert recs[p.id]["changed"] == p.changed and recs[p.id]["moved"] is not None

@@ -1,0 +1,228 @@
+"""The grid evaluator (GridSteps.metrics, what sweep_grid reads) and the reuse of equal ops' times give
+exactly the numbers of the plain path: each block's metrics are its StepResult's (GridSteps.chunk) and
+step()'s at that block's point, bit for bit, for any grid and any cut into blocks; an op whose kernels
+equal an earlier op's takes that op's time only when op_time would give the same."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.step.graph import Op
+from rubinperf.step.point import Point
+from rubinperf.specs.layout import parse_layout
+from rubinperf.step.point import make_point
+from rubinperf.serving import sweep_grid
+from rubinperf.specs.model import load_model
+from rubinperf.specs.stack import load_platform
+from rubinperf.step.grid import GridSteps
+from rubinperf.step.timing import _firsts, _same_value, op_graph, op_time, step, time_ops
+
+V41 = load_model("deepseek-v4.1-flash")
+RACKS = {"gb300": load_platform("gb300-nvl72"), "vr": load_platform("vr-nvl72"), "h200": load_platform("h200"),
+         # Gloo's linear DP sync: host-bound and exposed-host-bound steps at DEP16/DEP32
+         "gb300-unoptimised": load_platform("gb300-nvl72", "vllm-gb300-oct2026-unoptimised")}
+SHAPES = [("dep32", "decode"), ("tp8", "decode"), ("dep16", "decode"), ("dep2", "prefill"), ("tp4", "decode")]
+
+
+def _bits(x, shape) -> bytes:
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=float), shape)).tobytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=5),
+       contexts=st.lists(st.floats(0, 2e6), min_size=1, max_size=5),
+       rows=st.integers(1, 6))
+def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
+    hw, (layout, phase) = RACKS[rack], shape
+    lay = parse_layout(layout)
+    if hw.nvlink_domain_size < lay.ranks:
+        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
+    base = Point(phase, new_tokens=4096.0) if phase == "prefill" else Point(phase)
+    b, c = np.array(batches).reshape(-1, 1), np.array(contexts).reshape(1, -1)
+    grid = GridSteps(V41, hw, lay, dataclasses.replace(base, batch=b, context=c))
+    seen = 0
+    for sl in grid.blocks(rows):
+        got = grid.metrics(sl)
+        r = grid.chunk(sl)
+        alone = step(V41, hw, lay, dataclasses.replace(base, batch=b[sl], context=c))
+        shape2 = (sl.stop - sl.start, c.shape[1])
+        for res in (r, alone):
+            want = (res.expected_s, res.sol_s, res.tokens_per_s_per_gpu, res.tokens_per_s_per_user)
+            assert [_bits(x, shape2) for x in got] == [_bits(x, shape2) for x in want]
+        seen += shape2[0]
+    assert seen == b.shape[0]
+
+
+def test_sweep_grid_reads_the_block_metrics():
+    hw, lay = RACKS["vr"], parse_layout("dep32")
+    b, c = np.array([1.0, 7.0, 64.0, 300.0]), np.array([0.0, 4096.0, 131072.0, 999_999.0])
+    got = sweep_grid(V41, hw, lay, Point("decode"), b, c, chunk_points=8)   # two rows a block
+    whole = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=b.reshape(-1, 1), context=c.reshape(1, -1)))
+    assert _bits(got["step_s"], (4, 4)) == _bits(whole.expected_s, (4, 4))
+    assert _bits(got["tokens_per_s_per_user"], (4, 4)) == _bits(whole.tokens_per_s_per_user, (4, 4))
+
+
+@settings(max_examples=30, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES), batch=st.floats(1, 2048),
+       context=st.floats(0, 1e6), vector=st.booleans())
+def test_reused_op_times_are_each_ops_own(rack, shape, batch, context, vector):
+    """time_ops gives every op exactly op_time(op): reused times only where the kernels are equal."""
+    hw, (layout, phase) = RACKS[rack], shape
+    lay = parse_layout(layout)
+    if hw.nvlink_domain_size < lay.ranks:
+        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
+    point = make_point(V41, hw, lay, phase=phase, batch=batch, context=context)
+    if vector:
+        point = dataclasses.replace(point, batch=np.array([1.0, batch, 2 * batch]))
+    ops = op_graph(V41, lay, point, hw.gpus_per_tray)
+    for o, t in zip(ops, time_ops(ops, hw)):
+        own = op_time(o, hw)
+        assert [_bits(v, np.shape(v)) for v in t.time.__dict__.values()] == \
+               [_bits(v, np.shape(v)) for v in own.__dict__.values()]
+
+
+def test_layers_of_another_kind_share_their_equal_kernels():
+    """The default model's attention layers differ in kind (KV source, indexer) while many of their kernels
+    are the same: those are timed once. Ops that differ in one number are not merged."""
+    hw, lay = RACKS["gb300"], parse_layout("dep32")
+    ops = op_graph(V41, lay, make_point(V41, hw, lay, phase="decode", batch=16), hw.gpus_per_tray)
+    firsts = _firsts(ops)
+    assert any(f != n for n, f in enumerate(firsts))
+    assert all(ops[f].kernels == ops[n].kernels for n, f in enumerate(firsts))
+    k = Kernel("stream", Cost(activation_bytes=1e6))
+    other = Kernel("stream", Cost(activation_bytes=1e6 + 1))
+    local = [Op("a", (k,)), Op("b", (k,), repeat=3), Op("c", (other,)), Op("d", (k,), die_local_weights=True)]
+    assert _firsts(local) == [0, 0, 2, 3]
+
+
+def test_equal_means_bit_for_bit():
+    assert _same_value(1.5, 1.5) and not _same_value(0.0, -0.0) and not _same_value(1, 1.0)
+    a = np.arange(6.0).reshape(2, 3)
+    assert _same_value(a, a.copy()) and not _same_value(a, a.reshape(3, 2)) and not _same_value(a, a + 1e-12)
+    assert not _same_value(a, a.astype(np.float32)) and _same_value(None, None)
+    assert not _same_value(np.zeros((2, 2)), -np.zeros((2, 2))) and _same_value(a.T, a.T.copy())   # in place; a copy
+
+
+def test_large_arrays_equal_bit_for_bit():
+    """Arrays past the small-array path are compared in place, still bit for bit."""
+    a = np.arange(10_000.0).reshape(100, 100)
+    b = a.copy()
+    assert _same_value(a, b) and _same_value(a.T, b.T)
+    b[37, 41] = -0.0 if a[37, 41] == 0 else np.nextafter(a[37, 41], np.inf)
+    assert not _same_value(a, b)
+    z = np.zeros(5000)
+    assert not _same_value(z, -z) and _same_value(z, np.zeros(5000))
+
+
+# ---------------------------------------------------------------- what makes a grid fast, held to the plain path
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, -0.0, 1.0, 511.0, 512.0, 513.0, 1e6, np.inf, np.nan]), min_size=1,
+                       max_size=6),
+       cap=st.sampled_from([0.0, 1.0, 512.0, 128.0]))
+def test_a_saturating_count_is_min(values, cap):
+    """scap(x, cap) is min(cap, x) at every element; past the cap everywhere it is the number cap itself."""
+    from rubinperf.mathops import scap
+
+    x = np.array(values).reshape(1, -1)
+    got = scap(x, cap)
+    assert _bits(got, x.shape) == _bits(np.minimum(cap, x), x.shape)
+    if cap != 0 and np.all(x >= cap):
+        assert type(got) is float and got == cap
+    else:
+        assert isinstance(got, np.ndarray)
+    assert [repr(scap(v, cap)) for v in values] == [repr(min(cap, v)) for v in values]   # numbers: min itself
+
+
+def test_a_saturating_count_stays_symbolic():
+    import sympy
+
+    from rubinperf.mathops import scap
+
+    x = sympy.Symbol("x", positive=True)
+    assert scap(x, 512) == sympy.Min(512, x)
+
+
+def test_sparse_attention_past_its_top_k_does_not_read_the_context():
+    """Past top-k x ratio positions (and the window), sparse attention's work is the same at every context:
+    on a grid of such contexts its kernels carry the batch axis alone (timed once per row), equal at each
+    point to the step there; below them (context 0) they read the grid."""
+    hw, lay = RACKS["gb300"], parse_layout("dep16")
+    b = np.array([1.0, 8.0, 64.0]).reshape(-1, 1)
+    past = np.array([1024.0, 65536.0, 1e6]).reshape(1, -1)
+    assert V41.indexer_topk * max(V41.compress_ratios) <= past.min()
+    ops = op_graph(V41, lay, dataclasses.replace(Point("decode"), batch=b, context=past), hw.gpus_per_tray)
+    attention = [o for o in ops if "sparse attention" in o.name]
+    assert attention and all(np.shape(v) in ((), (3, 1)) for o in attention for k in o.kernels
+                             for v in k.cost.__dict__.values())
+    grid = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=b, context=past))
+    for i, batch in enumerate(b.ravel()):
+        for j, context in enumerate(past.ravel()):
+            alone = step(V41, hw, lay, dataclasses.replace(Point("decode"), batch=batch, context=context))
+            assert np.broadcast_to(grid.expected_s, (3, 3))[i, j] == pytest.approx(alone.expected_s, rel=1e-12)
+    below = op_graph(V41, lay, dataclasses.replace(Point("decode"), batch=b, context=np.array([[0.0, 1e6]])),
+                     hw.gpus_per_tray)
+    assert any(np.shape(v) == (3, 2) for o in below if "sparse attention" in o.name for k in o.kernels
+               for v in k.cost.__dict__.values())
+
+
+def test_a_grid_graph_is_kept_for_another_rack_of_its_tray(monkeypatch):
+    """Racks of one tray size share a grid's graph (it depends on the model, layout, point and tray only);
+    another tray size builds its own, forget_graphs drops them, and a graph over GRID_CACHE_BYTES is not kept."""
+    import rubinperf.step.grid as S
+
+    S.forget_graphs()
+    lay = parse_layout("tp8")
+    point = dataclasses.replace(Point("decode"), batch=np.array([[1.0], [4.0]]), context=np.array([[1024.0, 2e5]]))
+    first = GridSteps(V41, RACKS["gb300"], lay, point)
+    again = GridSteps(V41, RACKS["vr"], lay, point)
+    assert RACKS["gb300"].gpus_per_tray == RACKS["vr"].gpus_per_tray and again.ops is first.ops
+    assert GridSteps(V41, RACKS["h200"], lay, point).ops is not first.ops   # 8 GPUs a tray, not 4
+    assert GridSteps(V41, RACKS["vr"], lay, point).metrics(slice(0, 2))[0].tolist() == \
+        again.metrics(slice(0, 2))[0].tolist()
+    S.forget_graphs()
+    assert GridSteps(V41, RACKS["vr"], lay, point).ops is not first.ops
+    monkeypatch.setattr(S, "GRID_CACHE_BYTES", 8)
+    S.forget_graphs()
+    assert GridSteps(V41, RACKS["vr"], lay, point).ops is not GridSteps(V41, RACKS["vr"], lay, point).ops
+    S.forget_graphs()
+
+
+_H, _M = 5, 3
+_ONCE_SHAPES = [(), (_H, 1), (1, _M)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(once=st.lists(st.tuples(st.sampled_from(_ONCE_SHAPES), st.booleans()), max_size=6),
+       block=st.lists(st.sampled_from([(2, _M)] * 3 + [(2, 1), (), (1, _M)]), max_size=6),
+       order=st.randoms(use_true_random=False), start=st.integers(0, _H - 2))
+def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start):
+    """block_sum (the once terms' partial sums cut to the block stand in for them) gives ssum of every
+    term in op order, bit for bit, whatever the shapes: it adds them all where shapes would mix."""
+    from rubinperf.mathops import ssum
+    from rubinperf.step.grid import _cut, _shape_groups, block_sum
+
+    rng = np.random.default_rng(len(once) * 7 + len(block))
+    sl = slice(start, start + 2)
+    indices = list(range(len(once) + len(block)))
+    order.shuffle(indices)
+
+    def value(shape, plain=False):   # magnitudes far apart: the order of additions shows in the bits
+        if shape == () and plain:
+            return float(rng.uniform(0.1, 10.0) * 10.0 ** rng.integers(-6, 7))
+        return rng.uniform(0.1, 10.0, size=shape) * 10.0 ** rng.integers(-6, 7, size=shape)
+
+    once_terms = sorted((n, value(shape, plain)) for n, (shape, plain) in zip(indices, once))
+    block_terms = sorted((n, value(shape)) for n, shape in zip(indices[len(once):], block))
+    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, _H)
+    want = ssum(v for _, v in sorted([(n, _cut(v, sl, _H)) for n, v in once_terms] + block_terms,
+                                     key=lambda t: t[0]))
+    assert _bits(got, (2, _M)) == _bits(want, (2, _M))
