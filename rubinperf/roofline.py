@@ -50,6 +50,13 @@ BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
 BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
 
 
+def binding_term(seconds: dict) -> str:
+    """The one bound rule: the name whose seconds are largest, a tie going to the first in the dict's order (BOUNDS
+    order). A kernel's bound is its largest term; a breakdown row's and a step's, the term that binds the largest
+    share of their time (each op's time counted under its own bound)."""
+    return max(seconds, key=lambda name: float(seconds[name]))
+
+
 @dataclass(frozen=True)
 class KernelTime:
     """Seconds. Every term is named so a reader can see which one sets the time.
@@ -91,8 +98,7 @@ class KernelTime:
     @property
     def bound(self) -> str:
         """Which term is largest: compute, memory, parallelism, comm or latency."""
-        terms = self.terms
-        return max(BOUNDS, key=lambda b: float(terms[b]))
+        return binding_term(self.terms)
 
     @property
     def fraction_of_roofline(self):

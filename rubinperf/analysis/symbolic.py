@@ -31,11 +31,10 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 from sympy.printing.str import StrPrinter
 
-from rubinperf.roofline import BOUNDS
 from rubinperf.kernels.cost import BYTE_KINDS, Kernel
 from rubinperf.errors import SpecError
 from rubinperf.step.point import Point
-from rubinperf.roofline import kernel_time
+from rubinperf.roofline import BOUNDS, binding_term, kernel_time
 from rubinperf.specs.hardware import Hardware
 from rubinperf.specs.loader import numeric_fields, spec_fields
 
@@ -205,7 +204,6 @@ TIME_TERMS = [("compute_s", "compute term (whole tiles and waves)", "s"),
               ("parallelism_s", "parallelism term (too few bytes in flight)", "s"), ("comm_s", "link term", "s"),
               ("latency_s", "latency term (launch, fill, collectives, host)", "s"), ("sol_s", "speed of light", "s"),
               ("expected_s", "expected", "s")]
-BOUND_TERMS = tuple(f"{b}_s" for b in BOUNDS)
 
 
 @dataclass
@@ -224,8 +222,7 @@ class Explanation:
 
     @property
     def bound(self) -> str:
-        terms = {k: self.numbers.get(k, 0.0) for k in BOUND_TERMS}
-        return max(terms, key=terms.get).removesuffix("_s")
+        return binding_term({b: self.numbers.get(f"{b}_s", 0.0) for b in BOUNDS})
 
     @property
     def symbols(self) -> dict:

@@ -14,6 +14,7 @@ import dataclasses
 from rubinperf.kernels import empty, stream_probe
 from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
+from rubinperf.specs.precision import RESIDUAL_BYTES
 
 PROBES = ("launch", "pointer_chase")
 # Attention implementations the model does not describe: PyTorch's memory-efficient SDPA backend and an
@@ -163,8 +164,8 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
 # activations (W4A4); FP8 and BF16 experts take activations of their own format.
 MOE_ACTIVATION = {"fp4": "fp8", "nvfp4": "nvfp4", "fp8": "fp8", "bf16": "bf16"}
 # An mHC sublayer's mixing weight rows (DeepSeek-V4: [24, 4 x hidden], as models/deepseek-v4.1-flash.toml's
-# hc_mix_rows) and the bytes of one residual value (FP32 routes, as rubinperf.step.graph's RESIDUAL_BYTES).
-MHC_MIX_ROWS, MHC_RESIDUAL_BYTES = 24, 4
+# hc_mix_rows); its residual values are FP32 routes (specs.precision.RESIDUAL_BYTES).
+MHC_MIX_ROWS = 24
 
 
 def moe_kernels(row: dict) -> tuple:
@@ -201,7 +202,7 @@ def row_kernel(row: dict) -> Kernel:
     if fam == "mhc":  # one mHC pass (pre or post) of m tokens over `groups` residual routes of width n
         from rubinperf.kernels import mhc
 
-        return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
+        return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, RESIDUAL_BYTES)
     if fam == "moe":
         raise SpecError("a moe row is two kernels: use rows.moe_kernels")
     if fam == "topk":  # the top k of n candidates in each of m rows

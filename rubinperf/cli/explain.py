@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_HARDWARE, DEFAULT_MODEL, Acceptance, Balancedness, Batch, Context,
+from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DEFAULT_MODEL, Acceptance, Balancedness, Batch, Context,
                                    DraftTokens, Eplb, Hardware, Layout, Model, NewTokens, Phase, Quiet, QuietPlot, Sets,
                                    Stack, Wide, apply_wide, check_output_flags)
 from rubinperf.errors import SpecError
@@ -44,7 +44,7 @@ def explain(
                                           "or an op of the step as `estimate --breakdown` names it, or a prefix of it "
                                           "(case-insensitive): megamoe, 'mqa logits', 'draft: lm head'.")],
     model: Model = DEFAULT_MODEL,
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     layout: Layout = DEFAULT_LAYOUT,
     phase: Phase = None,
@@ -251,7 +251,7 @@ def resolve_op(name: str, names: list[str]) -> str:
 
 def sensitivity(
     model: Model = DEFAULT_MODEL,
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     layout: Layout = DEFAULT_LAYOUT,
     phase: Phase = None,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_HARDWARE, DTYPE_WORDS, DTYPES, Hardware, JsonRecord, Launch, Quiet,
+from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DTYPE_WORDS, DTYPES, Hardware, JsonRecord, Launch, Quiet,
                                    Sets, Stack, complete_words, emit)
 from rubinperf.errors import SpecError
 
@@ -80,7 +80,7 @@ def kernel_gemm(
     n: Annotated[int, typer.Option(help="Output width (weight columns).")],
     k: Annotated[int, typer.Option(help="Reduction width.")],
     dtype: OperandDtype = "bf16",
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
@@ -105,7 +105,7 @@ def kernel_grouped_gemm(
     n: Annotated[int, typer.Option(help="Output width of each expert.")],
     k: Annotated[int, typer.Option(help="Reduction width of each expert.")],
     dtype: WeightDtype = "fp4",
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
@@ -138,7 +138,7 @@ def kernel_attention(
     dtype: QkvDtype = "bf16",
     causal: Annotated[bool, typer.Option(
         "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions.")] = False,
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
@@ -166,7 +166,7 @@ def kernel_attention(
 def kernel_copy(
     nbytes: Annotated[float, typer.Option(
         "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB.")],
-    hardware: Hardware = DEFAULT_HARDWARE,
+    hardware: Hardware = DEFAULT_RACK,
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
@@ -197,7 +197,7 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
             help="all-to-all across domains: direct (DeepEP low-latency: RDMA to every rank) or hierarchical "
                  "(DeepEP normal: RDMA to one GPU per domain, NVLink forward).",
             autocompletion=complete_words("direct", "hierarchical"))] = "direct",
-        hardware: Hardware = DEFAULT_HARDWARE,
+        hardware: Hardware = DEFAULT_RACK,
         stack: Stack = None,
         launch: Launch = "eager",
         as_json: JsonRecord = False,

@@ -18,6 +18,7 @@ import click as _click
 import typer
 
 from rubinperf.errors import SpecError
+from rubinperf.specs.defaults import DEFAULT_HARDWARE, DEFAULT_MODEL  # noqa: F401  (the commands take their defaults from here)
 
 # ---------------------------------------------------------------- shell completion of values
 
@@ -92,8 +93,7 @@ BYTES = BytesType()
 
 # ---------------------------------------------------------------- defaults
 
-DEFAULT_MODEL = "deepseek-v4.1-flash"   # rubinperf.step.point.DEFAULT_MODEL, not imported: start-up stays light
-DEFAULT_HARDWARE = "gb300-nvl72"        # the rack of commands that take one
+DEFAULT_RACK = DEFAULT_HARDWARE[0]     # the rack of commands that take one
 
 
 # ---------------------------------------------------------------- the specs evaluated

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.mathops import scap, sceil, smin
-from rubinperf.specs.precision import PRECISIONS
+from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
-ACT_BYTES = 2  # BF16 queries and outputs
-LOGIT_BYTES = 4  # FP32 indexer scores
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
 # tiles at head dim 128; FlashAttention-3 paper, Shah et al. 2024). One CTA per (sequence, head, query tile).
 FLASH_QUERY_TILE = 128

@@ -72,7 +72,7 @@ class Pick:
         The rows add up to 1 / (output tokens/s per decode GPU) when the GPU, not the CPU, sets the step."""
         rec = step_record(self.step_result())
         d = self.run.decode
-        tokens = self.batch * d.acceptance * d.layout.dp / d.layout.ranks    # output tokens per GPU per step
+        tokens = d.layout.per_gpu(self.batch * d.acceptance)    # output tokens per GPU per step
         rows = [{"kernel": b["kernel"], "part": b["part"], "time_ms": b["time_ms"], "bound": b["bound"],
                  "us_per_token": b["time_ms"] * 1e3 / tokens} for b in rec["breakdown"]]
         return rows
@@ -156,7 +156,7 @@ def ratio_terms(base: Pick, other: Pick) -> dict:
         r = p.record
         d = p.run.decode
         return {
-            "requests_per_decode_gpu": p.batch * d.layout.dp / d.layout.ranks,
+            "requests_per_decode_gpu": d.layout.per_gpu(p.batch),
             "acceptance": d.acceptance,
             "decode_step_s": r["decode_step_ms"] / 1e3,
             "decode_gpu_share": 1 / (1 + r["prefill_gpus_per_decode_gpu"]),

@@ -246,7 +246,7 @@ class Serving:
                     "decode_output_tokens_per_s_per_decode_gpu", "decode_step_ms", "target_ms", "draft_ms", "cpu_ms"):
             out[key] = float(c[key][i])
         out["decode_bound"] = str(c["decode_bound"][i])
-        out["requests_per_decode_gpu"] = out["batch_per_rank"] * d.layout.dp / d.layout.ranks
+        out["requests_per_decode_gpu"] = d.layout.per_gpu(out["batch_per_rank"])
         out["prefill_gpus_per_decode_gpu"] = float(c["prefill_gpus_per_decode_gpu"][i])
         out["decode_gpu_share"] = 1.0 / (1.0 + out["prefill_gpus_per_decode_gpu"])
         if self.pools is not None:

@@ -56,7 +56,7 @@ def kv_transfer_link(hw, w: Workload, prefill_layout: Layout, decode_layout: Lay
 
 def kv_transfer_s(m: Model, hw, w: Workload, layout: Layout, seqs: float, link: str) -> float:
     """Sending one step's prefilled KV (its sequences' whole input) from each prefill GPU over `link`."""
-    sent = seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)) * layout.dp / layout.ranks
+    sent = layout.per_gpu(seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)))
     return kv_transfer_time(hw, sent, link)
 
 
@@ -87,7 +87,7 @@ class PrefillPlan:
 
     @property
     def turns_per_s_per_gpu(self) -> float:
-        return self.seqs * self.layout.dp / self.layout.ranks / (self.busy_s * self.chunks_per_turn)
+        return self.layout.per_gpu(self.seqs) / (self.busy_s * self.chunks_per_turn)
 
     @property
     def feasible(self) -> bool:

@@ -37,6 +37,11 @@ class Layout:
     def dp(self) -> int:
         return self.ranks if self.kind == "dep" else 1
 
+    def per_gpu(self, per_rank):
+        """A quantity of one scheduler (a DEP rank, or a TP instance over all its GPUs) per GPU of the layout:
+        per_rank x dp / ranks (a DEP rank is one GPU; a TP instance shares it over its TP GPUs)."""
+        return per_rank * self.dp / self.ranks
+
 
 def parse_layout(text: str) -> Layout:
     m = re.fullmatch(r"(dep|tp)(\d+)", text.strip().lower())

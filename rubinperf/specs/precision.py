@@ -32,6 +32,12 @@ PRECISIONS: dict[str, Precision] = {
     )
 }
 
+# Bytes of the formats the graph moves between kernels (no block scales): BF16 activations, FP32 residual routes
+# (mHC) and logits.
+ACT_BYTES = PRECISIONS["bf16"].bits // 8
+RESIDUAL_BYTES = PRECISIONS["fp32"].bits // 8
+LOGIT_BYTES = PRECISIONS["fp32"].bits // 8
+
 # Mixed-operand MMAs that run at a rate of their own.
 MIXED_PEAKS = {frozenset({"fp8", "fp4"}): "fp8_fp4"}
 

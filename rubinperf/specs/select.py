@@ -1,18 +1,12 @@
-"""The specs a run uses: defaults (model, racks, engine shapes) and the records loaded with `--set` applied."""
+"""The specs a run uses: the records loaded (the defaults where none is named), with `--set` applied."""
 
 from __future__ import annotations
 
 from rubinperf.errors import SpecError
+from rubinperf.specs.defaults import DEFAULT_HARDWARE
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.model import load_model
 from rubinperf.specs.overrides import apply_overrides
-
-DEFAULT_MODEL = "deepseek-v4.1-flash"
-DEFAULT_HARDWARE = ("gb300-nvl72", "vr-nvl72")
-# The seed's engine shapes: DEP2 prefill, Wide-EP DEP32 decode, TP8 low-latency decode.
-DEFAULT_ENGINES = (("dep2", "prefill", 1), ("dep32", "decode", 16), ("tp8", "decode", 1))
-DEFAULT_CONTEXT = 131072
-
 
 def pair_stacks(racks: list, stacks) -> list:
     """The stack of each rack: none given -> each rack's default (None); one -> every rack; one per rack -> in order."""

@@ -25,16 +25,13 @@ from dataclasses import dataclass
 
 from rubinperf.step.architecture import Weight, draft_layer_weights, embedding_weights, layer_weights
 from rubinperf.specs.layout import Layout
-from rubinperf.specs.precision import PRECISIONS
+from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS, RESIDUAL_BYTES
 from rubinperf.specs.model import Model
 
 GB = 1e9
 # Weights whose columns (or heads) a TP layout splits, as graph.py does.
 TP_SPLIT = frozenset({"q_up", "kv_up", "o_proj", "o_down", "o_up", "indexer_q", "dense_ffn", "shared_expert",
                       "routed_experts", "lm_head"})
-RESIDUAL_BYTES = 4   # mHC residual routes are FP32
-ACT_BYTES = 2        # BF16 activations
-LOGIT_BYTES = 4      # FP32 logits
 
 
 def weight_bytes(w: Weight) -> float:

@@ -7,7 +7,7 @@ import math
 from rubinperf.errors import SpecError
 from rubinperf.specs.layout import fits, parse_layout
 from rubinperf.step.records import step_record
-from rubinperf.specs.select import DEFAULT_ENGINES
+from rubinperf.specs.defaults import DEFAULT_ENGINES
 from rubinperf.step.point import make_point
 from rubinperf.step.timing import step
 from rubinperf.specs.select import load_specs

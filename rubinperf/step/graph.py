@@ -26,12 +26,10 @@ from rubinperf.step.architecture import Weight, attention_weights, draft_layer_w
 from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.specs.layout import Layout
 from rubinperf.mathops import sadd, sfloor, smin
-from rubinperf.specs.precision import PRECISIONS
+from rubinperf.specs.precision import ACT_BYTES, PRECISIONS, RESIDUAL_BYTES
 from rubinperf.specs.model import Model
 from rubinperf.step.point import Point
 
-RESIDUAL_BYTES = 4  # the mHC residual routes are FP32
-ACT_BYTES = 2       # BF16 activations between kernels
 
 
 @dataclass(frozen=True)

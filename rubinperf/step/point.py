@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rubinperf.errors import SpecError
 from rubinperf.specs.layout import Layout, check_layout
 from rubinperf.specs.model import Model
-from rubinperf.specs.select import DEFAULT_CONTEXT, DEFAULT_ENGINES
+from rubinperf.specs.defaults import DEFAULT_CONTEXT, DEFAULT_ENGINES
 
 
 @dataclass(frozen=True)

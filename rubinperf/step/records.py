@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost
-from rubinperf.roofline import KernelTime
+from rubinperf.roofline import BOUNDS, KernelTime, binding_term
 
 
 def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
@@ -46,7 +46,8 @@ def step_record(r) -> dict:
     breakdown = []
     for x in rows:
         terms = {k: float(v) for k, v in x["terms"].items()}
-        bound = max(terms, key=terms.get)
+        shares = x["shares"]
+        bound = binding_term({b: shares[b] for b in BOUNDS if b in shares}) if shares else "cpu"
         breakdown.append({
             "kernel": x["kernel"], "part": x["part"],
             "time_ms": float(x["expected_s"]) * 1e3, "sol_time_ms": float(x["sol_s"]) * 1e3,

@@ -29,13 +29,12 @@ import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
-from rubinperf.roofline import BOUNDS, KernelTime
 from rubinperf.kernels.cost import Cost
 from rubinperf.step.graph import Op
 from rubinperf.step.point import Point
 from rubinperf.specs.layout import Layout
 from rubinperf.mathops import sadd, smax, sscale, ssum
-from rubinperf.roofline import split_kv_reduction
+from rubinperf.roofline import BOUNDS, KernelTime, binding_term, split_kv_reduction
 from rubinperf.specs.model import Model
 
 
@@ -112,13 +111,12 @@ class StepResult:
             exposed = float(self.exposed_s)
             if float(self.cpu_s) > float(self.gpu_s) + exposed:
                 return "cpu"
-            shares = dict.fromkeys(BOUNDS, 0.0)
-            present = set()
+            shares = {}
             for o in self.ops:
                 if o.op.part != "cpu":
-                    shares[o.time.bound] += float(o.expected_s)
-                    present.add(o.time.bound)
-            top = max((b for b in BOUNDS if b in present), key=shares.get)
+                    bound = o.time.bound
+                    shares[bound] = shares.get(bound, 0.0) + float(o.expected_s)
+            top = binding_term({b: shares[b] for b in BOUNDS if b in shares})
             return "cpu" if exposed > shares[top] else top
         return self._bound_array()
 
@@ -203,7 +201,8 @@ class StepResult:
             r = rows.get(name)
             if r is None:
                 r = rows[name] = {"kernel": name, "part": op.part, "expected_s": 0.0, "sol_s": 0.0, "flops": 0.0,
-                                  "bytes": 0.0, "terms": {}, "scale_out_s": 0.0, "scale_out_bytes": 0.0, "kernels": 0.0}
+                                  "bytes": 0.0, "terms": {}, "shares": {}, "scale_out_s": 0.0, "scale_out_bytes": 0.0,
+                                  "kernels": 0.0}
             r["kernels"] = r["kernels"] + self.op_kernels(op) * repeat
             r["expected_s"] = r["expected_s"] + o.expected_s
             r["scale_out_s"] = r["scale_out_s"] + t.scale_out_s * repeat * stretch
@@ -214,6 +213,9 @@ class StepResult:
             terms, times = r["terms"], t.__dict__
             for term, field in _TERMS:   # KernelTime.terms
                 terms[term] = terms.get(term, 0.0) + times[field] * repeat * stretch
+            if op.part != "cpu":   # the row's time by the bound of each of its ops (binding_term's shares)
+                shares = r["shares"]
+                shares[t.bound] = shares.get(t.bound, 0.0) + float(o.expected_s)
         return rows
 
 
