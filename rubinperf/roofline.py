@@ -35,10 +35,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubinperf.kernels.cost import PEAKS, Kernel, _field_sums
 from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+
+if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
+    from rubinperf.specs.stack import Platform
 
 LAUNCH_MODES = ("graph", "eager", "stream", "cold")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
@@ -129,7 +132,7 @@ class KernelTime:
 _TIME_FIELDS = tuple(f.name for f in dataclasses.fields(KernelTime))
 
 
-def parallelism(kern: Kernel, hw):
+def parallelism(kern: Kernel, hw: Platform):
     """(CTAs, share of the SMs' compute in use, row padding factor) of a kernel on `hw`.
 
     MMA kernels: tiles = groups x ceil(rows / tile rows) x ceil(n / tile cols); with fewer tiles
@@ -173,7 +176,7 @@ def parallelism(kern: Kernel, hw):
     return ctas, exact / waves, m_tiles * tile_rows / kern.rows
 
 
-def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
+def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
     cost = kern.cost
     ctas, sm_share, padding = parallelism(kern, hw)
 
@@ -229,7 +232,7 @@ def kernel_time(kern: Kernel, hw, die_local_weights: bool = False, launch: str =
     )
 
 
-def compute_efficiency(family: str, peak: str, hw):
+def compute_efficiency(family: str, peak: str, hw: Platform):
     """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
     (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate. FP32
     operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
@@ -240,7 +243,7 @@ def compute_efficiency(family: str, peak: str, hw):
     return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")
 
 
-def bytes_in_flight(kern: Kernel, hw, ctas):
+def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
     """HBM bytes the whole GPU keeps in flight. A GEMM's TMA pipeline keeps its stages in flight on
     every SM with a tile (mma_bytes_in_flight_per_sm); ordinary loads are capped per SM
     (stream_bytes_in_flight_per_sm), and a kernel that states its bytes per CTA keeps the lesser of
@@ -254,7 +257,7 @@ def bytes_in_flight(kern: Kernel, hw, ctas):
     return smin(ctas * per_cta, hw.sm_count * cap)
 
 
-def dp_sync_rounds(ranks, hw):
+def dp_sync_rounds(ranks, hw: Platform):
     """Message rounds of a DP synchronisation's all-reduce over `ranks` ranks (0: none): one per rank for a
     linear all-reduce (Gloo's, as the October post measured it), ceil(log2 ranks) for recursive doubling."""
     if hw.dp_sync_algorithm == "linear":
@@ -266,7 +269,7 @@ def dp_sync_rounds(ranks, hw):
     return np.where(ranks > 1, np.ceil(np.log2(np.maximum(ranks, 1))), 0.0)
 
 
-def launch_latency(kern: Kernel, hw, launch: str = "graph"):
+def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     """Fixed time of the kernel's launches: its start, then its fill (prologue and the chain of dependent HBM
     loads) and its drain; plus, for a split-KV decode kernel that splits, the reduction kernel the library enqueues
     after it. How it starts depends on the launch:
@@ -300,7 +303,7 @@ def launch_latency(kern: Kernel, hw, launch: str = "graph"):
         boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
 
 
-def host_dispatch(kern: Kernel, hw):
+def host_dispatch(kern: Kernel, hw: Platform):
     """Host seconds to issue the kernel's launches with the GPU busy (the framework's dispatch, the driver, and a
     tensor-core library call's set-up): what a stream of calls from the host pays at least per kernel."""
     return kern.cost.launches * (hw.host_dispatch_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0))
@@ -312,13 +315,13 @@ def host_dispatch(kern: Kernel, hw):
 REDUCE_DEPENDENT_LOADS = 2
 
 
-def split_kv_reduction(kern: Kernel, hw):
+def split_kv_reduction(kern: Kernel, hw: Platform):
     """1 when a split-KV decode kernel has fewer (sequence, KV head, query tile) groups than SMs, so it splits the
     KV over more CTAs and reduces their partial outputs in a second kernel; 0 when its groups fill the SMs."""
     return smin(1.0, smax(0.0, sceil(hw.sm_count / kern.split_kv_groups) - 1))
 
 
-def overlap(kern: Kernel, hw, compute, memory, comm):
+def overlap(kern: Kernel, hw: Platform, compute, memory, comm):
     """How the body terms compose: the max in a pipelined kernel; in a fused kernel a share
     rho = rows / (rows + fused_overlap_rows) of the smaller terms hides under the largest."""
     largest = stimes_max(compute, memory, comm)
@@ -328,7 +331,7 @@ def overlap(kern: Kernel, hw, compute, memory, comm):
     return largest + (1 - rho) * (compute + memory + comm - largest)
 
 
-def admission_time(hw, prompt_tokens):
+def admission_time(hw: Platform, prompt_tokens):
     """Host time to admit requests into a decode batch: their prompt tokens x the stack's
     admission_cpu_per_prompt_token_s (scheduler work that grows with prompt length)."""
     return prompt_tokens * hw.admission_cpu_per_prompt_token_s

@@ -16,6 +16,7 @@ evaluated exactly (the tornado plot's bars).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -23,6 +24,9 @@ from rubinperf.analysis import symbolic as S
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware
 from rubinperf.specs.loader import numeric_fields, spec_fields
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 POINT_UNITS = {"batch": "requests", "context": "tokens", "new_tokens": "tokens", "draft_tokens": "tokens",
                "acceptance": "tokens/step", "balancedness": "", "draft_balancedness": ""}
@@ -73,7 +77,8 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
     common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
               "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
 
-    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS
+    from rubinperf.specs.stack import Platform
 
     meta = {f.name: f.metadata for f in spec_fields(Platform)}
     params = [(meta[name]["spec"], name, meta[name]["unit"], "") for name in numeric_fields(Platform)
@@ -109,7 +114,7 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
 
 
 
-def _p90_sensitivity(model, hw, layout, point, swing: float) -> list[dict]:
+def _p90_sensitivity(model, hw: Platform, layout, point, swing: float) -> list[dict]:
     """P90 tokens/s per user = the mean (the step's, symbolic) x the P90 factor (serving/interactivity.py: a
     quadrature in k, the acceptance and the two spreads). Its elasticity to a parameter is the mean's plus the
     factor's, the factor's by a central difference in ln p (step 1e-3); the spreads enter the factor only."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import get_type_hints
+from typing import TYPE_CHECKING, get_type_hints
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -31,12 +31,15 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 from sympy.printing.str import StrPrinter
 
-from rubinperf.kernels.cost import BYTE_KINDS, Kernel
 from rubinperf.errors import SpecError
-from rubinperf.step.point import Point
+from rubinperf.kernels.cost import BYTE_KINDS, Kernel
 from rubinperf.roofline import BOUNDS, binding_term, kernel_time
 from rubinperf.specs.hardware import Hardware
 from rubinperf.specs.loader import numeric_fields, spec_fields
+from rubinperf.step.point import Point
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 # ---------------------------------------------------------------- symbols
 
@@ -56,7 +59,8 @@ def hardware_fields() -> dict[str, bool]:
     """Float fields of a platform (hardware and stack) that become symbols -> whether each may be zero
     (cached: do not mutate). The stack's EPLB balancedness is not one: it only sets the operating
     point's default, and the point's balancedness is a symbol of its own."""
-    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS
+    from rubinperf.specs.stack import Platform
 
     hints = get_type_hints(Platform)
     return {f.name: not f.metadata["positive"] for f in spec_fields(Platform)
@@ -66,7 +70,8 @@ def hardware_fields() -> dict[str, bool]:
 def structural_hardware_fields() -> list[str]:
     """Integer platform fields: they shape the graph (tray boundaries, domain size) or the kernel's tiling
     (tile sizes, split-K) and stay numbers."""
-    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS, Platform
+    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS
+    from rubinperf.specs.stack import Platform
 
     floats = hardware_fields()
     return [f for f in numeric_fields(Platform) if f not in floats and f not in STACK_POINT_FIELDS]
@@ -406,7 +411,7 @@ P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0)
 P90_TABLE_SIGMA = (0.0145, 0.05)
 
 
-def interactivity_spreads(hw, k: float, acceptance: float) -> dict:
+def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
     """The P90 (and P50, P10) factors over the mean at the stack's spreads, their sources, and the P90 factor at
     other concentrations nu and step spreads sigma (serving/interactivity.py)."""
     from rubinperf.serving.interactivity import speed_factors

@@ -30,14 +30,18 @@ import itertools
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
 from rubinperf.errors import SpecError
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
 from rubinperf.roofline import TENSOR_CORE, kernel_time
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_per_sm", "mma_prologue_cycles",
               "mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "grouped_compute_efficiency",
@@ -76,7 +80,7 @@ class Stacked:
         for key, items in groups.items():
             self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[1]))
 
-    def times(self, hw, what: str = "expected_s") -> np.ndarray:
+    def times(self, hw: Platform, what: str = "expected_s") -> np.ndarray:
         out = np.zeros(self.n)
         for idx, kern, mode in self.groups:
             np.add.at(out, idx, np.broadcast_to(np.asarray(getattr(kernel_time(kern, hw, launch=mode), what),
@@ -93,15 +97,15 @@ def timed_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["family"] not in PROBES and modelled(r)]
 
 
-def expected(rows: list[dict], hw) -> np.ndarray:
+def expected(rows: list[dict], hw: Platform) -> np.ndarray:
     return Stacked(rows).times(hw)
 
 
-def sol(rows: list[dict], hw) -> np.ndarray:
+def sol(rows: list[dict], hw: Platform) -> np.ndarray:
     return Stacked(rows).times(hw, "sol_s")
 
 
-def log_ratios(rows: list[dict], hw) -> np.ndarray:
+def log_ratios(rows: list[dict], hw: Platform) -> np.ndarray:
     """ln(measured / expected) per row."""
     return np.log(measured(rows) / expected(rows, hw))
 
@@ -119,7 +123,7 @@ class FitResult:
     objective: str = ""           # what loss_before/loss_after measure
     heldout: dict = field(default_factory=dict)   # error on rows the fit did not see (cross_validate)
 
-    def hardware(self, hw):
+    def hardware(self, hw: Platform):
         return dataclasses.replace(hw, **self.after)
 
 
@@ -182,7 +186,7 @@ def _constrained(rows: list[dict]) -> list[str]:
     return out
 
 
-def fit_kernels(rows: list[dict], hw, fields=FIT_FIELDS, rounds: int = 12, points: int = 25,
+def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int = 12, points: int = 25,
                 loss: str = "abs", heldout: bool = True) -> FitResult:
     """Probes read directly, then a coordinate search of the fields the timed rows constrain."""
     probes, notes = probe_values(rows)
@@ -263,7 +267,7 @@ def folds(rows: list[dict], k: int = 2) -> list[int]:
     return out
 
 
-def cross_validate(rows: list[dict], hw, k: int = 2, **fit_options) -> dict:
+def cross_validate(rows: list[dict], hw: Platform, k: int = 2, **fit_options) -> dict:
     """Each timed row predicted by a fit made without it (k folds): median and worst |ln(measured/expected)|."""
     timed = timed_rows(rows)
     probes = [r for r in rows if r["family"] in PROBES]
@@ -298,7 +302,7 @@ def error_stats(rows: list[dict], errors: np.ndarray, sol_over: np.ndarray) -> d
             "families": {lab: stats([i for i in everything if labels[i] == lab]) for lab in dict.fromkeys(labels)}}
 
 
-def predict(rows: list[dict], hw) -> dict:
+def predict(rows: list[dict], hw: Platform) -> dict:
     """Error of `hw` on measurements it was not fitted to (another run, other shapes)."""
     timed = timed_rows(rows)
     t = measured(timed)
@@ -327,7 +331,7 @@ def collective_kernel(row: dict) -> Kernel:
     return fn(float(row["nbytes"]), int(row["ranks"]))
 
 
-def fit_collectives(rows: list[dict], hw) -> FitResult:
+def fit_collectives(rows: list[dict], hw: Platform) -> FitResult:
     """Weighted non-negative least squares of t = floor + hops lat + sent / (bw eff), relative errors."""
     if not rows:
         raise SpecError("no collective measurements to fit")
@@ -403,7 +407,7 @@ def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def collective_groups(rows: list[dict], hw) -> list[dict]:
+def collective_groups(rows: list[dict], hw: Platform) -> list[dict]:
     """Per collective and rank count: the fitted intercept (floor + hops x latency) and bandwidth efficiency."""
     out = []
     keys = sorted({(r["collective"], int(r["ranks"])) for r in rows})
@@ -423,7 +427,7 @@ def collective_groups(rows: list[dict], hw) -> list[dict]:
 # ---------------------------------------------------------------- reports
 
 
-def family_stats(rows: list[dict], hw) -> list[dict]:
+def family_stats(rows: list[dict], hw: Platform) -> list[dict]:
     """Per family: rows, median and worst (largest |ln|) measured/expected, and the largest SOL/measured."""
     rows = timed_rows(rows)
     stacked = Stacked(rows)

@@ -14,6 +14,11 @@ entries plus the 128-token window (640 keys, contiguous: the gather is measured 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
+
 HIDDEN, Q_RANK, HEADS, HEAD_DIM, KV_DIM = 5120, 1280, 64, 512, 512
 O_GROUPS, O_RANK = 8, 1024
 EXPERTS, TOP_K, EXPERT_WIDTH = 384, 6, 2304
@@ -103,7 +108,7 @@ def layer_rows_as_run(rows: int, measured: list[dict]) -> list[dict]:
     return [{**o, "mode": "graph", "launches": counts.get(o["op"]) or o["launches"]} for o in ops]
 
 
-def compare(hw, measured: list[dict]) -> list[dict]:
+def compare(hw: Platform, measured: list[dict]) -> list[dict]:
     """Per row count: the layer measured in one graph against the model (the sum of its operations' kernels, each
     timed inside a graph), and the sum of the operations measured alone."""
     from rubinperf.calibrate.fit import expected

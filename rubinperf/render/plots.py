@@ -14,11 +14,15 @@ import io
 import math
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rubinperf import files
-from rubinperf.files import regular_target
 from rubinperf.errors import SpecError, shorten
+from rubinperf.files import regular_target
 from rubinperf.units import fmt_num, fmt_time, si
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")  # .pgf, .ps, .eps would make matplotlib run LaTeX or ghostscript
 INSTALL_HINT = "pip install 'rubinperf[plot]'"
@@ -112,7 +116,7 @@ def _racks(records):
     return list(dict.fromkeys(r["hardware"] for r in records))
 
 
-def _series(records, hw):
+def _series(records, hw: Platform):
     mine = [r for r in records if r["hardware"] == hw and r["feasible"]
             and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
     rest = [r for r in mine if not r["on_frontier"]]

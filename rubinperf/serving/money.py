@@ -11,17 +11,22 @@ pool's to output tokens; the blended figure charges every GPU-hour to every toke
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
+
 SECONDS_PER_HOUR = 3600.0
 
 
-def usd_per_gpu_s(hw) -> float:
+def usd_per_gpu_s(hw: Platform) -> float:
     return hw.price_usd_per_gpu_hour / SECONDS_PER_HOUR
 
 
-def usd_per_m_tokens(hw, tokens_per_s_per_gpu):
+def usd_per_m_tokens(hw: Platform, tokens_per_s_per_gpu):
     """Dollars per million tokens made at `tokens_per_s_per_gpu` on every GPU charged."""
     return usd_per_gpu_s(hw) * 1e6 / tokens_per_s_per_gpu
 
 
-def tokens_per_s_per_kw(hw, tokens_per_s_per_gpu):
+def tokens_per_s_per_kw(hw: Platform, tokens_per_s_per_gpu):
     return tokens_per_s_per_gpu / (hw.gpu_power_w / 1e3)

@@ -16,18 +16,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rubinperf.step.capacity import Capacity, capacity
 from rubinperf.errors import SpecError
-from rubinperf.specs.layout import Layout
 from rubinperf.serving import money
 from rubinperf.serving.prefill import PrefillPlan, kv_transfer_link, kv_transfer_s, prefill_plan
 from rubinperf.serving.specdecode import SpecDecode, decode_engine
+from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
+from rubinperf.step.capacity import Capacity, capacity
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,7 +276,7 @@ def check_workload(m: Model, w: Workload) -> None:
                         f"context of {m.max_context_tokens:,}")
 
 
-def serve(m: Model, hw, w: Workload, decode_layout: Layout, batch, draft_tokens: int | None = None,
+def serve(m: Model, hw: Platform, w: Workload, decode_layout: Layout, batch, draft_tokens: int | None = None,
           acceptance: float | None = None, eplb: bool = True, prefill: PrefillPlan | None = None,
           interactivity_stat: str = "p90", total_gpus: int | None = None) -> Serving:
     """The deployment at an array of decode batches (requests per rank for DEP, per instance for TP)."""

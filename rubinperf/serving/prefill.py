@@ -18,31 +18,35 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_request
 from rubinperf.errors import SpecError
 from rubinperf.kernels.memory import kv_load, kv_transfer
-from rubinperf.specs.layout import Layout, check_layout, max_ranks, parse_layout
 from rubinperf.roofline import kernel_time
-from rubinperf.step.point import make_point
 from rubinperf.serving.specdecode import check_times
+from rubinperf.specs.layout import Layout, check_layout, max_ranks, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
+from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_request
+from rubinperf.step.point import make_point
 from rubinperf.step.result import StepResult
 from rubinperf.step.timing import step
 
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
-def prefix_load_s(hw, nbytes: float, pool: str) -> float:
+
+def prefix_load_s(hw: Platform, nbytes: float, pool: str) -> float:
     """Seconds one GPU takes to load `nbytes` of cached prefix KV from the shared pool."""
     return float(kernel_time(kv_load(nbytes, pool), hw).expected_s)
 
 
-def kv_transfer_time(hw, nbytes: float, link: str) -> float:
+def kv_transfer_time(hw: Platform, nbytes: float, link: str) -> float:
     """Seconds to send `nbytes` of prefilled KV (per GPU) from the prefill to the decode pool over `link`."""
     return float(kernel_time(kv_transfer(nbytes, link), hw).expected_s)
 
 
-def kv_transfer_link(hw, w: Workload, prefill_layout: Layout, decode_layout: Layout | None = None) -> str:
+def kv_transfer_link(hw: Platform, w: Workload, prefill_layout: Layout, decode_layout: Layout | None = None) -> str:
     """The link that carries prefilled KV to the decode pool: the workload's; on a cluster (a rack whose
     instances may span NVLink domains, max_nvlink_domains > 1) the scale-out NIC whenever a prefill
     instance and a decode instance cannot sit in one NVLink domain (either spans more than one, or the two
@@ -54,7 +58,7 @@ def kv_transfer_link(hw, w: Workload, prefill_layout: Layout, decode_layout: Lay
     return "scale-out" if wide and cluster else w.kv_transfer_link
 
 
-def kv_transfer_s(m: Model, hw, w: Workload, layout: Layout, seqs: float, link: str) -> float:
+def kv_transfer_s(m: Model, hw: Platform, w: Workload, layout: Layout, seqs: float, link: str) -> float:
     """Sending one step's prefilled KV (its sequences' whole input) from each prefill GPU over `link`."""
     sent = layout.per_gpu(seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)))
     return kv_transfer_time(hw, sent, link)
@@ -98,7 +102,7 @@ class PrefillPlan:
         return self.capacity.reason(self.seqs)
 
 
-def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: bool = True) -> PrefillPlan:
+def prefill_plan(m: Model, hw: Platform, w: Workload, layout: Layout | None = None, eplb: bool = True) -> PrefillPlan:
     """Chunk the workload's uncached tokens to the budget per rank, time one step, add loads and transfer."""
     layout = layout or parse_layout(w.prefill_layout)
     uncached, cached = w.uncached_tokens_per_turn, w.cached_tokens_per_turn
@@ -126,7 +130,7 @@ def prefill_plan(m: Model, hw, w: Workload, layout: Layout | None = None, eplb: 
                        transfer_s=transfer, capacity=cap, bound=r.bound, result=r)
 
 
-def default_prefill_layout(m: Model, hw, w: Workload, eplb: bool = True) -> tuple[Layout, str, PrefillPlan | None]:
+def default_prefill_layout(m: Model, hw: Platform, w: Workload, eplb: bool = True) -> tuple[Layout, str, PrefillPlan | None]:
     """The workload's prefill layout, or, when its weights do not fit this rack's HBM (DEP2 of a
     large model on an 8-GPU H200 or B200), the smallest DEP layout that fits; with a note saying so,
     and the plan of the chosen layout (None when it was not computed or does not compute).

@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.layout import Layout
 from rubinperf.roofline import admission_time
-from rubinperf.step.point import make_point
 from rubinperf.serving.interactivity import speed_factors
+from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
+from rubinperf.step.point import make_point
 from rubinperf.step.result import StepResult
 from rubinperf.step.timing import step
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 
 def accepted_tokens(alpha, k):
@@ -117,7 +120,7 @@ def admissions_per_step(batch, acceptance, output_tokens_per_turn):
     return batch * acceptance / output_tokens_per_turn if output_tokens_per_turn else 0.0
 
 
-def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tokens: int | None = None,
+def decode_engine(m: Model, hw: Platform, layout: Layout, batch, context: float, draft_tokens: int | None = None,
                   acceptance: float | None = None, eplb: bool = True, prompt_tokens_per_turn: float = 0.0,
                   output_tokens_per_turn: float = 0.0) -> SpecDecode:
     """The decode engine over an array of batches. With a workload's turn (prompt and output tokens), the host
@@ -147,7 +150,7 @@ def decode_engine(m: Model, hw, layout: Layout, batch, context: float, draft_tok
                       output_tokens_per_turn=float(output_tokens_per_turn))
 
 
-def check_times(hw, m: Model, what: str, *times) -> None:
+def check_times(hw: Platform, m: Model, what: str, *times) -> None:
     """Out-of-range spec values (a rate of 1e-300, a floor of 1e300) end here, not in a division by zero."""
     for t in times:
         t = np.asarray(t, dtype=float)

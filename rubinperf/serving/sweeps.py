@@ -12,17 +12,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.step.point import Point
-from rubinperf.specs.layout import Layout, check_layout, fits, parse_layout
 from rubinperf.serving.interactivity import check_stat
 from rubinperf.serving.pools import Serving, check_workload, serve
 from rubinperf.serving.prefill import default_prefill_layout, prefill_plan
+from rubinperf.specs.layout import Layout, check_layout, fits, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.step.grid import GridSteps
+from rubinperf.step.point import Point
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 DEFAULT_DECODE_LAYOUTS = ("tp4", "tp8", "dep8", "dep16", "dep32", "dep64")
 DEFAULT_MAX_BATCH = 1024
@@ -139,7 +143,7 @@ def sweep(setups, decode_layouts=None, prefill_layouts=None, batches=None, draft
     return Sweep(runs=runs, skipped=skipped, notes=notes)
 
 
-def stack_decode_layouts(m: Model, hw, notes: list | None = None) -> list[Layout]:
+def stack_decode_layouts(m: Model, hw: Platform, notes: list | None = None) -> list[Layout]:
     """The decode engine shapes of the rack's stack (serving.decode_layouts) that this rack and model can take;
     when none can (a stack of 72-GPU racks on an 8-GPU server), the generic set that can, with a note."""
     wanted = [parse_layout(x) for x in hw.decode_layouts]
@@ -159,7 +163,7 @@ GRID_METRICS = ("step_s", "sol_s", "tokens_per_s_per_gpu", "tokens_per_s_per_use
 CHUNK_POINTS = 25_000
 
 
-def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
+def sweep_grid(model, hw: Platform, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
     """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]).
 
     The step's graph is built once for the grid and its ops that do not read the context are timed

@@ -16,60 +16,65 @@ from rubinperf.errors import SpecError
 from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
 
 
-@dataclass(frozen=True)
+def _field(*args, **kwargs):
+    """A hardware spec field (spec_field, marked as the hardware's in a Platform)."""
+    return spec_field(*args, spec="hardware", **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Hardware:
     name: str
     description: str
     default_stack: str  # the stack (stacks/<name>.toml) this rack is evaluated with unless --stack says otherwise
     # [compute] dense datasheet peaks
-    fp4_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
-    fp8_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
-    fp8_fp4_dense_flops_per_s: float = spec_field("compute", "FLOP/s", doc="mixed FP8 activations x FP4 weights")
-    bf16_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
-    fp32_dense_flops_per_s: float = spec_field("compute", "FLOP/s")
-    sm_count: int = spec_field("compute", "SMs", doc="SMs the serving kernels schedule on")
-    sm_clock_hz: float = spec_field("compute", "Hz", doc="SM clock under load (boost): turns a kernel's fixed cycles into time")
-    shared_memory_per_sm_bytes: float = spec_field("compute", "bytes", doc="shared memory one SM's pipeline stages can use")
-    preview: bool = spec_field("compute", positive=False, doc="true when NVIDIA has only previewed the figures")
+    fp4_dense_flops_per_s: float = _field("compute", "FLOP/s")
+    fp8_dense_flops_per_s: float = _field("compute", "FLOP/s")
+    fp8_fp4_dense_flops_per_s: float = _field("compute", "FLOP/s", doc="mixed FP8 activations x FP4 weights")
+    bf16_dense_flops_per_s: float = _field("compute", "FLOP/s")
+    fp32_dense_flops_per_s: float = _field("compute", "FLOP/s")
+    sm_count: int = _field("compute", "SMs", doc="SMs the serving kernels schedule on")
+    sm_clock_hz: float = _field("compute", "Hz", doc="SM clock under load (boost): turns a kernel's fixed cycles into time")
+    shared_memory_per_sm_bytes: float = _field("compute", "bytes", doc="shared memory one SM's pipeline stages can use")
+    preview: bool = _field("compute", positive=False, doc="true when NVIDIA has only previewed the figures")
     # [memory] HBM
-    hbm_capacity_bytes: float = spec_field("memory", "bytes")
-    hbm_bandwidth_bytes_per_s: float = spec_field("memory", "B/s")
-    memory_domains: int = spec_field("memory")
-    hbm_local_bandwidth_factor: float = spec_field("memory", at_most=1.0, doc="fraction of peak when SMs read their own domain")
-    hbm_interleaved_bandwidth_factor: float = spec_field("memory", at_most=1.0, doc="fraction of peak for interleaved memory")
-    hbm_remote_bandwidth_factor: float = spec_field("memory", at_most=1.0, doc="fraction of peak across domains")
-    hbm_latency_s: float = spec_field("memory", "s", doc="one dependent HBM load (pointer chase), L2 missed")
+    hbm_capacity_bytes: float = _field("memory", "bytes")
+    hbm_bandwidth_bytes_per_s: float = _field("memory", "B/s")
+    memory_domains: int = _field("memory")
+    hbm_local_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak when SMs read their own domain")
+    hbm_interleaved_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak for interleaved memory")
+    hbm_remote_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak across domains")
+    hbm_latency_s: float = _field("memory", "s", doc="one dependent HBM load (pointer chase), L2 missed")
     # [nvlink] scale-up
-    nvlink_bandwidth_bytes_per_s: float = spec_field("nvlink", "B/s", doc="per GPU, one direction")
-    nvlink_latency_s: float = spec_field("nvlink", "s", doc="per message")
-    nvlink_domain_size: int = spec_field("nvlink", "GPUs")
-    gpus_per_tray: int = spec_field("nvlink", "GPUs")
-    cross_tray_latency_s: float = spec_field("nvlink", "s", positive=False, doc="extra latency of a cross-tray message")
+    nvlink_bandwidth_bytes_per_s: float = _field("nvlink", "B/s", doc="per GPU, one direction")
+    nvlink_latency_s: float = _field("nvlink", "s", doc="per message")
+    nvlink_domain_size: int = _field("nvlink", "GPUs")
+    gpus_per_tray: int = _field("nvlink", "GPUs")
+    cross_tray_latency_s: float = _field("nvlink", "s", positive=False, doc="extra latency of a cross-tray message")
     # [scale_out] NIC
-    scale_out_bandwidth_bytes_per_s: float = spec_field("scale_out", "B/s")
-    scale_out_latency_s: float = spec_field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")
-    max_nvlink_domains: int = spec_field("scale_out", "domains", doc="most NVLink domains one engine instance may span over the NIC (1: NVLink only); GPUs = nvlink_domain_size x this")
+    scale_out_bandwidth_bytes_per_s: float = _field("scale_out", "B/s")
+    scale_out_latency_s: float = _field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")
+    max_nvlink_domains: int = _field("scale_out", "domains", doc="most NVLink domains one engine instance may span over the NIC (1: NVLink only); GPUs = nvlink_domain_size x this")
     # [host] CPU memory
-    host_memory_capacity_bytes: float = spec_field("host", "bytes", doc="per GPU")
-    host_memory_bandwidth_bytes_per_s: float = spec_field("host", "B/s", doc="per GPU")
-    c2c_bandwidth_bytes_per_s: float = spec_field("host", "B/s", doc="CPU-GPU link, per GPU")
+    host_memory_capacity_bytes: float = _field("host", "bytes", doc="per GPU")
+    host_memory_bandwidth_bytes_per_s: float = _field("host", "B/s", doc="per GPU")
+    c2c_bandwidth_bytes_per_s: float = _field("host", "B/s", doc="CPU-GPU link, per GPU")
     # [economics]
-    gpu_power_w: float = spec_field("economics", "W")
-    price_usd_per_gpu_hour: float = spec_field("economics", "USD/GPU-hour")
+    gpu_power_w: float = _field("economics", "W")
+    price_usd_per_gpu_hour: float = _field("economics", "USD/GPU-hour")
     # [kernel] silicon limits a kernel of any library meets: bytes in flight with ordinary loads, and a
     # kernel boundary inside a CUDA graph replay (the GPU front end works through the graph with no host
     # code in the way, so every stack pays the same). Tiles, pipelines, split-K, overlaps and the
     # launch of a lone kernel from a framework (host code: PyTorch dispatch) are the stack's
-    stream_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
-    kernel_launch_graph_s: float = spec_field("kernel", "s", doc="a kernel boundary inside a CUDA graph replay")
-    kernel_launch_stream_s: float = spec_field("kernel", "s", doc="the gap between two kernels issued from the host into one stream, no graph (the GPU's share of a do_bench figure beyond the kernel); at least the graph boundary")
+    stream_bytes_in_flight_per_sm: float = _field("kernel", "bytes", doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
+    kernel_launch_graph_s: float = _field("kernel", "s", doc="a kernel boundary inside a CUDA graph replay")
+    kernel_launch_stream_s: float = _field("kernel", "s", doc="the gap between two kernels issued from the host into one stream, no graph (the GPU's share of a do_bench figure beyond the kernel); at least the graph boundary")
     # [efficiency] fractions of peak any competent kernel reaches on this silicon (the memory system, the
     # links, CUDA cores); the tuned kernels' fractions are the stack's
-    vector_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="CUDA-core rate of norms, mixing, selection")
-    hbm_stream_efficiency: float = spec_field("efficiency", at_most=1.0, doc="HBM rate a kernel with enough bytes in flight reaches")
-    nvlink_efficiency: float = spec_field("efficiency", at_most=1.0)
-    scale_out_efficiency: float = spec_field("efficiency", at_most=1.0)
-    host_efficiency: float = spec_field("efficiency", at_most=1.0)
+    vector_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="CUDA-core rate of norms, mixing, selection")
+    hbm_stream_efficiency: float = _field("efficiency", at_most=1.0, doc="HBM rate a kernel with enough bytes in flight reaches")
+    nvlink_efficiency: float = _field("efficiency", at_most=1.0)
+    scale_out_efficiency: float = _field("efficiency", at_most=1.0)
+    host_efficiency: float = _field("efficiency", at_most=1.0)
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rubinperf.errors import SpecError
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 LAYOUT_EXAMPLES = [
     ("dep2", "prefill engine: 2 ranks, data-parallel attention, experts split 2 ways (EP2)"),
@@ -53,7 +57,7 @@ def parse_layout(text: str) -> Layout:
     return Layout(m.group(1), n)
 
 
-def check_layout(layout: Layout, model, hw) -> None:
+def check_layout(layout: Layout, model, hw: Platform) -> None:
     """A layout must divide the model's experts (DEP) or heads and expert width (TP), and fit the NVLink domain;
     a DEP layout may span whole NVLink domains of a cluster (up to max_nvlink_domains of them, over the NIC)."""
     where = f"layout {layout.name} for {model.name}"
@@ -80,17 +84,17 @@ def check_layout(layout: Layout, model, hw) -> None:
                         "(whole domains)")
 
 
-def max_ranks(hw) -> int:
+def max_ranks(hw: Platform) -> int:
     """The most GPUs one engine instance may span: GPUs per NVLink domain x domains it may span over the NIC."""
     return hw.nvlink_domain_size * getattr(hw, "max_nvlink_domains", 1)
 
 
-def domains_spanned(layout: Layout, hw) -> int:
+def domains_spanned(layout: Layout, hw: Platform) -> int:
     """NVLink domains an instance of `layout` occupies on `hw` (1 for any layout inside one domain)."""
     return max(1, -(-layout.ranks // hw.nvlink_domain_size))
 
 
-def fits(layout: Layout, model, hw) -> bool:
+def fits(layout: Layout, model, hw: Platform) -> bool:
     """check_layout as a yes or no."""
     try:
         check_layout(layout, model, hw)
@@ -99,7 +103,7 @@ def fits(layout: Layout, model, hw) -> bool:
     return True
 
 
-def layouts_that_fit(model, hw, kind: str) -> list[str]:
+def layouts_that_fit(model, hw: Platform, kind: str) -> list[str]:
     """Names of the `kind` layouts (dep or tp) that divide the model and fit the rack's NVLink domain
     (DEP: or span whole domains of a cluster)."""
     widest = hw.nvlink_domain_size if kind == "tp" else max_ranks(hw)

@@ -20,9 +20,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from rubinperf.errors import SpecError
-
 from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
+from rubinperf.errors import SpecError
 
 # Sanity range of any non-zero number in a spec, in SI units. Nothing a GPU, a rack or a model
 # has comes near either end (peaks ~1e16 FLOP/s, capacities ~1e12 B, latencies ~1e-6 s); a value
@@ -32,12 +31,14 @@ LARGEST_INT = 2 ** 40  # counts and sizes (layers are bounded tighter: they are 
 
 
 def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: float | None = None,
-               default: Any = dataclasses.MISSING, doc: str = "") -> Any:
+               default: Any = dataclasses.MISSING, doc: str = "", spec: str = "") -> Any:
     """Declare a spec field: which TOML table holds it, its unit, and its valid range.
 
     Every number must also be finite and, unless zero, within [SMALLEST, LARGEST] (integers:
     at most LARGEST_INT); a positive amount in tokens is at least one token."""
     meta = {"section": section, "unit": unit, "positive": positive, "at_most": at_most, "doc": doc}
+    if spec:   # which spec kind declares it, where a record merges two (a Platform: hardware + stack)
+        meta["spec"] = spec
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

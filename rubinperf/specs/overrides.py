@@ -28,7 +28,7 @@ def _views(records: dict) -> dict:
         if rec is None:
             continue
         fields = spec_fields(type(rec))
-        if k == "hardware" and any("spec" in f.metadata for f in fields):
+        if k == "hardware" and {f.metadata.get("spec") for f in fields} >= {"hardware", "stack"}:
             for spec in ("hardware", "stack"):
                 views[spec] = (k, [f for f in fields if f.metadata.get("spec") == spec])
         else:

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import get_type_hints
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
 from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field, spec_fields
-
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
@@ -33,63 +31,68 @@ MOE_KERNELS = ("megamoe", "routed-gemms")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
 
 
-@dataclass(frozen=True)
+def _field(*args, **kwargs):
+    """A stack spec field (spec_field, marked as the stack's in a Platform)."""
+    return spec_field(*args, spec="stack", **kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stack:
     name: str
     description: str
     # [kernel] the kernel library: tiles, split-K, pipelines, fixed costs
-    mma_tile_rows: int = spec_field("kernel", "rows", doc="activation rows of one MMA tile: rows are padded to a multiple")
-    mma_tile_cols: int = spec_field("kernel", "columns", doc="weight columns (output) of one CTA's tile")
-    split_k_max: int = spec_field("kernel", doc="most K splits a GEMM with too few tiles uses to fill the SMs (1: none)")
-    split_k_min_depth: int = spec_field("kernel", "elements", doc="fewest K elements one split keeps")
-    wave_quantization: float = spec_field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
-    mma_bytes_in_flight_per_sm: float = spec_field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes); at most twice the SM's shared memory")
-    kernel_launch_cold_s: float = spec_field("kernel", "s", doc="a lone kernel launched after a synchronisation (--launch cold): the framework's dispatch, the driver and the GPU's wake-up, to its first instruction")
-    host_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="host time to issue one kernel call with the GPU busy (the framework's dispatch and cudaLaunchKernel): a stream of calls from the host pays at least this per kernel")
-    tensor_core_dispatch_s: float = spec_field("kernel", "s", positive=False, doc="a tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace), paid where the host issues it; not in a graph")
-    mma_prologue_cycles: float = spec_field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
-    pdl_hidden_s: float = spec_field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
-    fused_overlap_rows: float = spec_field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
+    mma_tile_rows: int = _field("kernel", "rows", doc="activation rows of one MMA tile: rows are padded to a multiple")
+    mma_tile_cols: int = _field("kernel", "columns", doc="weight columns (output) of one CTA's tile")
+    split_k_max: int = _field("kernel", doc="most K splits a GEMM with too few tiles uses to fill the SMs (1: none)")
+    split_k_min_depth: int = _field("kernel", "elements", doc="fewest K elements one split keeps")
+    wave_quantization: float = _field("kernel", positive=False, at_most=1.0, doc="share of the last wave's idle SMs a GEMM pays for (1: whole waves; 0: a persistent or stream-K schedule balances them)")
+    mma_bytes_in_flight_per_sm: float = _field("kernel", "bytes", doc="weight bytes one SM of a GEMM keeps in flight (stages x stage bytes); at most twice the SM's shared memory")
+    kernel_launch_cold_s: float = _field("kernel", "s", doc="a lone kernel launched after a synchronisation (--launch cold): the framework's dispatch, the driver and the GPU's wake-up, to its first instruction")
+    host_dispatch_s: float = _field("kernel", "s", positive=False, doc="host time to issue one kernel call with the GPU busy (the framework's dispatch and cudaLaunchKernel): a stream of calls from the host pays at least this per kernel")
+    tensor_core_dispatch_s: float = _field("kernel", "s", positive=False, doc="a tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace), paid where the host issues it; not in a graph")
+    mma_prologue_cycles: float = _field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
+    pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
+    fused_overlap_rows: float = _field("kernel", "rows", doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
-    mma_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
-    grouped_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel")
-    grouped_hbm_efficiency: float = spec_field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
-    attention_compute_efficiency: float = spec_field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
-    collective_floor_s: float = spec_field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")
+    mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
+    grouped_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel")
+    grouped_hbm_efficiency: float = _field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
+    attention_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
+    collective_floor_s: float = _field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")
     # [scheduler] the serving engine's host work
-    step_overhead_s: float = spec_field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
-    dp_sync_per_rank_s: float = spec_field("scheduler", "s", positive=False, doc="DP synchronisation: one message round of its all-reduce (linear: a round per rank of the DP group; recursive-doubling: ceil(log2 ranks) rounds)")
-    dp_sync_algorithm: str = spec_field("scheduler", doc="the DP synchronisation's all-reduce: linear (rounds grow with the ranks) or recursive-doubling (log2 of them)")
-    host_exposed_share: float = spec_field("scheduler", positive=False, at_most=1.0, doc="share of the scheduler's host work (step overhead, admission) on the critical path: step = max(GPU + DP sync + share x scheduler work, all host work); 0: fully overlapped by async scheduling, 1: none overlapped")
+    step_overhead_s: float = _field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
+    dp_sync_per_rank_s: float = _field("scheduler", "s", positive=False, doc="DP synchronisation: one message round of its all-reduce (linear: a round per rank of the DP group; recursive-doubling: ceil(log2 ranks) rounds)")
+    dp_sync_algorithm: str = _field("scheduler", doc="the DP synchronisation's all-reduce: linear (rounds grow with the ranks) or recursive-doubling (log2 of them)")
+    host_exposed_share: float = _field("scheduler", positive=False, at_most=1.0, doc="share of the scheduler's host work (step overhead, admission) on the critical path: step = max(GPU + DP sync + share x scheduler work, all host work); 0: fully overlapped by async scheduling, 1: none overlapped")
     # [eplb] expert balancedness (mean rank load / max rank load) the engine's load balancer reaches
-    eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB on")
-    eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB on")
-    no_eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB off (--no-eplb)")
-    no_eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
+    eplb_target_balancedness: float = _field("eplb", at_most=1.0, doc="target model, EPLB on")
+    eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB on")
+    no_eplb_target_balancedness: float = _field("eplb", at_most=1.0, doc="target model, EPLB off (--no-eplb)")
+    no_eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
     # [interactivity] how per-user decode speed spreads around its mean (rubinperf/serving/interactivity.py)
-    acceptance_concentration: float = spec_field("interactivity", doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
-    step_time_spread: float = spec_field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
+    acceptance_concentration: float = _field("interactivity", doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
+    step_time_spread: float = _field("interactivity", positive=False, doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel
-    tp_allreduce_fused: bool = spec_field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
-    mhc_kernels: str = spec_field("fusion", doc="the kernels of one mHC sublayer boundary (a model of several residual routes): mega-mhc (one kernel: post, pre mixing, Sinkhorn, route collapse and RMSNorm) or tilelang (SGLang's four: post; pre GEMM + sum of squares; split sum, Sinkhorn and route collapse; RMSNorm)")
-    tp_mhc_in_epilogue: bool = spec_field("fusion", doc="TP path: the mHC work runs in the GEMM epilogues with the one-shot all-reduce (no kernel of its own; its bytes stay); needs tp_allreduce_fused")
-    moe_kernels: str = spec_field("fusion", doc="TP path's routed experts: megamoe (one grouped kernel) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels); the router GEMM and its top-k are kernels of their own on both")
-    tp_shared_expert_fused_below_rows: int = spec_field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
-    rope_kv_insert_fused: bool = spec_field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
+    tp_allreduce_fused: bool = _field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
+    mhc_kernels: str = _field("fusion", doc="the kernels of one mHC sublayer boundary (a model of several residual routes): mega-mhc (one kernel: post, pre mixing, Sinkhorn, route collapse and RMSNorm) or tilelang (SGLang's four: post; pre GEMM + sum of squares; split sum, Sinkhorn and route collapse; RMSNorm)")
+    tp_mhc_in_epilogue: bool = _field("fusion", doc="TP path: the mHC work runs in the GEMM epilogues with the one-shot all-reduce (no kernel of its own; its bytes stay); needs tp_allreduce_fused")
+    moe_kernels: str = _field("fusion", doc="TP path's routed experts: megamoe (one grouped kernel) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels); the router GEMM and its top-k are kernels of their own on both")
+    tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
+    rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
     # [placement] where the engine keeps its weights on a GPU of two memory domains
-    die_local_expert_weights: bool = spec_field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
+    die_local_expert_weights: bool = _field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
-    decode_layouts: tuple[str, ...] = spec_field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
-    admission_cpu_per_prompt_token_s: float = spec_field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
-    max_kv_loads_per_step: int = spec_field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
+    decode_layouts: tuple[str, ...] = _field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
+    admission_cpu_per_prompt_token_s: float = _field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
+    max_kv_loads_per_step: int = _field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
 
     # [ep] how the engine's EP exchanges tokens: across NVLink domains (a layout wider than one domain), and the draft's
-    ep_prefill_hierarchical: bool = spec_field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
-    ep_decode_hierarchical: bool = spec_field("ep", doc="decode: as ep_prefill_hierarchical")
-    draft_ep_exchange: str = spec_field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
+    ep_prefill_hierarchical: bool = _field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
+    ep_decode_hierarchical: bool = _field("ep", doc="decode: as ep_prefill_hierarchical")
+    draft_ep_exchange: str = _field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     # [speculative] how the engine runs the draft model in a decode step
-    draft_first_pass: str = spec_field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
-    draft_forwards: str = spec_field("speculative", doc="a decode step's draft forwards: sequential (k forwards, the first over draft_first_pass rows, then one token per request: EAGLE/MTP proposers) or parallel-block (one forward over k query rows per request, its LM head over all k: vLLM's DSpark speculator); parallel-block ignores draft_first_pass")
+    draft_first_pass: str = _field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
+    draft_forwards: str = _field("speculative", doc="a decode step's draft forwards: sequential (k forwards, the first over draft_first_pass rows, then one token per request: EAGLE/MTP proposers) or parallel-block (one forward over k query rows per request, its LM head over all k: vLLM's DSpark speculator); parallel-block ignores draft_first_pass")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 
@@ -133,64 +136,56 @@ POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusi
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 
-def _platform_class():
-    hints = {**get_type_hints(Hardware), **get_type_hints(Stack)}
-    fields = [("name", str), ("description", str), ("default_stack", str), ("stack", str)]
-    seen = set()
-    for spec, cls in (("hardware", Hardware), ("stack", Stack)):
-        for f in spec_fields(cls):
-            if f.name in seen:  # pragma: no cover - a programming error in the spec classes
-                raise TypeError(f"{f.name} is in both the hardware and the stack spec")
-            seen.add(f.name)
-            fields.append((f.name, hints[f.name], dataclasses.field(metadata={**f.metadata, "spec": spec})))
-    fields += [("sources", dict, dataclasses.field(default_factory=dict, compare=False)),
-               ("path", str, dataclasses.field(default="", compare=False)),
-               ("stack_path", str, dataclasses.field(default="", compare=False))]
-    return dataclasses.make_dataclass("Platform", fields, frozen=True,
-                                      namespace={"validate": _validate, "peak_flops": Hardware.peak_flops,
-                                                 "hardware_spec": _hardware_spec, "stack_spec": _stack_spec,
-                                                 "__doc__": "One rack's silicon and the software stack on it, "
-                                                            "merged: what the roofline, step and serving read."})
+@dataclass(frozen=True, kw_only=True)
+class Platform(Stack, Hardware):
+    """One rack's silicon and the software stack on it, merged: what the roofline, step and serving read.
+
+    Every Hardware field and every Stack field, under its own name (no name is in both; each field's metadata
+    says which spec declares it), and the stack's name and file."""
+
+    stack: str
+    stack_path: str = dataclasses.field(default="", compare=False)
+
+    def validate(self) -> None:
+        """The hardware's and the stack's own checks, and what a stack may not ask of this silicon."""
+        self.hardware_spec().validate()
+        self.stack_spec().validate()
+        if self.kernel_launch_stream_s > self.kernel_launch_cold_s:
+            raise SpecError(f"{self.stack_path}: kernel.kernel_launch_cold_s: expected at least {self.name}'s "
+                            f"kernel_launch_stream_s ({self.kernel_launch_stream_s:g} s): a kernel launched after a "
+                            "synchronisation is never quicker to start than one behind others in a stream")
+        limit = 2 * self.shared_memory_per_sm_bytes
+        if self.mma_bytes_in_flight_per_sm > limit:
+            raise SpecError(f"{self.stack_path}: kernel.mma_bytes_in_flight_per_sm: expected at most twice "
+                            f"{self.name}'s shared_memory_per_sm_bytes ({limit:g}): an SM cannot keep more bytes in flight")
+
+    def _part(self, cls, spec: str):
+        kw = {f.name: getattr(self, f.name) for f in spec_fields(cls)}
+        srcs = {k.split(".", 1)[1]: v for k, v in self.sources.items() if k.startswith(spec + ".")}
+        return kw, srcs
+
+    def hardware_spec(self) -> Hardware:
+        """The silicon part of this platform, as a Hardware record."""
+        kw, srcs = self._part(Hardware, "hardware")
+        return Hardware(name=self.name, description=self.description, default_stack=self.default_stack,
+                        sources=srcs, path=self.path, **kw)
+
+    def stack_spec(self) -> Stack:
+        """The software part of this platform, as a Stack record."""
+        kw, srcs = self._part(Stack, "stack")
+        return Stack(name=self.stack, description="", sources=srcs, path=self.stack_path, **kw)
 
 
-def _validate(self) -> None:
-    """The hardware's and the stack's own checks, and what a stack may not ask of this silicon."""
-    self.hardware_spec().validate()
-    self.stack_spec().validate()
-    if self.kernel_launch_stream_s > self.kernel_launch_cold_s:
-        raise SpecError(f"{self.stack_path}: kernel.kernel_launch_cold_s: expected at least {self.name}'s "
-                        f"kernel_launch_stream_s ({self.kernel_launch_stream_s:g} s): a kernel launched after a "
-                        "synchronisation is never quicker to start than one behind others in a stream")
-    limit = 2 * self.shared_memory_per_sm_bytes
-    if self.mma_bytes_in_flight_per_sm > limit:
-        raise SpecError(f"{self.stack_path}: kernel.mma_bytes_in_flight_per_sm: expected at most twice "
-                        f"{self.name}'s shared_memory_per_sm_bytes ({limit:g}): an SM cannot keep more bytes in flight")
+def _no_field_in_both() -> None:
+    both = {f.name for f in spec_fields(Hardware)} & {f.name for f in spec_fields(Stack)}
+    if both:  # pragma: no cover - a programming error in the spec classes
+        raise TypeError(f"{', '.join(sorted(both))}: in both the hardware and the stack spec")
 
 
-def _split(self, cls, spec: str):
-    kw = {f.name: getattr(self, f.name) for f in spec_fields(cls)}
-    srcs = {k.split(".", 1)[1]: v for k, v in self.sources.items() if k.startswith(spec + ".")}
-    return kw, srcs
+_no_field_in_both()
 
 
-def _hardware_spec(self) -> Hardware:
-    """The silicon part of this platform, as a Hardware record."""
-    kw, srcs = _split(self, Hardware, "hardware")
-    return Hardware(name=self.name, description=self.description, default_stack=self.default_stack,
-                    sources=srcs, path=self.path, **kw)
-
-
-def _stack_spec(self) -> Stack:
-    """The software part of this platform, as a Stack record."""
-    kw, srcs = _split(self, Stack, "stack")
-    return Stack(name=self.stack, description="", sources=srcs, path=self.stack_path, **kw)
-
-
-Platform = _platform_class()
-Platform.__module__ = __name__
-
-
-def platform(hw: Hardware, st: Stack):
+def platform(hw: Hardware, st: Stack) -> Platform:
     """Merge one hardware spec and one stack spec; checked (a stack's pipelines must fit the SM)."""
     kw = {f.name: getattr(hw, f.name) for f in spec_fields(Hardware)}
     kw.update({f.name: getattr(st, f.name) for f in spec_fields(Stack)})
@@ -202,7 +197,7 @@ def platform(hw: Hardware, st: Stack):
     return rec
 
 
-def load_platform(hardware: str, stack: str | None = None):
+def load_platform(hardware: str, stack: str | None = None) -> Platform:
     """A rack with a stack: `stack` a bundled name or a path; None takes the hardware's default_stack."""
     hw = load_hardware(hardware)
     try:

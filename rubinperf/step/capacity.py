@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rubinperf.step.architecture import Weight, draft_layer_weights, embedding_weights, layer_weights
 from rubinperf.specs.layout import Layout
-from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS, RESIDUAL_BYTES
 from rubinperf.specs.model import Model
+from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS, RESIDUAL_BYTES
+from rubinperf.step.architecture import Weight, draft_layer_weights, embedding_weights, layer_weights
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 GB = 1e9
 # Weights whose columns (or heads) a TP layout splits, as graph.py does.
@@ -192,7 +196,7 @@ class Capacity:
         }
 
 
-def capacity(m: Model, hw, layout: Layout, phase: str, context_tokens: float, tokens_per_request: float,
+def capacity(m: Model, hw: Platform, layout: Layout, phase: str, context_tokens: float, tokens_per_request: float,
              logits_per_request: float, reserve_bytes: float, engram_placement: str | None = None,
              engram_peer_gpus: int = 18) -> Capacity:
     """Budget of one rank for requests of up to `context_tokens`, each with `tokens_per_request`

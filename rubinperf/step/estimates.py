@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.layout import fits, parse_layout
-from rubinperf.step.records import step_record
 from rubinperf.specs.defaults import DEFAULT_ENGINES
-from rubinperf.step.point import make_point
-from rubinperf.step.timing import step
+from rubinperf.specs.layout import fits, parse_layout
 from rubinperf.specs.select import load_specs
+from rubinperf.step.point import make_point
+from rubinperf.step.records import step_record
+from rubinperf.step.timing import step
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 
 # Options that mean something in one phase only: given for a run with no step of that phase, they
@@ -80,13 +84,13 @@ def topology_note(rec: dict, point) -> str:
             f"{rec['gpus_per_node']}-GPU node")
 
 
-def _weights_fit(m, hw, lay, reserve_bytes: float = 10e9) -> bool:
+def _weights_fit(m, hw: Platform, lay, reserve_bytes: float = 10e9) -> bool:
     from rubinperf.step.capacity import weight_bytes_per_rank
 
     return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
 
 
-def default_shapes(m, hw, phase=None) -> list[tuple]:
+def default_shapes(m, hw: Platform, phase=None) -> list[tuple]:
     """The seed's engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
     fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
     H200 or B200), and a prefill layout whose weights overflow HBM the smallest DEP layout whose

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rubinperf.roofline import KernelTime
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Cost
+from rubinperf.mathops import sscale, ssum
+from rubinperf.roofline import KernelTime
+from rubinperf.specs.layout import Layout
+from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
-from rubinperf.specs.layout import Layout
-from rubinperf.mathops import sscale, ssum
-from rubinperf.specs.model import Model
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
 from rubinperf.step.timing import _FIRSTS, _GRAPHS, _SCALAR_TYPES, _firsts, _graph_key, _values_of, op_time, time_ops
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 
 # ---------------------------------------------------------------- grids (batch x context) in chunks
@@ -83,7 +87,7 @@ class GridSteps:
     time, speed of light and tokens/s per GPU and per user alone, computed by the same operations on
     the same values in the same order (so equal bit for bit), without building the block's ops."""
 
-    def __init__(self, model: Model, hw, layout: Layout, point: Point):
+    def __init__(self, model: Model, hw: Platform, layout: Layout, point: Point):
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
         g = grid_graph(model, layout, point, hw.gpus_per_tray)
         self.ops, self.height, self.same, self.cpu, self.sync, self._cut_op = g.ops, g.height, g.same, g.cpu, g.sync, g.cutters

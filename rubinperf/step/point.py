@@ -8,11 +8,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rubinperf.errors import SpecError
+from rubinperf.specs.defaults import DEFAULT_CONTEXT, DEFAULT_ENGINES
 from rubinperf.specs.layout import Layout, check_layout
 from rubinperf.specs.model import Model
-from rubinperf.specs.defaults import DEFAULT_CONTEXT, DEFAULT_ENGINES
+
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ MAX_BATCH = 1 << 20       # requests per rank: far beyond any HBM's KV capacity 
 MAX_DRAFT_TOKENS = 64     # drafted tokens per verify step: real drafts verify a handful
 DEFAULT_NEW_TOKENS = 32768
 
-def stack_balancedness(hw, eplb: bool) -> tuple:
+def stack_balancedness(hw: Platform, eplb: bool) -> tuple:
     """(target, draft) balancedness (mean rank load / max rank load) the stack's EPLB reaches, on or off."""
     pre = "eplb" if eplb else "no_eplb"
     return getattr(hw, f"{pre}_target_balancedness"), getattr(hw, f"{pre}_draft_balancedness")
@@ -96,7 +100,7 @@ def check_phase_options(layout: Layout, phase: str | None, new_tokens=None, draf
         raise SpecError(f"--new-tokens: applies to prefill steps only, and this {layout.name} step is decode")
 
 
-def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
+def make_point(model, hw: Platform, layout: Layout, phase: str | None = None, batch=None, context=None, new_tokens=None,
                draft_tokens=None, acceptance=None, balancedness=None, eplb: bool = True,
                engram_placement: str | None = None) -> Point:
     check_layout(layout, model, hw)
@@ -161,7 +165,7 @@ def make_point(model, hw, layout: Layout, phase: str | None = None, batch=None, 
                  **topology(hw, phase, layout))
 
 
-def topology(hw, phase: str, layout: Layout | None = None) -> dict:
+def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
     """How the rack groups GPUs, how its stack's EP crosses NVLink domains, whether its TP path fuses the
     all-reduces into the GEMM epilogues, how the draft's MoE exchanges tokens and how many rows its first
     decode forward runs, as a Point carries them. The TP path's fields keep the Point's defaults on a layout

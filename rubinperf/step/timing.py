@@ -5,29 +5,32 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
-from rubinperf.roofline import KernelTime
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
+from rubinperf.roofline import KernelTime, kernel_time
+from rubinperf.specs.layout import Layout
+from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
-from rubinperf.specs.layout import Layout
-from rubinperf.roofline import kernel_time
-from rubinperf.specs.model import Model
 from rubinperf.step.result import OpTime, StepResult, _is_array
 
+if TYPE_CHECKING:   # for annotations only
+    from rubinperf.specs.stack import Platform
 
-def op_time(op: Op, hw, launch: str = "graph") -> KernelTime:
+
+def op_time(op: Op, hw: Platform, launch: str = "graph") -> KernelTime:
     """An op's kernels run one after another: their times add (each term separately)."""
     return sum(kernel_time(k, hw, die_local_weights=op.die_local_weights, launch=launch) for k in op.kernels)
 
 
-def step(model: Model, hw, layout: Layout, point: Point) -> StepResult:
+def step(model: Model, hw: Platform, layout: Layout, point: Point) -> StepResult:
     """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`."""
     ops = op_graph(model, layout, point, hw.gpus_per_tray)
     return StepResult(model, hw, layout, point, time_ops(ops, hw))
 
 
-def time_ops(ops: list[Op], hw, firsts: list[int] | None = None) -> list[OpTime]:
+def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> list[OpTime]:
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
     kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
     `firsts`: _firsts(ops), where the caller keeps it."""
@@ -175,7 +178,7 @@ def _same_value(u, v) -> bool:
         if u.shape != v.shape or u.dtype != v.dtype:
             return False
         if u.size > 4096 and u.dtype.itemsize == 8 and u.flags.c_contiguous and v.flags.c_contiguous:
-            import numpy as np   # the bits compared in place (a grid's arrays are large)
+            import numpy as np  # the bits compared in place (a grid's arrays are large)
 
             return bool(np.array_equal(u.view(np.uint64), v.view(np.uint64)))
         return u.tobytes() == v.tobytes()   # (faster for a small array)

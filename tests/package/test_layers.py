@@ -68,6 +68,9 @@ def imports_of(path: Path, here: str | None = None) -> list[tuple[int, str]]:
     b may be a module), relative imports resolved against the file's package (`here`: the file's
     module name, by default from its place under the repository)."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):   # `if TYPE_CHECKING:` imports never run (annotations only): not imports
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = []
     here = here or _module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     out = []
