@@ -9,7 +9,7 @@ from rubinperf.specs.overrides import apply_overrides
 
 DEFAULT_MODEL = "deepseek-v4.1-flash"
 DEFAULT_HARDWARE = ("gb300-nvl72", "vr-nvl72")
-# The seed's engine shapes: DEP2 prefill, Wide-EP DEP32 decode, TP8 low-latency decode.
+# The engine shapes of vLLM's DeepSeek-V4.1-Flash posts: DEP2 prefill, Wide-EP DEP32 decode, TP8 low-latency decode.
 DEFAULT_ENGINES = (("dep2", "prefill", 1), ("dep32", "decode", 16), ("tp8", "decode", 1))
 DEFAULT_CONTEXT = 131072
 
