@@ -91,7 +91,7 @@ class KernelTime:
 
     @property
     def floor_s(self):
-        """The contract's name for the fixed part (`floor_ms` in a kernel record)."""
+        """The fixed part under its record name (`floor_ms` in a kernel record)."""
         return self.latency_s
 
     @property

@@ -231,7 +231,7 @@ def _saved(p: RefPoint) -> tuple[float, float, str]:
 
 
 def _gpu_time_saved(p: RefPoint) -> tuple[float, str]:
-    """Share of the step's GPU time a change saves: 1 - after / before (the seed's "x% faster" forward; a throughput
+    """Share of the step's GPU time a change saves: 1 - after / before (a post's "x% faster" forward; a throughput
     gain g is a saving of g / (1 + g))."""
     t0, t1, why = _saved(p)
     return 1 - t1 / t0, why

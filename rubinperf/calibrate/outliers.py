@@ -33,7 +33,7 @@ CROSS_SYSTEM_FACTOR = 3.0
 CROSS_BACKEND_FACTOR = 4.0
 # Families whose rows from different frameworks time the same operation (a GEMM of one shape and format).
 CROSS_BACKEND_FAMILIES = frozenset({"gemm"})
-# Blackwell parts of one generation: NVLink 5 (1.8 TB/s per GPU) and 8 TB/s of HBM3e (reference/hardware.md).
+# Blackwell parts of one generation: NVLink 5 (1.8 TB/s per GPU) and 8 TB/s of HBM3e (docs/sources/hardware.md).
 SIBLINGS = frozenset({"gb300", "gb200", "b200_sxm", "b300_sxm"})
 
 # The axes along which a family's rows of one series grow in work.

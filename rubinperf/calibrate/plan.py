@@ -55,7 +55,7 @@ SHAPES_COLUMNS = (
     "host_s",           # eager: host seconds to issue one call with the GPU busy (median); empty if not read
 )
 
-# Message sizes and ranks of the collectives benchmark (issue 8).
+# Message sizes and ranks of the collectives benchmark (`rubinperf calibrate --collectives`).
 COLLECTIVES = ("all_reduce", "all_to_all")
 # Collectives a CSV may hold (the benchmark measures COLLECTIVES; tables of other tools also give all-gathers).
 READ_COLLECTIVES = COLLECTIVES + ("all_gather",)

@@ -191,7 +191,7 @@ Tpot = Annotated[Optional[str], typer.Option(
                    "is at most this: 20ms or 0.02 (seconds).")]
 TotalGpus = Annotated[Optional[int], typer.Option(
     "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
-                         "prefill and 1 DEP32 decode instance... as the seed writes them); throughput is counted "
+                         "prefill and 1 DEP32 decode instance, as the vLLM posts write them); throughput is counted "
                          "over all of them. Default: a continuous prefill/decode ratio.")]
 
 

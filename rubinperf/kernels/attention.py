@@ -72,8 +72,8 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
 
     `tokens` queries on this rank from `seqs` sequences of `q_per_seq` queries each. Each query
     gathers its own selection; a sequence's window is read once for all its queries; in
-    prefill no more than the whole cache is read. Decode runs one or two tokens per CTA (the
-    seed's MegaAttn): the chain of an index load, then a KV gather, before each block's MMA.
+    prefill no more than the whole cache is read. Decode runs one or two tokens per CTA (MegaAttn,
+    as the November 2026 Rubin post describes it): the chain of an index load, then a KV gather, before each block's MMA.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0

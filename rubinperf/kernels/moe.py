@@ -114,7 +114,7 @@ def ep_dispatch_combine(tokens, ranks, top_k, hidden, dispatch_bytes_per_value, 
     Ranks one token reaches: n(1 - (1 - 1/n)^k) (its top-k spread uniformly over n ranks), of
     which (n - 1)/n are remote; each remote copy is sent at dispatch and returned at combine.
     Per-message latency: `round_trips` per phase (1 when all remote loads are issued before any
-    local store, as the seed's Rubin dispatch; 2-3 otherwise), two phases per layer.
+    local store, as the November 2026 Rubin post's dispatch; 2-3 otherwise), two phases per layer.
 
     Across NVLink domains (`ranks` above `gpus_per_domain`) the copies split by link as `ep_copies`
     says (direct low-latency RDMA, or DeepEP's hierarchical normal mode). Each phase then waits on

@@ -59,8 +59,8 @@ def validate_table(records: list[dict]) -> None:
             for r in records]
     hits = sum(r["in_band"] for r in records)
     print_out(table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
-                                  caption="ratio = predicted / published; 0.1.0 = the prediction before the kernel "
-                                          "model of issue 11; sources: validation/published.toml"))
+                                  caption="ratio = predicted / published; 0.1.0 = what rubinperf 0.1.0 "
+                                          "predicted; sources: validation/published.toml"))
 
 
 def kernel_table(rec: dict) -> None:

@@ -169,7 +169,7 @@ class Serving:
 
     @property
     def tokens_per_s_per_gpu(self):
-        """The seed's throughput: cached + uncached input + output tokens over every GPU of both pools."""
+        """Throughput as the vLLM posts count it: cached + uncached input + output tokens over every GPU of both pools."""
         return self.turns_per_s_per_gpu * self.workload.tokens_per_turn
 
     @property

@@ -67,7 +67,7 @@ class Workload:
         except SpecError as exc:
             bad("serving.prefill_layout", str(exc))
 
-    # Token accounting of one turn (the seed counts all three as throughput).
+    # Token accounting of one turn (the vLLM posts count all three as throughput).
     @property
     def uncached_tokens_per_turn(self) -> float:
         """New prompt tokens the prefill pool computes; at least one (the last token is always computed)."""

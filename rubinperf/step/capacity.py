@@ -65,7 +65,7 @@ def weight_bytes_per_rank(m: Model, layout: Layout) -> dict[str, float]:
 
 
 def kv_bytes_per_token(m: Model) -> float:
-    """Main-layer KV cache bytes per context token of one request (890 B for V4.1-Flash, as the seed says)."""
+    """Main-layer KV cache bytes per context token of one request (890 B for V4.1-Flash, as the vLLM posts give it)."""
     total = 0.0
     for layer in range(m.num_layers):
         ratio = m.compress_ratio(layer)

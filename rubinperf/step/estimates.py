@@ -91,7 +91,7 @@ def _weights_fit(m, hw: Platform, lay, reserve_bytes: float = 10e9) -> bool:
 
 
 def default_shapes(m, hw: Platform, phase=None) -> list[tuple]:
-    """The seed's engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
+    """The vLLM posts' engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
     fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
     H200 or B200), and a prefill layout whose weights overflow HBM the smallest DEP layout whose
     weights fit. Each change is said in the record's `note`. Returns (layout, phase, batch, note)."""

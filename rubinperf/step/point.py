@@ -67,7 +67,7 @@ def default_phase(layout: Layout) -> str:
     return "prefill" if layout.kind == "dep" and layout.ranks <= 2 else "decode"
 
 
-# Where the Engram tables live, per phase (published-results.md / models.md): decode splits them
+# Where the Engram tables live, per phase (docs/sources/vllm-deepseek-v4.1-flash.md): decode splits them
 # over its DP ranks' HBM; prefill engines keep them off their own HBM (GB300: host memory; Rubin
 # shards them over a peer group and reads over NVLink, --engram-placement peer-hbm).
 ENGRAM_PLACEMENT = {"decode": "hbm", "prefill": "host"}

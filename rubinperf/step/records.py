@@ -7,7 +7,7 @@ from rubinperf.roofline import BOUNDS, KernelTime, binding_term
 
 
 def kernel_record(kernel: str, cost: Cost, t: KernelTime, **extra) -> dict:
-    """The contract's kernel record: times in ms, FLOPs and bytes raw."""
+    """The kernel record of `--json`: times in ms, FLOPs and bytes raw."""
     rec = {
         "kernel": kernel,
         **extra,
@@ -39,7 +39,7 @@ EXPOSED_HOST_ROW = "host work on the critical path (step - GPU)"
 
 
 def step_record(r) -> dict:
-    """The contract's estimate record for one StepResult, with its per-kernel breakdown."""
+    """The `estimate --json` record for one StepResult, with its per-kernel breakdown."""
     # GPU kernels by time, then the host's work (which overlaps the GPU's but for its exposed part, the last row).
     rows = sorted(r.by_name().values(), key=lambda x: (x["part"] == "cpu", -float(x["expected_s"])))
     total = float(r.expected_s)

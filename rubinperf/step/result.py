@@ -1,7 +1,7 @@
 """Aggregation of one step: per-op times summed over ops and layers.
 
 Expert imbalance: an expert-parallel MoE op's time is stretched by 1 / balancedness,
-since the busiest rank sets the pace (published-results.md).
+since the busiest rank sets the pace (docs/sources/vllm-deepseek-v4.1-flash.md).
 
 Overlap rule: inside one op (one fused kernel) compute, memory traffic and link traffic
 overlap, so the roofline takes their max (MegaMoE's EP dispatch and combine hide under

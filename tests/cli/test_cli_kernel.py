@@ -1,4 +1,4 @@
-"""CLI contract for `rubinperf kernel ...`, `rubinperf list ...` and `--version`.
+"""The command line of `rubinperf kernel ...`, `rubinperf list ...` and `--version`.
 
 Numbers are checked against hand derivations on the pinned GB300 (see conftest.PINNED_GB300),
 passed to the CLI as a spec file path.

@@ -17,7 +17,7 @@ from rubinperf.specs.precision import PRECISIONS, get_precision, mma_peak
 from rubinperf.errors import SpecError
 
 # These tests check the Cost each kernel function gives (what the kernel does); how its work
-# spreads over SMs (tiles, CTAs) is tested in test_kernel_model.py.
+# spreads over SMs (tiles, CTAs) is tested in tests/roofline/test_roofline.py.
 def gemm(*a, **kw) -> Cost:
     return K.gemm(*a, **kw).cost
 

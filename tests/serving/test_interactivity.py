@@ -1,4 +1,4 @@
-"""Interactivity as a distribution (issue 12): P50 and P90 tokens/s per user beside the mean; the
+"""Interactivity as a distribution: P50 and P90 tokens/s per user beside the mean; the
 frontier and --at-interactivity use P90 by default, the mean on request."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def test_counts_are_consistent(counts, name):
 
 def test_v41_flash_engram_tables():
     m = load_model("deepseek-v4.1-flash")
-    # two hashed n-gram tables of 94.4 GiB each (reference/models.md)
+    # two hashed n-gram tables of 94.4 GiB each (docs/sources/models.md)
     assert parameter_counts(m)["engram_table_bytes"] == pytest.approx(2 * 94.4 * 2**30, rel=0.01)
 
 

@@ -1,4 +1,4 @@
-"""Stack specs (issue 12): software apart from silicon.
+"""Stack specs: software apart from silicon.
 
 Loading and strictness like the other specs; the move of the software fields out of the hardware
 files changed no number; swapping stacks changes only software terms (and the reverse); --stack
@@ -66,11 +66,11 @@ def test_hardware_and_stack_fields_are_disjoint_and_silicon_stays_in_hardware():
 def test_the_seed_posts_facts_are_in_the_stacks():
     oct_, nov = load_stack("vllm-gb300-oct2026"), load_stack("vllm-rubin-nov2026")
     assert oct_.split_k_max == 1 and nov.split_k_max == 4           # split-K came with the Rubin kernels
-    stage = 256 * 1024 / 7 / 2                                      # one packed FP4 stage (stacks.md / seed)
+    stage = 256 * 1024 / 7 / 2                                      # one packed FP4 stage (November 2026 Rubin post)
     assert oct_.mma_bytes_in_flight_per_sm == pytest.approx(7 * stage, rel=1e-3)
     assert nov.mma_bytes_in_flight_per_sm == pytest.approx(11 * stage, rel=1e-3)
     for st in (oct_, nov):
-        assert (st.eplb_target_balancedness, st.eplb_draft_balancedness) == (0.94, 0.89)   # published-results.md
+        assert (st.eplb_target_balancedness, st.eplb_draft_balancedness) == (0.94, 0.89)   # the vLLM posts' EPLB figures
         assert (st.no_eplb_target_balancedness, st.no_eplb_draft_balancedness) == (0.35, 0.21)
 
 

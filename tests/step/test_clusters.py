@@ -1,4 +1,4 @@
-"""Expert parallelism beyond one NVLink domain (issue 14): the NVLink / NIC split of EP dispatch and
+"""Expert parallelism beyond one NVLink domain: the NVLink / NIC split of EP dispatch and
 combine and of collectives, DeepEP's two modes, cluster specs, layouts across domains, KV over the NIC."""
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def test_kv_goes_over_the_nic_when_the_pools_cannot_share_a_domain(v3):
     assert rec["kv_transfer_ms"] == pytest.approx((sent / (50e9 * 0.85) + 5e-6) * 1e3)
 
 
-# ---------------------------------------------------------------- the command line (issue 14's done-when)
+# ---------------------------------------------------------------- the command line
 
 
 def test_estimate_gives_per_node_throughput_with_the_scale_out_term(cli):

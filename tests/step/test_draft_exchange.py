@@ -62,7 +62,7 @@ def test_vllm_stacks_gather_the_drafts_tokens_and_keep_megamoe_for_the_target():
 
 
 def test_the_draft_exchange_grows_with_dep_and_the_rest_of_the_step_stays_flat(cli):
-    # The seed's GB200 decode (64 requests per GPU, 128K, 1 + 5 tokens): from DEP4 to DEP32 the step's work other
+    # The vLLM posts' GB200 decode (64 requests per GPU, 128K, 1 + 5 tokens): from DEP4 to DEP32 the step's work other
     # than the target's MegaMoE "stays around 10 ms", "the draft's communication starts to offset the gain".
     def rest_and_exchange(layout):
         r = cli("estimate", "-H", "gb200-nvl72", "-l", layout, "--batch", "64", "--breakdown", "--json")

@@ -92,7 +92,7 @@ def test_a_stack_with_an_unknown_first_pass_is_one_line(cli, tmp_path):
 
 
 def test_the_rest_of_the_gb200_step_rises_at_dep32_only_with_the_wide_first_pass(cli):
-    # The seed's GB200 decode (64 requests per GPU, 128K, 1 + 5 tokens): the rest of the step "stays around 10 ms"
+    # The vLLM posts' GB200 decode (64 requests per GPU, 128K, 1 + 5 tokens): the rest of the step "stays around 10 ms"
     # and at DEP32 "the draft's communication starts to offset the gain".
     def rest(layout, first_pass):
         r = cli("estimate", "-H", "gb200-nvl72", "-l", layout, "--batch", "64", "--breakdown", "--json",
@@ -104,4 +104,4 @@ def test_the_rest_of_the_gb200_step_rises_at_dep32_only_with_the_wide_first_pass
     assert rest("dep32", "verify-tokens") > rest("dep4", "verify-tokens")
     assert rest("dep32", "one-per-request") < rest("dep4", "one-per-request")
     for layout in ("dep4", "dep32"):
-        assert 8.0 <= rest(layout, "verify-tokens") <= 12.0, layout   # within the seed's ~10 ms +- 20%
+        assert 8.0 <= rest(layout, "verify-tokens") <= 12.0, layout   # within the posts' ~10 ms +- 20%

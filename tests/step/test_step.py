@@ -250,7 +250,7 @@ def test_default_estimate_contract_and_seed_behaviour():
         gpu = [b for b in r["breakdown"] if b["part"] != "cpu"]
         assert sum(b["time_ms"] for b in gpu) == pytest.approx(r["gpu_time_ms"])
         if r["phase"] == "decode":
-            # The seed: decode is MoE-bound, attention and indexer a small share. At TP8 batch 1 the
+            # The vLLM posts: decode is MoE-bound, attention and indexer a small share. At TP8 batch 1 the
             # per-sublayer all-reduces (latency) may outweigh it; among kernels MoE still leads.
             kernels = [b for b in gpu if not b["kernel"].startswith("all-")]
             assert kernels[0]["kernel"].startswith("MegaMoE"), (r["hardware"], r["layout"], kernels[0]["kernel"])
