@@ -14,7 +14,6 @@ import dataclasses
 from rubinperf.kernels import empty, stream_probe
 from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
-from rubinperf.specs.precision import RESIDUAL_BYTES
 
 PROBES = ("launch", "pointer_chase")
 # Attention implementations the model does not describe: PyTorch's memory-efficient SDPA backend and an
@@ -50,6 +49,8 @@ def row_kernels(row: dict) -> tuple:
         ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=rms_norm_in_flight(row))]
     elif row["family"] == "moe":
         ops = list(moe_kernels(row))
+    elif row["family"] == "mhc" and tilelang_mhc_pass(row):
+        ops = list(mhc_tilelang_kernels(row))
     elif row["family"] == "topk" and (row.get("impl") or "").startswith("torch.topk"):
         # PyTorch's radix select: one pass over the row per digit, each waiting on the one before
         ops = [dataclasses.replace(row_kernel(row), dependent_loads=torch_topk_passes(row["dtype"]), ctas=row["m"])]
@@ -164,8 +165,38 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
 # activations (W4A4); FP8 and BF16 experts take activations of their own format.
 MOE_ACTIVATION = {"fp4": "fp8", "nvfp4": "nvfp4", "fp8": "fp8", "bf16": "bf16"}
 # An mHC sublayer's mixing weight rows (DeepSeek-V4: [24, 4 x hidden], as models/deepseek-v4.1-flash.toml's
-# hc_mix_rows); its residual values are FP32 routes (specs.precision.RESIDUAL_BYTES).
-MHC_MIX_ROWS = 24
+# hc_mix_rows) and the bytes of one residual value in the measured TileLang kernels. FP32 routes (specs.precision's
+# RESIDUAL_BYTES) cannot be what they move: at MHC_SITES_PER_ROW boundaries a GB300 post row of 4,096 tokens would move
+# 1.14 GB, 142 us at the 8 TB/s HBM peak, where it is measured at 94 us (and 8,192 tokens at 179 us against 285 us): the
+# tables' rows are below that speed of light at every size over 2,048 tokens. BF16 routes (2 B) put them at 0.6-0.8 of
+# the peak, as the other stream kernels; taken for these rows.
+MHC_MIX_ROWS, MHC_RESIDUAL_BYTES = 24, 2
+
+
+# aiconfigurator 0.12.0's mHC module rows (systems/data/<system>/mhc/<framework>/<version>/mhc_module_perf.parquet) time one
+# pass at `num_sites` sublayer boundaries: 2 in every table (its DeepSeek-V4 model, sdk/models/deepseek_v4.py, charges one
+# mhc_pre and one mhc_post row per layer, a layer having two boundaries), hc_mult 4, sinkhorn_iters 20.
+MHC_SITES_PER_ROW = 2
+
+
+def tilelang_mhc_pass(row: dict) -> str | None:
+    """'pre' or 'post' for a row of SGLang's or vLLM's TileLang mHC kernels (their kernel_source names the pass)."""
+    impl = row.get("impl") or ""
+    if "tilelang" not in impl:
+        return None
+    return "pre" if impl.endswith(("mhc_pre", "mhc_pre_tilelang")) else "post" if impl.endswith(
+        ("mhc_post", "mhc_post_tilelang")) else None
+
+
+def mhc_tilelang_kernels(row: dict) -> tuple:
+    """The TileLang kernels of one mHC module row, as the step graph runs them (kernels.mhc_split) at each of its
+    MHC_SITES_PER_ROW boundaries: pre = the pre GEMM + sum of squares and the big-fuse (split sum, Sinkhorn, route
+    collapse); post = the post kernel. The RMSNorm of mhc_split is a row of its own in those tables' model."""
+    from rubinperf.kernels import mhc_split
+
+    post, gemm, fuse, _norm = mhc_split(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
+    one = (gemm, fuse) if tilelang_mhc_pass(row) == "pre" else (post,)
+    return one * MHC_SITES_PER_ROW
 
 
 def moe_kernels(row: dict) -> tuple:
@@ -202,7 +233,7 @@ def row_kernel(row: dict) -> Kernel:
     if fam == "mhc":  # one mHC pass (pre or post) of m tokens over `groups` residual routes of width n
         from rubinperf.kernels import mhc
 
-        return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, RESIDUAL_BYTES)
+        return mhc(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
     if fam == "moe":
         raise SpecError("a moe row is two kernels: use rows.moe_kernels")
     if fam == "topk":  # the top k of n candidates in each of m rows

@@ -131,6 +131,19 @@ def ep_dispatch_combine(tokens, ranks, top_k, hidden, dispatch_bytes_per_value, 
                 nvlink_hops=hops if hierarchical else 0, scale_out_hops=hops, collectives=2)
 
 
+def ep_exchange(tokens, ranks, top_k, hidden, bytes_per_value, gpus_per_tray=None, round_trips=1, gpus_per_domain=None,
+                hierarchical=False) -> Kernel:
+    """One phase of the EP token exchange (a dispatch of `bytes_per_value` activations, or a combine of the expert
+    outputs) as a kernel of its own, as DeepEP's dispatch and combine run beside the expert GEMMs (github.com/
+    deepseek-ai/DeepEP: low-latency `low_latency_dispatch` / `low_latency_combine`, one call each per MoE layer): the
+    copies and messages of `ep_dispatch_combine` for that phase alone, one collective."""
+    c = ep_dispatch_combine(tokens, ranks, top_k, hidden, bytes_per_value, 0, gpus_per_tray, round_trips,
+                            gpus_per_domain, hierarchical)
+    return Kernel("collective", Cost(nvlink_bytes=c.nvlink_bytes, scale_out_bytes=c.scale_out_bytes,
+                                     nvlink_hops=c.nvlink_hops / 2, scale_out_hops=c.scale_out_hops / 2,
+                                     cross_tray_hops=c.cross_tray_hops / 2, collectives=1), dependent_loads=0)
+
+
 def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "fp4", act: str = "fp8",
              out: str = "bf16", gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False) -> Kernel:
     """MegaMoE on one of `ranks` expert-parallel ranks: dispatch, expert GEMMs over the rank's

@@ -192,7 +192,8 @@ def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
 
 
 def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
-    """Router, routed experts with EP dispatch/combine (MegaMoE; the draft's by all-gather + reduce-scatter when the
+    """Router, routed experts with EP dispatch/combine (MegaMoE, or dispatch, routed GEMMs and combine as kernels of
+    their own when the stack's moe_kernels says routed-gemms; the draft's by all-gather + reduce-scatter when the
     stack says so), shared expert; or a dense FFN."""
     draft = part == "draft"
     ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
@@ -224,6 +225,18 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
                 Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True,
                    stretch=1 / bal),
                 Op("MoE reduce-scatter (outputs)", scatter, part=part)]
+    elif layout.kind == "dep" and p.moe_kernels == "routed-gemms":
+        # The exchange and the experts as separate kernels (SGLang's DeepEP MoE: dispatch, the local experts' GEMMs,
+        # combine): every rank's tokens can land on this rank's E / n experts, tokens x top-k rows on average.
+        n = layout.ranks
+        ex = dict(gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
+        touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
+        gemms = K.routed_gemms(tokens, k, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype, act=act,
+                               touched=touched)
+        via = "DeepEP" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
+        ops += [Op(f"MoE dispatch ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, bpe(act), **ex), part=part),
+                Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True, stretch=1 / bal),
+                Op(f"MoE combine ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, ACT_BYTES, **ex), part=part)]
     elif layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,

@@ -41,7 +41,8 @@ class Point:
     # The stack's kernel set (stack [fusion]; these defaults are the fused vLLM set):
     mhc_kernels: str = "mega-mhc"       # an mHC sublayer boundary: one Mega-mHC kernel, or SGLang's four TileLang kernels
     tp_mhc_in_epilogue: bool = False    # TP path: mHC in the GEMM epilogues with the one-shot all-reduce (no kernel)
-    moe_kernels: str = "megamoe"        # TP path's routed experts: one MegaMoE kernel, or GEMM1 + GEMM2 + finalize
+    moe_kernels: str = "megamoe"        # routed experts: one MegaMoE kernel, or GEMM1 + GEMM2 + finalize (on DEP with
+                                        # the EP dispatch and combine as kernels of their own)
     tp_shared_expert_fused_below_rows: object = 0   # TP path: the shared expert inside the routed GEMMs below these rows
     rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
 
@@ -181,6 +182,6 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
 _STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
-# Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its routed
-# experts' kernels, its shared expert inside them).
-_TP_PATH_FIELDS = ("tp_allreduce_fused", "tp_mhc_in_epilogue", "moe_kernels", "tp_shared_expert_fused_below_rows")
+# Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its shared
+# expert inside its routed GEMMs).
+_TP_PATH_FIELDS = ("tp_allreduce_fused", "tp_mhc_in_epilogue", "tp_shared_expert_fused_below_rows")

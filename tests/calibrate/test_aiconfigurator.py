@@ -85,9 +85,25 @@ def test_moe_row_is_two_grouped_gemms_by_hand():
 def test_mhc_row_cost_by_hand():
     row = {"family": "mhc", "dtype": "fp32", "m": 16, "n": 4096, "groups": 4}
     c = row_cost(row)
-    # 4 FP32 routes of 4096 read and written per token, a [24, 4 x 4096] FP32 mixing weight
-    assert float(c.hbm_bytes) == 2 * 16 * 4 * 4096 * 4 + 24 * 4 * 4096 * 4
+    # 4 BF16 routes of 4096 read and written per token, a [24, 4 x 4096] FP32 mixing weight
+    assert float(c.hbm_bytes) == 2 * 16 * 4 * 4096 * 2 + 24 * 4 * 4096 * 4
     assert float(c.fp32_flops) == 2 * 16 * 24 * 4 * 4096 + 4 * 16 * 4096
+
+
+def test_tilelang_mhc_rows_are_their_kernels_at_two_sites():
+    from rubinperf.calibrate.rows import row_kernels
+
+    base = {"family": "mhc", "dtype": "fp32", "m": 16, "n": 4096, "groups": 4, "mode": "graph"}
+    pre = row_kernels({**base, "impl": "sglang_tilelang_mhc_pre"})
+    post = row_kernels({**base, "impl": "sglang_tilelang_mhc_post"})
+    # pre: the pre GEMM + sum of squares and the big-fuse at each of the two boundaries; post: the post kernel twice
+    assert len(pre) == 4 and len(post) == 2
+    # post at one boundary: reads 4 BF16 routes and the 4096-wide BF16 sublayer output, writes the 4 routes
+    assert float(post[0][0].cost.hbm_bytes) == 16 * (4 * 4096 * 2 + 4096 * 2) + 16 * 4 * 4096 * 2
+    # the pre GEMM reads the 4 routes and the [24, 4 x 4096] FP32 mixing weight, writes 24 FP32 partials per token
+    assert float(pre[0][0].cost.hbm_bytes) == 16 * 4 * 4096 * 2 + 24 * 4 * 4096 * 4 + 16 * 24 * 4
+    # TRT-LLM's mHC kernels are not TileLang's: one kernel as before
+    assert len(row_kernels({**base, "impl": "trtllm_mhc_post_mapping"})) == 1
 
 
 def test_collective_csv_reads_all_gather_rows():

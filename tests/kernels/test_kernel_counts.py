@@ -46,7 +46,9 @@ def _by_hand(hw, lay, tokens) -> int:
     else:
         per_boundary = 4 if hw.mhc_kernels == "tilelang" else 1
     mhc = 2 * per_boundary   # before attention, before the FFN
-    routed = 3 if (lay.kind == "tp" and hw.moe_kernels == "routed-gemms") else 1
+    routed = 1                   # MegaMoE (on DEP with its dispatch and combine inside)
+    if hw.moe_kernels == "routed-gemms":
+        routed = 3 + (2 if lay.kind == "dep" else 0)   # GEMM1, GEMM2, finalize; DeepEP's dispatch and combine on DEP
     shared_fused = lay.kind == "tp" and tokens < hw.tp_shared_expert_fused_below_rows
     moe = (2              # router GEMM, top-k
            + routed
@@ -64,7 +66,8 @@ CASES = [
     ("gb200-nvl72", None, "dep4", 64, 19),
     ("h200", None, "tp8", 1, 31),         # pytorch-2.11: SGLang's kernel set
     ("gb300-nvl72", "pytorch-2.11", "tp4", 1, 31),
-    ("gb300-nvl72", "sglang-deepep-hopper", "dep32", 16, 27),
+    ("gb300-nvl72", "sglang-deepep-hopper", "dep32", 16, 31),
+    ("gb300-nvl72", "sglang-blackwell", "dep4", 16, 31),  # DeepEP dispatch, routed GEMMs + finalize, combine
 ]
 
 

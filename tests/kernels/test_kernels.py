@@ -350,3 +350,16 @@ def test_each_launch_of_a_split_kv_kernel_pays_its_reduction():
     t1, t2 = kernel_time(one, h200), kernel_time(two, h200)
     assert t2.latency_s == pytest.approx(2 * t1.latency_s, rel=1e-12)
     assert t2.expected_s == pytest.approx(2 * t1.expected_s, rel=1e-12)
+
+
+def test_ep_exchange_phases_add_up_to_the_dispatch_and_combine():
+    from rubinperf.kernels import ep_dispatch_combine, ep_exchange
+
+    both = ep_dispatch_combine(64, 4, 6, 4096, 1, 2)
+    dispatch, combine = ep_exchange(64, 4, 6, 4096, 1), ep_exchange(64, 4, 6, 4096, 2)
+    # a token's 6 experts over 4 ranks reach 4(1 - (3/4)^6) ranks, 3/4 of them remote: 64 x 4096 values per copy
+    copies = 4 * (1 - 0.75 ** 6) * 3 / 4
+    assert float(dispatch.cost.nvlink_bytes) == pytest.approx(64 * 4096 * 1 * copies)
+    assert float(dispatch.cost.nvlink_bytes + combine.cost.nvlink_bytes) == pytest.approx(float(both.nvlink_bytes))
+    assert dispatch.cost.nvlink_hops + combine.cost.nvlink_hops == both.nvlink_hops
+    assert dispatch.cost.collectives == combine.cost.collectives == 1
