@@ -6,7 +6,8 @@ per-request factors come before a factor of the context: over a sweep's batch x 
 then makes one pass over the grid, not one per factor.
 """
 
-from rubinperf.kernels.attention import attention, indexer_logits, indexer_select, sparse_attention, topk_select
+from rubinperf.kernels.attention import (attention, indexer_logits, indexer_select, sparse_attention, topk_select,
+                                        visible_positions)
 from rubinperf.kernels.collectives import (all_gather, all_reduce, all_reduce_one_shot, all_to_all, ep_all_gather_exchange,
                                            reduce_scatter)
 from rubinperf.kernels.gemm import gemm
