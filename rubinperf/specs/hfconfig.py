@@ -149,6 +149,11 @@ def precisions(cfg: Fields, quant_file: dict | None, moe: bool) -> dict:
     elif method == "mxfp4":
         # MXFP4 (e2m1 + one ue8m0 scale per 32: the fp4 format) on the MoE experts only; activations stay BF16
         out["expert_dtype"] = ("fp4", f"{where}.quant_method mxfp4: experts e2m1 + ue8m0 per 32")
+        kept = q.get("modules_to_not_convert") or []
+        if any("self_attn" in str(k) for k in kept):
+            out["dense_dtype"] = (out["dense_dtype"][0], f"{where}.modules_to_not_convert: attention stays unquantised")
+        if any("embed" in str(k) or "lm_head" in str(k) for k in kept):
+            out["embedding_dtype"] = (out["embedding_dtype"][0], f"{where}.modules_to_not_convert: embedding, lm_head")
         if not moe:
             cfg.fail("quantization_config.quant_method", "mxfp4 quantises MoE experts; this model has none")
     elif method == "modelopt":
