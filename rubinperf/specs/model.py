@@ -176,9 +176,10 @@ def load_model(name_or_path: str) -> Model:
 
 
 def _is_dir(name_or_path: str) -> bool:
+    """A directory holding a config.json (a Hugging Face checkpoint's folder)."""
     import os
 
     try:
-        return "\0" not in name_or_path and os.path.isdir(name_or_path)
+        return "\0" not in name_or_path and os.path.isfile(os.path.join(name_or_path, "config.json"))
     except (OSError, ValueError):
         return False
