@@ -25,10 +25,10 @@ def import_cmd(
 
     Example: rubinperf model import ./Llama-3.1-70B/config.json -o llama.toml --source "meta-llama/Llama-3.1-70B"
     """
-    from rubinperf.specs.hfconfig import import_toml
+    from rubinperf.specs.model import import_model_toml
 
     label = name or (Path(output).stem if output else None)
-    text = import_toml(config, label, source)
+    text = import_model_toml(config, label, source)
     if output is None:
         typer.echo(text, nl=False)
         return

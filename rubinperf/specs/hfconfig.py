@@ -431,13 +431,11 @@ def spec_fields_from_config(cfg: Fields, quant_file: dict | None) -> dict:
     return fields
 
 
-def _document(fields: dict, name: str, description: str, cited: str) -> tuple[dict, dict]:
+def _document(cls, fields: dict, name: str, description: str, cited: str) -> tuple[dict, dict]:
     """The TOML document (tables with their `source`) a spec file of these fields holds, and its comments."""
-    from rubinperf.specs.model import Model
-
     data: dict = {"name": name, "description": description}
     comments = {}
-    for f in spec_fields(Model):
+    for f in spec_fields(cls):
         table = data.setdefault(f.metadata["section"], {"source": cited})
         value, src = fields[f.name]
         table[f.name] = list(value) if isinstance(value, tuple) else value
@@ -452,34 +450,31 @@ def _describe(fields: dict, mt: str) -> str:
             f"{fields['attention_kind'][0]} attention ({fields['num_heads'][0]} heads), {ffn}")
 
 
-def model_from_config(path_text: str, name: str | None = None):
-    """The Model a Hugging Face config.json (a file, or a directory holding one) describes."""
-    from rubinperf.specs.model import Model
+def model_from_config(cls, path_text: str, name: str | None = None):
+    """The model spec (of class `cls`, specs.model.Model) a Hugging Face config.json (a file, or a directory
+    holding one) describes."""
+    data, _, path = config_document(cls, path_text, name)
+    return build_spec(cls, data, path)
 
-    data, _, path = config_document(path_text, name)
-    return build_spec(Model, data, path)
 
-
-def config_document(path_text: str, name: str | None = None, cited: str | None = None) -> tuple[dict, dict, Path]:
+def config_document(cls, path_text: str, name: str | None = None, cited: str | None = None) -> tuple[dict, dict, Path]:
     """The spec document a config describes, the source of each field, and the config's path."""
     config, quant_file, p = read_config(path_text)
     cfg = Fields(config, str(p))
     fields = spec_fields_from_config(cfg, quant_file)
     label = name or p.parent.name or config["model_type"]
     cited = cited or f"config.json read from {p}"
-    data, comments = _document(fields, label, _describe(fields, config["model_type"]), cited)
+    data, comments = _document(cls, fields, label, _describe(fields, config["model_type"]), cited)
     return data, comments, p
 
 
-def import_toml(path_text: str, name: str, cited: str | None = None) -> str:
-    """A model spec TOML from a config.json: each field with its source as a comment on its line."""
-    from rubinperf.specs.model import Model
-
-    data, comments, path = config_document(path_text, name, cited)
-    build_spec(Model, data, path)   # the spec must load before it is written
+def import_toml(cls, path_text: str, name: str, cited: str | None = None) -> str:
+    """A model spec TOML (of class `cls`) from a config.json: each field with its source as a comment on its line."""
+    data, comments, path = config_document(cls, path_text, name, cited)
+    build_spec(cls, data, path)   # the spec must load before it is written
     lines = [f"name = {_toml_value(data['name'])}", f"description = {_toml_value(data['description'])}"]
     section = None
-    for f in spec_fields(Model):
+    for f in spec_fields(cls):
         if f.metadata["section"] != section:
             section = f.metadata["section"]
             lines += ["", f"[{section}]", f"source = {_toml_value(data[section]['source'])}"]

@@ -170,7 +170,7 @@ def load_model(name_or_path: str) -> Model:
     if name_or_path.endswith(".json") or _is_dir(name_or_path):
         from rubinperf.specs.hfconfig import model_from_config
 
-        return model_from_config(name_or_path)
+        return model_from_config(Model, name_or_path)
     path = resolve_path(name_or_path, "model")
     return build_spec(Model, read_toml(path), path)
 
@@ -183,3 +183,10 @@ def _is_dir(name_or_path: str) -> bool:
         return "\0" not in name_or_path and os.path.isfile(os.path.join(name_or_path, "config.json"))
     except (OSError, ValueError):
         return False
+
+
+def import_model_toml(config_path: str, name: str | None, cited: str | None = None) -> str:
+    """A model spec TOML written from a Hugging Face config.json, each field with its source."""
+    from rubinperf.specs.hfconfig import import_toml
+
+    return import_toml(Model, config_path, name, cited)

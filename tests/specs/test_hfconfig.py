@@ -10,10 +10,18 @@ import pytest
 
 from conftest import REPO
 from rubinperf.errors import SpecError
-from rubinperf.specs.hfconfig import import_toml, model_from_config
+from rubinperf.specs.hfconfig import import_toml as _import_toml, model_from_config as _from_config
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.loader import build_spec, read_toml
 from rubinperf.specs.model import Model, load_model
+
+
+def model_from_config(path, name=None):
+    return _from_config(Model, path, name)
+
+
+def import_toml(path, name):
+    return _import_toml(Model, path, name)
 from rubinperf.step.architecture import parameter_counts
 from rubinperf.step.capacity import kv_bytes_per_request, kv_bytes_per_token, kv_rank_share, weight_bytes_per_rank
 
