@@ -51,18 +51,24 @@ class RefPoint:
     draft_tokens: float | None = None   # decode: drafted tokens verified per step (0: no speculative decoding)
     prefix_hit_rate: float | None = None  # tokens_per_s_per_node in prefill: the published input counts cache hits too
     without: dict = field(default_factory=dict)  # gpu_time_saved*: the spec fields (model, hardware or stack) before the change
+    set: tuple = ()                     # --set overrides the run had (the checkpoint's formats: model.dense_dtype=fp8, ...)
+    input_tokens: float | None = None   # offline_tokens_per_s_per_gpu: prompt tokens of every request (fixed ISL)
+    output_tokens: float | None = None  # offline_tokens_per_s_per_gpu: generated tokens of every request (fixed OSL)
+    kv_memory_fraction: float | None = None  # offline_tokens_per_s_per_gpu: share of the free HBM the engine gives its KV
     extra: dict = field(default_factory=dict, compare=False)
 
 
 _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published", "band")
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
-             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without")
+             "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without",
+             "set", "input_tokens", "output_tokens", "kv_memory_fraction")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
             "baseline_stack", "interactivity_stat", "note", "changed",
             "op", "launch", "data")
-_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens")
+_POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens", "input_tokens",
+             "output_tokens", "kv_memory_fraction")
 _NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
 
 
@@ -76,6 +82,8 @@ def _check_types(where: str, raw: dict) -> None:
             if v < 0 or (v == 0 and key in _POSITIVE):
                 raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
                                 f"number, got {v!r}")
+        if key == "set" and not (isinstance(v, list) and all(isinstance(x, str) and "=" in x for x in v)):
+            raise SpecError(f"{where}: set: expected a list of key=value strings, got {v!r}")
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
             raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
         if key == "without" and not (isinstance(v, dict) and v and all(
@@ -110,6 +118,8 @@ def load_points(path: str | Path = POINTS_FILE) -> list[RefPoint]:
             raise SpecError(f"{where}: band: expected [low, high] around 1, got {band!r}")
         if raw["metric"] not in METRICS:
             raise SpecError(f"{where}: metric: expected one of {', '.join(METRICS)}, got {raw['metric']!r}")
+        if "set" in raw:
+            raw = {**raw, "set": tuple(raw["set"])}
         points.append(RefPoint(**{**raw, "band": (float(band[0]), float(band[1])), "published": float(raw["published"])}))
     return points
 
@@ -126,7 +136,7 @@ def _step(p: RefPoint, before: dict | None = None, **changes):
     from rubinperf.step.point import make_point
     from rubinperf.step.timing import step
 
-    m, (hw,) = load_specs(p.model, [p.hardware], stacks=[p.stack] if p.stack else None)
+    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) or None, stacks=[p.stack] if p.stack else None)
     if before:  # checked as --set checks an override: the field's type and range, the spec's own rules
         from rubinperf.specs.overrides import apply_overrides
 
@@ -307,6 +317,40 @@ def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
     return top / base, f"{why_top}; {why_base}"
 
 
+def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
+    """An offline max-throughput run of an in-flight-batching engine (trtllm-bench throughput): every request
+    `input_tokens` in, `output_tokens` out, no speculative decoding. Requests per rank: as many as the KV cache holds
+    at the full length in `kv_memory_fraction` of the HBM left after the weights and the runtime reserve (the
+    recipe's kv_cache_free_gpu_mem_fraction), at most `batch` (the engine's batch limit). Each request's life is
+    one prefill of its prompt and `output_tokens` decode steps at the mean context, so
+
+        output tokens/s/GPU = decode tokens/s/GPU x (OSL x t_decode) / (OSL x t_decode + t_prefill(batch x ISL))"""
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.select import load_specs
+    from rubinperf.specs.workload import load_workload
+    from rubinperf.step.capacity import capacity
+
+    if p.input_tokens is None or p.output_tokens is None or p.batch is None:
+        raise SpecError(f"point {p.id}: {p.metric} needs input_tokens, output_tokens and batch (the batch limit)")
+    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) or None, stacks=[p.stack] if p.stack else None)
+    lay = parse_layout(p.layout)
+    reserve = load_workload(p.workload or "chat-8k1k").runtime_reserve_bytes
+    cap = capacity(m, hw, lay, "decode", context_tokens=p.input_tokens + p.output_tokens, tokens_per_request=1,
+                   logits_per_request=1, reserve_bytes=reserve)
+    fits = math.floor(max(0.0, cap.free_bytes) * (p.kv_memory_fraction or 1.0) / cap.bytes_per_request)
+    batch = min(p.batch, fits)
+    if batch < 1:
+        return None, cap.reason(1) or "no request fits"
+    context = p.input_tokens + p.output_tokens / 2
+    dec = _step(p, phase="decode", batch=batch, context=context, draft_tokens=0, acceptance=None)
+    pre = _step(p, phase="prefill", batch=batch, new_tokens=batch * p.input_tokens, context=0, acceptance=None)
+    t_dec, t_pre = float(dec.expected_s), float(pre.expected_s)
+    share = p.output_tokens * t_dec / (p.output_tokens * t_dec + t_pre)
+    return float(dec.tokens_per_s_per_gpu) * share, (
+        f"{batch:g} requests per {'rank' if lay.kind == 'dep' else 'instance'} (KV fits {fits:g}); decode step "
+        f"{fmt_time(t_dec)} ({dec.bound}), prefill {fmt_time(t_pre)} per batch: {share:.0%} of the time decoding")
+
+
 METRICS = {
     "throughput_at_interactivity": _throughput_metric,
     "peak_throughput": _throughput_metric,
@@ -322,6 +366,7 @@ METRICS = {
     "kernel_error_unseen": _kernel_error_unseen,
     "gpu_time_saved": _gpu_time_saved,
     "gpu_time_saved_us": _gpu_time_saved_us,
+    "offline_tokens_per_s_per_gpu": _offline_tokens_per_s_per_gpu,
 }
 
 

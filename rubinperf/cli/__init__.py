@@ -85,11 +85,13 @@ from rubinperf.cli import estimate as _estimate  # noqa: E402
 from rubinperf.cli import explain as _explain  # noqa: E402
 from rubinperf.cli import kernel as _kernel  # noqa: E402
 from rubinperf.cli import lists as _lists  # noqa: E402
+from rubinperf.cli import model as _model  # noqa: E402
 from rubinperf.cli import serving as _serving  # noqa: E402
 from rubinperf.cli import validate as _validate  # noqa: E402
 
 app.add_typer(_kernel.kernel_app, name="kernel")
 app.add_typer(_lists.list_app, name="list")
+app.add_typer(_model.model_app, name="model")
 app.command("estimate")(_estimate.estimate)
 app.command("explain")(_explain.explain)
 app.command("sensitivity")(_explain.sensitivity)

@@ -98,7 +98,8 @@ DEFAULT_RACK = DEFAULT_HARDWARE[0]     # the rack of commands that take one
 
 # ---------------------------------------------------------------- the specs evaluated
 
-MODEL_HELP = "Bundled model name or a path to a TOML file."
+MODEL_HELP = ("Bundled model name, a path to a TOML file, or a Hugging Face config.json (or a directory "
+              "holding one).")
 HARDWARE_HELP = "Bundled hardware name or a path to a TOML file."
 STACK_ONE_HELP = ("Software stack: a bundled name (rubinperf list stacks) or a path to a stack TOML file. "
                   "Default: the stack the hardware file names (default_stack).")

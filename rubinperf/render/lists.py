@@ -32,7 +32,7 @@ def stacks_table(rs: list[dict]) -> None:
 
 
 def models_table(rs: list[dict]) -> None:
-    rows = [[r["name"], str(r["layers"]), f"{r['routed_experts']} top-{r['experts_per_token']}",
+    rows = [[r["name"], str(r["layers"]), f"{r['routed_experts']} top-{r['experts_per_token']}" if r["routed_experts"] else "dense",
              si(r["total_params"]), si(r["active_params"]), si(r["draft_params"]),
              si(r["engram_table_bytes"], "B") if r["engram_table_bytes"] else "—"] for r in rs]
     cols = [col("model", "left", wrap=False), col("layers", drop=2), col("experts", drop=3),

@@ -13,12 +13,12 @@ from rubinperf.errors import SpecError
 from rubinperf.specs.precision import PRECISIONS
 from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
 
-ATTENTION_KINDS = ("sparse-mqa", "mla")
+ATTENTION_KINDS = ("sparse-mqa", "mla", "gqa")
 ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
 MAX_LAYERS = 10_000  # layers are looped over: a sanity bound, far above any real model
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Model:
     name: str
     description: str
@@ -31,11 +31,14 @@ class Model:
     hc_mix_rows: int = spec_field("architecture", positive=False, doc="rows of the per-sublayer mHC mixing weight (0 = none)")
     dense_dtype: str = spec_field("architecture", doc="attention and shared-expert linears")
     embedding_dtype: str = spec_field("architecture")
+    tied_embeddings: bool = spec_field("architecture", positive=False, default=False,
+                                       doc="the LM head is the embedding matrix (stored once)")
     # [attention]
-    attention_kind: str = spec_field("attention", doc="sparse-mqa (V4) or mla (V3)")
+    attention_kind: str = spec_field("attention", doc="sparse-mqa (V4), mla (V2/V3) or gqa (grouped-query: K/V heads)")
     num_heads: int = spec_field("attention")
-    q_lora_rank: int = spec_field("attention")
-    kv_latent_dim: int = spec_field("attention", doc="width of the cached latent KV (K = V for V4)")
+    num_kv_heads: int = spec_field("attention", default=1, doc="gqa: K/V heads (1 = MQA); sparse-mqa and mla: 1 latent")
+    q_lora_rank: int = spec_field("attention", positive=False, doc="low-rank query width (0 for gqa: a plain query projection)")
+    kv_latent_dim: int = spec_field("attention", doc="width of the cached latent KV (K = V for V4); gqa: K width, kv heads x head dim")
     qk_head_dim: int = spec_field("attention", doc="per-head dot-product width seen by the attention kernel")
     v_head_dim: int = spec_field("attention", doc="per-head value width seen by the attention kernel")
     qk_nope_head_dim: int = spec_field("attention", positive=False, doc="MLA: per-head non-RoPE query/key width before absorption (0 for V4)")
@@ -59,9 +62,9 @@ class Model:
     replay_start_layer: int = spec_field("indexer", positive=False, doc="prefill: first layer of bounded replay (>= num_layers: none)")
     replay_tokens: int = spec_field("indexer", "tokens", positive=False)
     # [moe]
-    num_routed_experts: int = spec_field("moe")
-    experts_per_token: int = spec_field("moe")
-    moe_intermediate_size: int = spec_field("moe")
+    num_routed_experts: int = spec_field("moe", positive=False, doc="0 for a dense model (every layer a dense FFN)")
+    experts_per_token: int = spec_field("moe", positive=False)
+    moe_intermediate_size: int = spec_field("moe", positive=False)
     num_shared_experts: int = spec_field("moe", positive=False)
     first_dense_layers: int = spec_field("moe", positive=False, doc="leading layers with a dense FFN instead of MoE")
     dense_intermediate_size: int = spec_field("moe", positive=False)
@@ -80,9 +83,9 @@ class Model:
     engram_placement: str = spec_field("engram", doc="hbm (split over DP ranks), host (C2C) or peer-hbm (NVLink)")
     # [draft] speculative decoding
     draft_layers: int = spec_field("draft", positive=False, at_most=MAX_LAYERS)
-    draft_routed_experts: int = spec_field("draft")
-    draft_experts_per_token: int = spec_field("draft")
-    draft_moe_intermediate_size: int = spec_field("draft")
+    draft_routed_experts: int = spec_field("draft", positive=False)
+    draft_experts_per_token: int = spec_field("draft", positive=False)
+    draft_moe_intermediate_size: int = spec_field("draft", positive=False)
     draft_tokens: int = spec_field("draft", "tokens", positive=False, doc="k tokens drafted per verify step")
     draft_passes: int = spec_field("draft", positive=False, doc="sequential draft forwards per verify step")
     mean_accepted_tokens: float = spec_field("draft", "tokens", doc="tokens emitted per verify step")
@@ -119,6 +122,24 @@ class Model:
                 bad("indexer.indexer_layers", f"layer {layer} keeps only a window (compress ratio 0): nothing to index")
         if self.draft_tokens and not self.draft_layers:
             bad("draft.draft_tokens", "expected 0 when draft_layers is 0 (no draft model to draft with)")
+        moe = (self.num_routed_experts, self.experts_per_token, self.moe_intermediate_size)
+        if any(moe) or self.first_dense_layers < self.num_layers:
+            for key, v in zip(("num_routed_experts", "experts_per_token", "moe_intermediate_size"), moe):
+                if not v:
+                    bad(f"moe.{key}", "expected a positive value (0 only in a dense model, where first_dense_layers "
+                        "= num_layers)")
+        if self.draft_layers:
+            for key in ("draft_routed_experts", "draft_experts_per_token", "draft_moe_intermediate_size"):
+                if not getattr(self, key):
+                    bad(f"draft.{key}", "expected a positive value when draft_layers > 0")
+        if self.attention_kind != "gqa" and not self.q_lora_rank:
+            bad("attention.q_lora_rank", f"expected a positive value for {self.attention_kind} attention")
+        if self.attention_kind == "gqa":
+            if self.num_heads % self.num_kv_heads:
+                bad("attention.num_kv_heads", f"expected a divisor of num_heads ({self.num_heads})")
+            if self.kv_latent_dim != self.num_kv_heads * self.qk_head_dim:
+                bad("attention.kv_latent_dim", f"expected num_kv_heads x qk_head_dim = "
+                    f"{self.num_kv_heads * self.qk_head_dim} for gqa attention")
         if self.experts_per_token > self.num_routed_experts:
             bad("moe.experts_per_token", "expected at most num_routed_experts")
         if self.draft_experts_per_token > self.draft_routed_experts:
@@ -140,10 +161,32 @@ class Model:
         return not self.kv_source_layers or layer in self.kv_source_layers
 
     def is_moe_layer(self, layer: int) -> bool:
-        return layer >= self.first_dense_layers
+        return layer >= self.first_dense_layers and self.num_routed_experts > 0
 
 
 def load_model(name_or_path: str) -> Model:
-    """Load a bundled model spec by name, or a user's TOML file by path."""
+    """Load a bundled model spec by name, a user's TOML file by path, or a Hugging Face config.json
+    (or a directory holding one), read by the architecture families of `specs.hfconfig`."""
+    if name_or_path.endswith(".json") or _is_dir(name_or_path):
+        from rubinperf.specs.hfconfig import model_from_config
+
+        return model_from_config(Model, name_or_path)
     path = resolve_path(name_or_path, "model")
     return build_spec(Model, read_toml(path), path)
+
+
+def _is_dir(name_or_path: str) -> bool:
+    """A directory holding a config.json (a Hugging Face checkpoint's folder)."""
+    import os
+
+    try:
+        return "\0" not in name_or_path and os.path.isfile(os.path.join(name_or_path, "config.json"))
+    except (OSError, ValueError):
+        return False
+
+
+def import_model_toml(config_path: str, name: str | None, cited: str | None = None) -> str:
+    """A model spec TOML written from a Hugging Face config.json, each field with its source."""
+    from rubinperf.specs.hfconfig import import_toml
+
+    return import_toml(Model, config_path, name, cited)

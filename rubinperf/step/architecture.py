@@ -27,7 +27,14 @@ class Weight:
 
 def attention_weights(m: Model, layer: int) -> list[Weight]:
     d, dt = m.hidden_size, m.dense_dtype
-    if m.attention_kind == "mla":
+    if m.attention_kind == "gqa":
+        # Grouped-query attention: a plain query projection, K and V of num_kv_heads heads each (kv_latent_dim wide).
+        w = [
+            Weight("q_proj", d, m.num_heads * m.qk_head_dim, dt),
+            Weight("kv_heads_proj", d, 2 * m.kv_latent_dim, dt),
+            Weight("o_proj", m.num_heads * m.v_head_dim, d, dt),
+        ]
+    elif m.attention_kind == "mla":
         w = [
             Weight("q_down", d, m.q_lora_rank, dt),
             Weight("q_up", m.q_lora_rank, m.num_heads * (m.qk_nope_head_dim + m.rope_dim), dt),
@@ -98,15 +105,25 @@ def draft_layer_weights(m: Model, i: int) -> list[Weight]:
 
 
 def embedding_weights(m: Model) -> list[Weight]:
+    """The embedding table and the LM head (with tied embeddings one matrix: `stored_weights` drops the table)."""
     return [
         Weight("embedding", m.vocab_size, m.hidden_size, m.embedding_dtype, kind="embedding"),
         Weight("lm_head", m.hidden_size, m.vocab_size, m.embedding_dtype),
     ]
 
 
+def stored_embedding_weights(m: Model) -> list[Weight]:
+    """The embedding and LM head matrices as stored: one of them when the model ties them."""
+    emb = embedding_weights(m)
+    return [w for w in emb if w.kind != "embedding"] if m.tied_embeddings else emb
+
+
 def parameter_counts(m: Model) -> dict:
-    """Total and active-per-token parameters, and the draft's own, from the weight shapes."""
-    main = [w for layer in range(m.num_layers) for w in layer_weights(m, layer)] + embedding_weights(m)
+    """Total and active-per-token parameters, and the draft's own, from the weight shapes.
+
+    Matrices only: norm weights, biases and attention-sink scalars are left out (under 0.05% of any
+    bundled model). Active excludes the embedding table (a look-up), counts the LM head."""
+    main = [w for layer in range(m.num_layers) for w in layer_weights(m, layer)] + stored_embedding_weights(m)
     draft = [w for i in range(m.draft_layers) for w in draft_layer_weights(m, i)]
     total = sum(w.params for w in main)
     inactive = sum(

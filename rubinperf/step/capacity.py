@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS, RESIDUAL_BYTES
-from rubinperf.step.architecture import Weight, draft_layer_weights, embedding_weights, layer_weights
+from rubinperf.step.architecture import Weight, draft_layer_weights, layer_weights, stored_embedding_weights
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
 
 GB = 1e9
 # Weights whose columns (or heads) a TP layout splits, as graph.py does.
-TP_SPLIT = frozenset({"q_up", "kv_up", "o_proj", "o_down", "o_up", "indexer_q", "dense_ffn", "shared_expert",
+TP_SPLIT = frozenset({"q_proj", "q_up", "kv_up", "o_proj", "o_down", "o_up", "indexer_q", "dense_ffn", "shared_expert",
                       "routed_experts", "lm_head"})
 
 
@@ -46,7 +46,22 @@ def _rank_share(w: Weight, layout: Layout) -> float:
     """Bytes of `w` one rank of `layout` holds."""
     if layout.kind == "dep":
         return weight_bytes(w) / layout.ranks if w.kind == "routed" else weight_bytes(w)
+    if w.name == "kv_heads_proj":  # GQA K/V heads split over TP ranks, one head each once TP passes them
+        return weight_bytes(w) * kv_heads_share(w.n // 2, layout)
     return weight_bytes(w) / layout.tp if w.name in TP_SPLIT else weight_bytes(w)
+
+
+def kv_heads_share(kv_heads: int, layout: Layout) -> float:
+    """Share of a layer's K/V heads one rank holds: 1/TP of them, at least one head (engines replicate a head when
+    TP exceeds the K/V heads); DEP ranks hold all of their own requests' heads."""
+    if layout.kind == "dep":
+        return 1.0
+    return max(1, kv_heads // layout.tp) / kv_heads
+
+
+def kv_rank_share(m: Model, layout: Layout) -> float:
+    """Share of a request's KV cache one rank holds: GQA heads split over TP ranks; a latent (MLA, V4 MQA) is whole."""
+    return kv_heads_share(m.num_kv_heads, layout) if m.attention_kind == "gqa" else 1.0
 
 
 def weight_bytes_per_rank(m: Model, layout: Layout) -> dict[str, float]:
@@ -60,7 +75,7 @@ def weight_bytes_per_rank(m: Model, layout: Layout) -> dict[str, float]:
                 other += _rank_share(w, layout)
     for i in range(m.draft_layers):
         draft += sum(_rank_share(w, layout) for w in draft_layer_weights(m, i))
-    embed = sum(_rank_share(w, layout) for w in embedding_weights(m))
+    embed = sum(_rank_share(w, layout) for w in stored_embedding_weights(m))
     return {"routed experts": routed, "dense + attention": other, "draft": draft, "embedding + LM head": embed}
 
 
@@ -85,7 +100,11 @@ def draft_kv_bytes_per_token(m: Model) -> float:
 
 
 def kv_window_bytes_per_request(m: Model) -> float:
-    """Uncompressed sliding-window entries of one request, on every KV-writing layer (a constant)."""
+    """Uncompressed sliding-window entries of one request, on every KV-writing layer (a constant); in GQA models
+    only the sliding-window layers (compress ratio 0) keep a window, the others hold every token."""
+    if m.attention_kind == "gqa":
+        writers = sum(1 for layer in range(m.num_layers + m.draft_layers) if not m.compress_ratio(layer))
+        return m.sliding_window_tokens * m.kv_entry_bytes * writers
     writers = sum(1 for layer in range(m.num_layers) if m.is_kv_source(layer)) + m.draft_layers
     return m.sliding_window_tokens * m.kv_entry_bytes * writers
 
@@ -103,6 +122,8 @@ def workspace_bytes_per_token(m: Model, layout: Layout) -> float:
     act = PRECISIONS[m.activation_dtype].bytes_per_element
     moe = m.experts_per_token * (m.hidden_size * act + 2 * m.moe_intermediate_size / layout.tp * ACT_BYTES)
     attention = m.num_heads / layout.tp * (m.qk_head_dim + m.v_head_dim) * ACT_BYTES
+    if not m.num_routed_experts:  # a dense model: the FFN's gate and up outputs instead of the experts'
+        return residual + 2 * m.dense_intermediate_size / layout.tp * ACT_BYTES + attention
     return residual + moe + attention
 
 
@@ -208,5 +229,6 @@ def capacity(m: Model, hw: Platform, layout: Layout, phase: str, context_tokens:
     return Capacity(layout=layout, phase=phase, hbm_bytes=hw.hbm_capacity_bytes, reserve_bytes=reserve_bytes,
                     weights=weight_bytes_per_rank(m, layout), engram_bytes=engram_hbm,
                     host_engram_bytes=engram_host, host_capacity_bytes=hw.host_memory_capacity_bytes,
-                    context_tokens=float(context_tokens), kv_bytes_per_request=float(kv_bytes_per_request(m, context_tokens)),
+                    context_tokens=float(context_tokens),
+                    kv_bytes_per_request=float(kv_bytes_per_request(m, context_tokens) * kv_rank_share(m, layout)),
                     workspace_bytes_per_request=float(ws))

@@ -118,6 +118,8 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
     `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`).
     """
     kv_tokens = tokens if kv_tokens is None else kv_tokens
+    if m.attention_kind == "gqa":
+        return gqa_attention_ops(m, layer, layout, p, tokens, seqs, q_per_seq, hw_tray, kv_tokens, part)
     w = {x.name: x for x in attention_weights(m, layer)}
     heads = m.num_heads // layout.tp
     ratio = m.compress_ratio(layer)
@@ -178,6 +180,48 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         out = (K.gemm(tokens, groups.n, k_in, weight=groups.dtype, act="fp8", groups=per_rank),
                _linear(w["o_up"], tokens, layout, split="k"))
     ops.append(Op("output projection", out, part=part))
+    if layout.tp > 1:
+        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+    return ops
+
+
+def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray, kv_tokens,
+                      part: str = "target") -> list[Op]:
+    """Grouped-query attention of one layer: query, K/V and output projections and flash attention over K/V heads.
+
+    TP splits the query heads and the K/V heads (at least one K/V head per rank: engines replicate a head when TP
+    exceeds them). A full-attention layer (compress ratio 1) attends every cached token; a sliding-window layer
+    (compress ratio 0) at most `sliding_window_tokens` of them. The attention is the generic kernel with
+    `kv_heads` (K/V read once per K/V head, shared by its group of query heads); prefill is causal, and a
+    window layer's queries each attend a window, so its prefill runs as the non-causal kernel over that window."""
+    w = {x.name: x for x in attention_weights(m, layer)}
+    heads = m.num_heads // layout.tp
+    kv_heads = max(1, m.num_kv_heads // layout.tp)
+    head_bytes = m.kv_entry_bytes / m.num_kv_heads   # one cached token of one K/V head (K and V)
+    entry_bytes = head_bytes * kv_heads               # one cached token of the rank's K/V heads
+    kvw = w["kv_heads_proj"]
+    act = "fp8" if kvw.dtype in ("fp8", "fp4") else kvw.dtype
+    ops = [Op("q projection", _linear(w["q_proj"], tokens, layout), part=part)]
+    kv = K.gemm(kv_tokens, 2 * m.qk_head_dim * kv_heads, kvw.k, weight=kvw.dtype, act=act)
+    if p.rope_kv_insert_fused:
+        ops.append(Op("KV projection", kv.plus(K.kv_insert(kv_tokens, entry_bytes)), part=part))
+    else:
+        ops.append(Op("KV projection", kv, part=part))
+        ops.append(Op("KV insert (+ key RoPE)", K.kv_insert_kernel(kv_tokens, entry_bytes,
+                                                                   read_bytes_per_token=kv.n * ACT_BYTES), part=part))
+        ops.append(Op("query RoPE", K.rope(tokens, heads, m.rope_dim, ACT_BYTES), part=part))
+    prefill = p.phase == "prefill"
+    window = not m.compress_ratio(layer)
+    cached = p.context + q_per_seq
+    if window:
+        seen = smin(K.visible_positions(p.context, q_per_seq, prefill), m.sliding_window_tokens)
+        att = K.attention(seqs, heads, q_per_seq, seen, m.qk_head_dim, kv_heads=kv_heads, v_head_dim=m.v_head_dim,
+                          kv_entry_bytes=head_bytes)
+    else:
+        att = K.attention(seqs, heads, q_per_seq, cached, m.qk_head_dim, kv_heads=kv_heads, causal=prefill,
+                          v_head_dim=m.v_head_dim, kv_entry_bytes=head_bytes)
+    ops.append(Op("attention (GQA" + (", sliding window)" if window else ")"), att, part=part))
+    ops.append(Op("output projection", _linear(w["o_proj"], tokens, layout, split="k"), part=part))
     if layout.tp > 1:
         ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
     return ops
