@@ -266,6 +266,8 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
     n = N / dp
     ok = ~e.saturated & (e.B <= e.max_requests)
     top = int(np.max(np.nonzero(ok)[0])) if np.any(ok) else 0   # the last grid point the engine can hold
+    # what stops the running batch there: the prefill budget (f reached 1) or the KV cache
+    limit = "prefill" if top + 1 < len(e.B) and e.saturated[top + 1] else "KV cache"
     conc = np.maximum.accumulate(e.concurrency)[: top + 1]
     Bs = e.B[: top + 1]
     inside = n <= conc[-1]
@@ -287,7 +289,8 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
     c: dict = {
         "running_batch_per_rank": b, "queued_per_rank": queue, "prefill_step_share": F,
         "decode_step_ms": t0 * 1e3, "prefill_step_ms": t1 * 1e3, "mean_step_ms": step_s * 1e3,
-        "prefill_chunk_tokens": at(e.chunk), "prefill_saturated": ~inside,
+        "prefill_chunk_tokens": at(e.chunk), "saturated": ~inside,
+        "limited_by": np.where(inside, "", limit),
         "request_throughput_per_s": req_s,
         "output_tokens_per_s": req_s * O, "total_tokens_per_s": req_s * (I + O),
         "output_tokens_per_s_per_gpu": req_s * O / ranks, "total_tokens_per_s_per_gpu": req_s * (I + O) / ranks,
@@ -305,15 +308,21 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
     room = max(float(e.budget - b.min() * (1 + e.draft_tokens)), 1.0)
     chunks = np.ceil(u / room - 1e-9) if hw.chunked_prefill else np.ones_like(u)
     chunks = chunks * (e.chunks_per_request / max(float(np.mean(chunks)), 1e-12))   # the mean as the steady state's
+    def ttft_at(v, ch):
+        return (wait_s[:, None, None] + step_s[:, None, None] * v[None, :, None]
+                + t1[:, None, None] * ch[None, None, :]).reshape(len(N), -1)
+
     v = (np.arange(QUADRATURE) + 0.5) / QUADRATURE
-    ttft_nodes = (wait_s[:, None, None] + step_s[:, None, None] * v[None, :, None]
-                  + t1[:, None, None] * chunks[None, None, :]).reshape(len(N), -1)
+    ttft_nodes = ttft_at(v, chunks)
+    fine = (np.arange(4 * QUADRATURE) + 0.5) / (4 * QUADRATURE)   # TTFT alone: finer nodes (its P99 is in its tail)
+    fine_chunks = np.interp(fine, v, chunks) if chunks.size > 1 else np.full(fine.shape, float(chunks[0]))
+    ttft_fine = ttft_at(fine, fine_chunks)
     mid = tuple(100.0 * v)
     per_token = tpot[:, None] * np.array(time_per_token_factors(e.draft_tokens, e.acceptance, nu, sigma, mid))[None, :]
     per_token *= 1.0 / np.mean(per_token, axis=1, keepdims=True) * tpot[:, None]   # nodes keep the mean
     outs = e.mix.lengths(e.mix.osl) - 1
     e2e_nodes = (ttft_nodes[:, :, None, None] + outs[None, None, :, None] * per_token[:, None, None, :]).reshape(len(N), -1)
-    for name, mean, pct in (("ttft", ttft, np.percentile(ttft_nodes, PERCENTILES, axis=1)),
+    for name, mean, pct in (("ttft", ttft, np.percentile(ttft_fine, PERCENTILES, axis=1)),
                             ("tpot", tpot, np.array(f_tpot)[:, None] * tpot[None, :]),
                             ("itl", step_s, itl),
                             ("e2e", e2e, np.percentile(e2e_nodes, PERCENTILES, axis=1))):
