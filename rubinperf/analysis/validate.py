@@ -345,8 +345,21 @@ def _serve(p: RefPoint) -> tuple[float, str]:
                                     + (f", held by the {rec['limited_by']}" if rec["limited_by"] else ""))
 
 
+def _dp_prefill_loss(p: RefPoint) -> tuple[float, str]:
+    """Prefill throughput a DEP engine loses to its busiest rank (serving/prefill.py: dp_prefill_imbalance)."""
+    from rubinperf.serving.prefill import dp_prefill_imbalance
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.select import serving_setups
+
+    (m, hw, w), = serving_setups(p.model, [p.hardware], p.workload or "agentx", None, [p.stack] if p.stack else None)
+    d = dp_prefill_imbalance(m, hw, w, parse_layout(p.layout))
+    return d["loss"], (f"{d['seqs_per_rank']:.3g} sequences per rank, the busiest {d['busiest_rank_seqs']:.3g}: step "
+                       f"{fmt_time(d['step_s'])} -> {fmt_time(d['busiest_step_s'])}")
+
+
 METRICS = {
     "serve": _serve,
+    "dp_prefill_loss": _dp_prefill_loss,
     "throughput_at_interactivity": _throughput_metric,
     "peak_throughput": _throughput_metric,
     "throughput_ratio_at_interactivity": _throughput_ratio,

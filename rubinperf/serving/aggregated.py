@@ -271,10 +271,21 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
     conc = np.maximum.accumulate(e.concurrency)[: top + 1]
     Bs = e.B[: top + 1]
     inside = n <= conc[-1]
-    b = np.where(inside, np.interp(n, conc, Bs), Bs[-1])
 
-    def at(x):
-        return np.interp(b, e.B, x)
+    def at(x, where=None):
+        return np.interp(b if where is None else where, e.B, x)
+
+    def clients(x):   # N(B) between grid points, from the interpolated step times (Little's law holds exactly)
+        st = at(e.step_s, x)
+        lam = x * e.acceptance / (e.mix.mean_output - 1) / st
+        return x + lam * (st / 2 + e.chunks_per_request * at(e.mixed_s, x) + e.mix.turn_gap_s)
+
+    lo, hi = np.zeros_like(n), np.full_like(n, Bs[-1])
+    for _ in range(48):   # bisection: N(B) rises with B
+        mid = 0.5 * (lo + hi)
+        below = clients(mid) < n
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    b = np.where(inside, 0.5 * (lo + hi), Bs[-1])
 
     step_s, t0, t1, F = at(e.step_s), at(e.decode_s), at(e.mixed_s), at(e.prefill_share)
     lam = b * e.acceptance / (e.mix.mean_output - 1) / step_s                 # requests/s per scheduler
