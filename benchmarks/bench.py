@@ -90,6 +90,20 @@ def compile_package() -> None:
         compileall.compile_dir(where, quiet=1)
 
 
+# One aggregated engine (GB300 TP2, 8K/1K) timed and solved at 64 concurrencies, in-process after the imports.
+SERVE_SWEEP = """
+import time
+import numpy as np
+from rubinperf.specs.layout import parse_layout
+from rubinperf.specs.select import load_specs
+from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
+m, (hw,) = load_specs("deepseek-v4.1-flash", ["gb300-nvl72"])
+t = time.perf_counter()
+closed_loop(engine(m, hw, parse_layout("tp2"), RequestMix(8192, 1024)), np.arange(1, 65) * 4).records()
+print(time.perf_counter() - t)
+"""
+
+
 def main() -> None:
     py = sys.executable
     if "--no-compile" not in sys.argv[1:]:
@@ -101,6 +115,7 @@ def main() -> None:
     numpy_j, est_json = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "estimate", "--json"])
     numpy_l, list_hw = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "list", "hardware"])
     pareto_s, _ = wall([py, "-m", "rubinperf", "pareto", "--json"])
+    serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
     compare_s, _ = wall([py, "-m", "rubinperf", "compare", "--json"])
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-c", SWEEP], capture_output=True, text=True, check=True)
     points, seconds, warm_seconds = proc.stdout.split()
@@ -117,6 +132,7 @@ def main() -> None:
         ("rubinperf estimate, peak RSS", f"{est_rss:.0f} MB", "target < 150 MB"),
         ("rubinperf pareto --json, wall", f"{pareto_s * 1e3:.0f} ms", ""),
         ("rubinperf compare --json, wall", f"{compare_s * 1e3:.0f} ms", ""),
+        ("serve: 64-point concurrency sweep, one engine", f"{serve64 * 1e3:.0f} ms", "target <= 500 ms"),
         (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "aim >= 10 M/s"),
         ("vectorised sweep, again (best of 2 more)", f"{warm_rate / 1e6:.2f} M points/s", ""),
         ("vectorised sweep, peak RSS", f"{sweep_rss:.0f} MB", "target < 150 MB"),

@@ -55,6 +55,14 @@ class RefPoint:
     input_tokens: float | None = None   # offline_tokens_per_s_per_gpu: prompt tokens of every request (fixed ISL)
     output_tokens: float | None = None  # offline_tokens_per_s_per_gpu: generated tokens of every request (fixed OSL)
     kv_memory_fraction: float | None = None  # offline_tokens_per_s_per_gpu: share of the free HBM the engine gives its KV
+    # serve: a closed-loop benchmark point of an aggregated engine (rubinperf serve), as it was run
+    quantity: str | None = None         # the serve record's field compared (total_tokens_per_s_per_gpu, median_tpot_ms, ...)
+    concurrency: float | None = None
+    isl: float | None = None
+    osl: float | None = None
+    random_range_ratio: float | None = None
+    range_convention: str | None = None
+    run_with: dict = field(default_factory=dict)   # spec fields as the run set them (budget, KV bytes, weight formats)
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -62,14 +70,15 @@ _REQUIRED = ("id", "source", "metric", "hardware", "layout", "phase", "published
 _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivity", "baseline_hardware", "stack",
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
              "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without",
-             "set", "input_tokens", "output_tokens", "kv_memory_fraction")
+             "set", "input_tokens", "output_tokens", "kv_memory_fraction",
+             "quantity", "concurrency", "isl", "osl", "random_range_ratio", "range_convention", "run_with")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
             "baseline_stack", "interactivity_stat", "note", "changed",
-            "op", "launch", "data")
+            "op", "launch", "data", "quantity", "range_convention")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens", "input_tokens",
-             "output_tokens", "kv_memory_fraction")
-_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
+             "output_tokens", "kv_memory_fraction", "concurrency", "isl", "osl")
+_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate", "random_range_ratio")
 
 
 def _check_types(where: str, raw: dict) -> None:
@@ -86,9 +95,9 @@ def _check_types(where: str, raw: dict) -> None:
             raise SpecError(f"{where}: set: expected a list of key=value strings, got {v!r}")
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
             raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
-        if key == "without" and not (isinstance(v, dict) and v and all(
+        if key in ("without", "run_with") and not (isinstance(v, dict) and v and all(
                 isinstance(x, (bool, str)) or (isinstance(x, (int, float)) and math.isfinite(x)) for x in v.values())):
-            raise SpecError(f"{where}: without: expected a table of spec fields and their values (numbers, true/false "
+            raise SpecError(f"{where}: {key}: expected a table of spec fields and their values (numbers, true/false "
                             f"or names), got {v!r}")
         if key == "interactivity_stat" and v not in ("p90", "p50", "mean"):
             raise SpecError(f"{where}: interactivity_stat: expected p90, p50 or mean, got {v!r}")
@@ -351,7 +360,50 @@ def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
         f"{fmt_time(t_dec)} ({dec.bound}), prefill {fmt_time(t_pre)} per batch: {share:.0%} of the time decoding")
 
 
+def _sets(fields: dict) -> list[str]:
+    """A table of spec fields as --set texts."""
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v if isinstance(v, str) else repr(v)}"
+            for k, v in fields.items()]
+
+
+def _serve(p: RefPoint) -> tuple[float, str]:
+    """One closed-loop benchmark point of an aggregated engine, through the path `rubinperf serve` takes."""
+    from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
+    from rubinperf.specs.layout import check_layout, parse_layout
+    from rubinperf.specs.select import load_specs
+
+    if not (p.quantity and p.concurrency and p.isl and p.osl):
+        raise SpecError(f"point {p.id}: serve needs quantity, concurrency, isl and osl")
+    m, (hw,) = load_specs(p.model, [p.hardware], _sets(p.run_with), stacks=[p.stack] if p.stack else None)
+    lay = parse_layout(p.layout)
+    check_layout(lay, m, hw)
+    mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
+                     convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
+    draft = None if p.draft_tokens is None else int(p.draft_tokens)
+    rec = closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), [p.concurrency]).records()[0]
+    if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
+        raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the serve record")
+    return float(rec[p.quantity]), (f"batch {rec['running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of "
+                                    f"steps with prefill ({rec['prefill_step_ms']:.3g} vs {rec['decode_step_ms']:.3g} ms), "
+                                    f"TPOT {rec['median_tpot_ms']:.3g} ms, TTFT {rec['mean_ttft_ms']:.3g} ms"
+                                    + (f", held by the {rec['limited_by']}" if rec["limited_by"] else ""))
+
+
+def _dp_prefill_loss(p: RefPoint) -> tuple[float, str]:
+    """Prefill throughput a DEP engine loses to its busiest rank (serving/prefill.py: dp_prefill_imbalance)."""
+    from rubinperf.serving.prefill import dp_prefill_imbalance
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.select import serving_setups
+
+    (m, hw, w), = serving_setups(p.model, [p.hardware], p.workload or "agentx", None, [p.stack] if p.stack else None)
+    d = dp_prefill_imbalance(m, hw, w, parse_layout(p.layout))
+    return d["loss"], (f"{d['seqs_per_rank']:.3g} sequences per rank, the busiest {d['busiest_rank_seqs']:.3g}: step "
+                       f"{fmt_time(d['step_s'])} -> {fmt_time(d['busiest_step_s'])}")
+
+
 METRICS = {
+    "serve": _serve,
+    "dp_prefill_loss": _dp_prefill_loss,
     "throughput_at_interactivity": _throughput_metric,
     "peak_throughput": _throughput_metric,
     "throughput_ratio_at_interactivity": _throughput_ratio,

@@ -87,6 +87,7 @@ from rubinperf.cli import kernel as _kernel  # noqa: E402
 from rubinperf.cli import lists as _lists  # noqa: E402
 from rubinperf.cli import model as _model  # noqa: E402
 from rubinperf.cli import serving as _serving  # noqa: E402
+from rubinperf.cli import serve as _serve  # noqa: E402
 from rubinperf.cli import validate as _validate  # noqa: E402
 
 app.add_typer(_kernel.kernel_app, name="kernel")
@@ -97,6 +98,7 @@ app.command("explain")(_explain.explain)
 app.command("sensitivity")(_explain.sensitivity)
 app.command("pareto")(_serving.pareto)
 app.command("compare")(_serving.compare)
+app.command("serve")(_serve.serve)
 app.command("validate")(_validate.validate_cmd)
 app.command("calibrate")(_calibrate.calibrate)
 

@@ -233,3 +233,38 @@ def check_stat(stat: str) -> str:
     if stat not in STATS:
         raise SpecError(f"--interactivity-stat: expected one of {', '.join(STATS)}, got {stat!r}")
     return stat
+
+
+@functools.lru_cache(maxsize=256)
+def time_per_token_factors(k: int, acceptance: float, concentration: float, spread: float,
+                           percentiles: tuple = (50.0, 90.0, 99.0)) -> tuple:
+    """Percentiles of one request's time per output token over its mean (mean step / mean acceptance), from the same
+    spreads as the speed's: the request's time per token is 1 / u, so its p-th percentile is 1 / the (100 - p)-th
+    percentile of u / (a / step)."""
+    qs = 1.0 - np.asarray(percentiles, dtype=float) / 100.0
+    nodes = _acceptance_nodes(int(k), float(acceptance), float(concentration))
+    return tuple(float(1.0 / x) for x in _quantiles(nodes, float(spread), qs))
+
+
+def step_mixture_percentiles(times, weights, spread: float, percentiles) -> np.ndarray:
+    """Percentiles of a step's time when a share `weights[j]` of steps take `times[j]` (arrays over points), each
+    spread lognormally about it by `spread` (the step_time_spread P90 uses): the CDF
+    sum_j w_j Phi(ln(x / t_j) / spread), inverted by bisection in ln x (spread 0: the step CDF, its left limit)."""
+    t = np.asarray(times, dtype=float)            # (J, ...) step times
+    w = np.asarray(weights, dtype=float)          # (J, ...) shares, summing to 1 over J
+    out = []
+    lo0 = np.log(np.min(t, axis=0)) - 6 * spread - 1e-9
+    hi0 = np.log(np.max(t, axis=0)) + 6 * spread + 1e-9
+    for p in percentiles:
+        q = p / 100.0
+        lo, hi = lo0.copy(), hi0.copy()
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            if spread > 0:
+                cdf = np.sum(w * _phi((mid - np.log(t)) / spread), axis=0)
+            else:
+                cdf = np.sum(w * (np.log(t) <= mid), axis=0)
+            below = cdf < q
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        out.append(np.exp(0.5 * (lo + hi)))
+    return np.array(out)

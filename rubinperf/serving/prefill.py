@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rubinperf.errors import SpecError
 from rubinperf.kernels.memory import kv_load, kv_transfer
 from rubinperf.roofline import kernel_time
@@ -154,3 +156,34 @@ def default_prefill_layout(m: Model, hw: Platform, w: Workload, eplb: bool = Tru
             return candidate, (f"prefill {wanted.name} (the workload's) does not fit; using {candidate.name}, the "
                                f"smallest {wanted.kind.upper()} prefill layout that does (--prefill-layout to choose)"), got
     return wanted, "", None
+
+
+def busiest_rank_sequences(seqs_per_rank: float, ranks: int) -> float:
+    """Expected sequences on the busiest of `ranks` DP ranks when a step's ranks x seqs_per_rank sequences are
+    routed to ranks uniformly at random (each rank's count Binomial(S, 1 / ranks), the ranks taken as independent):
+    E[max] = sum over k >= 0 of (1 - F(k)^ranks). One rank, or one sequence per step: no imbalance."""
+    S = int(round(seqs_per_rank * ranks))
+    if ranks <= 1 or S <= 1:
+        return float(seqs_per_rank)
+    k = np.arange(S + 1)
+    log_pmf = (math.lgamma(S + 1) - np.array([math.lgamma(i + 1) + math.lgamma(S - i + 1) for i in k])
+               + k * math.log(1 / ranks) + (S - k) * math.log(1 - 1 / ranks))
+    cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
+    return float(np.sum(1.0 - cdf[:-1] ** ranks))
+
+
+def dp_prefill_imbalance(m: Model, hw, w: Workload, layout: Layout, eplb: bool = True) -> dict:
+    """A DEP prefill step waits for its busiest rank: the step at the busiest rank's expected sequences (the request
+    mix: the workload's prompts, packed to the budget per rank) against the step at the mean. Returns the two step
+    times, the sequences, and the throughput lost (1 - mean step / busiest step)."""
+    plan = prefill_plan(m, hw, w, layout, eplb=eplb)
+    busiest = busiest_rank_sequences(plan.seqs, layout.dp) if plan.chunks_per_turn == 1 else plan.seqs
+    point = make_point(m, hw, layout, phase="prefill", batch=plan.seqs, context=plan.context,
+                       new_tokens=plan.new_tokens, eplb=eplb, engram_placement=w.prefill_engram_placement)
+    import dataclasses
+
+    per_seq = plan.new_tokens / plan.seqs
+    slow = step(m, hw, layout, dataclasses.replace(point, batch=busiest, new_tokens=busiest * per_seq))
+    return {"layout": layout.name, "seqs_per_rank": plan.seqs, "busiest_rank_seqs": busiest,
+            "step_s": plan.step_s, "busiest_step_s": float(slow.expected_s),
+            "loss": 1.0 - plan.step_s / float(slow.expected_s)}

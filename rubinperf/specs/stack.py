@@ -85,6 +85,10 @@ class Stack:
     decode_layouts: tuple[str, ...] = _field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
     admission_cpu_per_prompt_token_s: float = _field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
     max_kv_loads_per_step: int = _field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
+    # [aggregated] one engine that serves prefill and decode together (rubinperf/serving/aggregated.py)
+    max_num_batched_tokens: int = _field("aggregated", "tokens", doc="aggregated engine: token budget of one step per scheduler (a DP rank, a TP instance): every running request's decode rows first, then pending prefill up to the budget")
+    chunked_prefill: bool = _field("aggregated", doc="aggregated engine: a prompt longer than what the budget leaves is split over steps; false: a prompt is prefilled whole in one step")
+    mixed_prefill_decode: bool = _field("aggregated", doc="aggregated engine: a prefill chunk runs in the same forward as the running decode rows; false: prefill runs as a step of its own and the running decodes wait for it")
 
     # [ep] how the engine's EP exchanges tokens: across NVLink domains (a layout wider than one domain), and the draft's
     ep_prefill_hierarchical: bool = _field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
@@ -132,7 +136,7 @@ def load_stack(name_or_path: str) -> Stack:
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion")
+POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion", "aggregated")
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 

@@ -111,13 +111,27 @@ def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
-                  kv_tokens=None, part: str = "target") -> list[Op]:
+                  kv_tokens=None, part: str = "target", chunk: bool = False) -> list[Op]:
     """Projections, indexer, sparse/dense attention and output projection of one layer.
 
     `tokens` query tokens on this rank, from `seqs` sequences with `q_per_seq` queries each;
-    `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`).
+    `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`). With `chunk` (a decode
+    step of an aggregated engine), the point's prefill chunk shares the step: the projections run over
+    both sets of rows, the indexer and attention over each set at its own context.
     """
     kv_tokens = tokens if kv_tokens is None else kv_tokens
+    if chunk:
+        bare = dataclasses.replace(p, chunk_tokens=0)
+        # row-wise ops over every row of the step; the per-sequence ops of the decode rows and of the chunk
+        rows = attention_ops(m, layer, layout, bare, tokens + p.chunk_tokens, seqs, q_per_seq, hw_tray,
+                             kv_tokens=kv_tokens + p.chunk_tokens, part=part)
+        mine = {o.name: o for o in attention_ops(m, layer, layout, bare, tokens, seqs, q_per_seq, hw_tray,
+                                                 kv_tokens=kv_tokens, part=part)}
+        cp = dataclasses.replace(bare, phase="prefill", context=p.chunk_context)
+        theirs = {o.name: o for o in attention_ops(m, layer, layout, cp, p.chunk_tokens, p.chunk_seqs,
+                                                   p.chunk_tokens / p.chunk_seqs, hw_tray, part=part)}
+        return [dataclasses.replace(o, kernels=mine[o.name].kernels + theirs[o.name].kernels)
+                if o.name in PER_SEQUENCE_OPS else o for o in rows]
     if m.attention_kind == "gqa":
         return gqa_attention_ops(m, layer, layout, p, tokens, seqs, q_per_seq, hw_tray, kv_tokens, part)
     w = {x.name: x for x in attention_weights(m, layer)}
@@ -225,6 +239,11 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
     if layout.tp > 1:
         ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
     return ops
+
+
+# Attention ops whose work depends on each sequence's own context (the rest are row-wise GEMMs and collectives).
+PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "MegaAttn (sparse attention)", "MLA attention",
+                    "attention (GQA)", "attention (GQA, sliding window)")
 
 
 def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
@@ -372,6 +391,11 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         seqs = p.batch
         q_per_seq = p.new_tokens / p.batch
     tokens = seqs * q_per_seq
+    # Aggregated serving: a decode step that also carries a prefill chunk. Its rows join every row-wise op
+    # (GEMMs, MoE, mHC, Engram, collectives); attention reads each row's own context (attention_ops); no
+    # bounded replay (a decode step has none); the draft builds the chunk's KV with one pass over it.
+    chunk = decode and has_chunk(p)
+    rows = tokens + p.chunk_tokens if chunk else tokens
 
     # Group main layers' sublayers by shape so each distinct one is built once (and, in a sweep,
     # evaluated once): attention sublayers by compression, KV source, indexer and replay; FFN
@@ -387,28 +411,43 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         replay = sig[-1]
         if replay == "none":
             t, s, q, kv_t = tokens, seqs, q_per_seq, tokens
+            rt = rows
         else:  # bounded replay: only the last `replay_tokens` of each sequence go on
             q = smin(m.replay_tokens, q_per_seq)
             t, s = seqs * q, seqs
             kv_t = tokens if replay == "start" else t
+            rt = t
         if sig[0] == "attention":
             # Replayed layers see the earlier new tokens as cached context.
             pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
-            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
+            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t, chunk=chunk)
         else:
-            layer_ops = [mhc_op(m, t, layout, p)]
+            layer_ops = [mhc_op(m, rt, layout, p)]
             if layer in m.engram_layers:
-                layer_ops += engram_ops(m, layout, t, p.engram_placement, p.nvlink_domain_gpus)
-            layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray)
+                layer_ops += engram_ops(m, layout, rt, p.engram_placement, p.nvlink_domain_gpus)
+            layer_ops += moe_ops(m, layer, layout, p, rt, gpus_per_tray)
         ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
 
     logits_tokens = tokens if decode else seqs
-    ops += head_ops(m, layout, tokens, logits_tokens)
+    if chunk:   # a chunk's last row samples the sequence's first token
+        ops += head_ops(m, layout, rows, logits_tokens + p.chunk_seqs)
+    else:
+        ops += head_ops(m, layout, tokens, logits_tokens)
     ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
+    if chunk and m.draft_layers and p.k(m):
+        cp = dataclasses.replace(p, phase="prefill", context=p.chunk_context, chunk_tokens=0)
+        ops += _draft_pass(m, layout, cp, p.chunk_seqs, p.chunk_tokens, p.chunk_tokens / p.chunk_seqs, p.chunk_seqs,
+                           1, gpus_per_tray, head=False)
     ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
     if layout.dp > 1:
         ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
     return ops
+
+
+def has_chunk(p: Point) -> bool:
+    """Whether a point's step carries a prefill chunk (its chunk_tokens is not the number 0)."""
+    c = p.chunk_tokens
+    return not (isinstance(c, (int, float)) and c == 0)
 
 
 def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -> list[Op]:

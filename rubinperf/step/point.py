@@ -45,6 +45,10 @@ class Point:
                                         # the EP dispatch and combine as kernels of their own)
     tp_shared_expert_fused_below_rows: object = 0   # TP path: the shared expert inside the routed GEMMs below these rows
     rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
+    # Aggregated serving: a chunk of pending prefill that shares a decode step (0: a pure decode step)
+    chunk_tokens: object = 0      # prefill rows of the step, per rank
+    chunk_seqs: object = 1        # sequences those rows belong to
+    chunk_context: object = 0     # tokens cached before each chunk sequence's rows
 
     def k(self, m: Model):
         return m.draft_tokens if self.draft_tokens is None else self.draft_tokens

@@ -1,0 +1,80 @@
+"""`rubinperf serve`: one aggregated engine driven closed loop, as `vllm bench serve --max-concurrency N` drives it
+(thin: rubinperf.serving.aggregated's records out to rubinperf.render.aggregated)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rubinperf.cli.options import (DEFAULT_MODEL, TOKENS, DraftTokens, Acceptance, Eplb, Hardware, JsonRecords, Layout,
+                                   Model, Quiet, Sets, Stack, Wide, apply_wide, check_output_flags, emit)
+from rubinperf.errors import SpecError
+
+
+def serve(
+    hardware: Hardware = "gb300-nvl72",
+    layout: Layout = "tp2",
+    concurrency: Annotated[str, typer.Option(
+        "--concurrency", "-c", help="Clients, each sending its next request when the last one ends: 64, 4,16,64 or a "
+                                    "series a,b,...,z (1,2,...,256 doubles).")] = "64",
+    isl: Annotated[float, typer.Option("--isl", help="Nominal input tokens per request (8K, 1024, ...).",
+                                       click_type=TOKENS)] = 8192.0,
+    osl: Annotated[float, typer.Option("--osl", help="Nominal output tokens per request.", click_type=TOKENS)] = 1024.0,
+    random_range_ratio: Annotated[float, typer.Option(
+        "--random-range-ratio", help="Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench serve), or "
+                                     "[L R, L] with --range-convention inferencex.")] = 0.0,
+    range_convention: Annotated[str, typer.Option(
+        "--range-convention", help="vllm (current vllm bench serve) or inferencex (older benchmark_serving, "
+                                   "InferenceMAX).")] = "vllm",
+    prefix_hit: Annotated[float, typer.Option(
+        "--prefix-hit", help="Share of each prompt found in the prefix cache (0: random prompts).")] = 0.0,
+    turn_gap: Annotated[float, typer.Option(
+        "--turn-gap", help="Seconds a client waits between a reply and its next request (agentic sessions; 0: none).")] = 0.0,
+    model: Model = DEFAULT_MODEL,
+    stack: Stack = None,
+    draft_tokens: DraftTokens = None,
+    acceptance: Acceptance = None,
+    eplb: Eplb = True,
+    sets: Sets = None,
+    as_json: JsonRecords = False,
+    quiet: Quiet = False,
+    wide: Wide = False,
+):
+    """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
+
+    The engine mixes each step's decode rows with a chunk of pending prefill up to the stack's
+    token budget ([aggregated] max_num_batched_tokens, chunked_prefill, mixed_prefill_decode;
+    change them with --set). The steady state follows from Little's law at each concurrency;
+    past the point where prefill saturates, requests queue and TTFT grows. Percentiles use the
+    spreads P90 uses and the request mix's length range.
+
+    Examples:
+
+      rubinperf serve -H gb300-nvl72 -l tp2 --concurrency 64 --isl 8K --osl 1K
+
+      rubinperf serve -m deepseek-v3 -H h200 -l tp8 -c 1,2,...,256 --random-range-ratio 0.8 --range-convention inferencex
+
+      rubinperf serve -H b200 -l dep8 -c 256 --set max_num_batched_tokens=16384 --json
+    """
+    from rubinperf.serving.aggregated import RequestMix, closed_loop, engine, parse_concurrency
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.select import load_specs
+
+    check_output_flags(as_json, quiet=quiet)
+    apply_wide(wide)
+    levels = parse_concurrency(concurrency)
+    mix = RequestMix(isl=isl, osl=osl, range_ratio=random_range_ratio, convention=range_convention,
+                     prefix_hit=prefix_hit, turn_gap_s=turn_gap)
+    m, (hw,) = load_specs(model, [hardware], sets, stacks=[stack] if stack else None)
+    lay = parse_layout(layout)
+    from rubinperf.specs.layout import check_layout
+
+    check_layout(lay, m, hw)
+    if draft_tokens is not None and draft_tokens < 0:
+        raise SpecError(f"--draft-tokens: expected 0 or more, got {draft_tokens}")
+    e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb)
+    records = closed_loop(e, levels).records()
+    from rubinperf.render.aggregated import serve_tables
+
+    emit(records, as_json, serve_tables, quiet=quiet)
