@@ -132,8 +132,8 @@ class KernelTime:
 _TIME_FIELDS = tuple(f.name for f in dataclasses.fields(KernelTime))
 
 
-def parallelism(kern: Kernel, hw: Platform):
-    """(CTAs, share of the SMs' compute in use, row padding factor) of a kernel on `hw`.
+def occupancy(kern: Kernel, hw: Platform):
+    """How a kernel occupies the GPU: (CTAs, share of the SMs' compute in use, row padding factor) on `hw`.
 
     MMA kernels: tiles = groups x ceil(rows / tile rows) x ceil(n / tile cols); with fewer tiles
     than SMs, split-K up to split_k_max (each split keeping at least split_k_min_depth of K) raises
@@ -178,7 +178,7 @@ def parallelism(kern: Kernel, hw: Platform):
 
 def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
     cost = kern.cost
-    ctas, sm_share, padding = parallelism(kern, hw)
+    ctas, sm_share, padding = occupancy(kern, hw)
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
     sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0

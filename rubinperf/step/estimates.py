@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.defaults import DEFAULT_ENGINES
-from rubinperf.specs.layout import fits, parse_layout
+from rubinperf.specs.layout import Layout, fits, parse_layout
 from rubinperf.specs.select import load_specs
 from rubinperf.step.point import make_point
 from rubinperf.step.records import step_record
@@ -40,27 +40,47 @@ def _for_phase(options: dict, phase: str) -> dict:
     return {k: v for k, v in options.items() if k not in drop}
 
 
-def run_estimates(model: str, hardware=None, layouts=None, sets=None, stacks=None, **options) -> list[dict]:
+class EngineShape(NamedTuple):
+    """One engine a run estimates: its layout and phase, the batch it runs by default (None: the option's or
+    make_point's), and what the record should say about how it was chosen."""
+
+    layout: Layout
+    phase: str
+    batch: int | None
+    note: str
+
+
+def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[str] | None = None,
+                  sets: list[str] | None = None, stacks: list[str] | None = None, *, phase: str | None = None,
+                  batch: float | None = None, context: float | None = None, new_tokens: float | None = None,
+                  draft_tokens: int | None = None, acceptance: float | None = None, balancedness: float | None = None,
+                  eplb: bool = True, engram_placement: str | None = None) -> list[dict]:
+    """The records of `rubinperf estimate`: one step per (rack, engine shape), the default shapes where no layout is
+    given. The point options apply to every step of their phase (make_point checks them)."""
     m, hws = load_specs(model, hardware, sets, stacks)
     from rubinperf.step.point import default_phase
+
+    options = {"batch": batch, "context": context, "new_tokens": new_tokens, "draft_tokens": draft_tokens,
+               "acceptance": acceptance, "balancedness": balancedness, "eplb": eplb,
+               "engram_placement": engram_placement}
 
     if layouts:
         twice = sorted({t for t in layouts if list(layouts).count(t) > 1})
         if twice:
             raise SpecError(f"--layout: {', '.join(twice)} is listed twice (each layout once)")
-        given = [(parse_layout(text), options.get("phase")) for text in layouts]
-        given = [(lay, phase or default_phase(lay), None, "") for lay, phase in given]
+        given = [EngineShape(lay, phase or default_phase(lay), None, "") for lay in map(parse_layout, layouts)]
         shapes_of = {hw.name: given for hw in hws}
     else:
-        shapes_of = {hw.name: default_shapes(m, hw, options.get("phase")) for hw in hws}
-    _check_phase_options(options, {s[1] for shapes in shapes_of.values() for s in shapes})
+        shapes_of = {hw.name: default_shapes(m, hw, phase) for hw in hws}
+    _check_phase_options(options, {s.phase for shapes in shapes_of.values() for s in shapes})
     records = []
     for hw in hws:
-        for lay, phase, batch, note in shapes_of[hw.name]:
-            opts = _for_phase(options, phase)
-            if batch is not None and opts.get("batch") is None:
-                opts["batch"] = batch
-            point = make_point(m, hw, lay, **{**opts, "phase": phase})
+        for shape in shapes_of[hw.name]:
+            lay, note = shape.layout, shape.note
+            opts = _for_phase(options, shape.phase)
+            if shape.batch is not None and opts.get("batch") is None:
+                opts["batch"] = shape.batch
+            point = make_point(m, hw, lay, **{**opts, "phase": shape.phase})
             r = step(m, hw, lay, point)
             check_finite(r)
             rec = step_record(r)
@@ -90,13 +110,11 @@ def _weights_fit(m, hw: Platform, lay, reserve_bytes: float = 10e9) -> bool:
     return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
 
 
-def default_shapes(m, hw: Platform, phase=None) -> list[tuple]:
+def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
     """The vLLM posts' engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
     fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
     H200 or B200), and a prefill layout whose weights overflow HBM the smallest DEP layout whose
-    weights fit. Each change is said in the record's `note`. Returns (layout, phase, batch, note)."""
-    from rubinperf.specs.layout import Layout
-
+    weights fit. Each change is said in the record's `note`."""
     out = []
     for name, ph, batch in DEFAULT_ENGINES:
         lay, ph = parse_layout(name), phase or ph
@@ -107,12 +125,12 @@ def default_shapes(m, hw: Platform, phase=None) -> list[tuple]:
             order = list(wider) if ph == "prefill" or lay.ranks <= hw.nvlink_domain_size else list(narrower)
             pick = next((Layout("dep", n) for n in order
                          if fits(Layout("dep", n), m, hw) and _weights_fit(m, hw, Layout("dep", n))), None)
-            if pick is not None and all(pick != s[0] or ph != s[1] for s in out):
+            if pick is not None and all(pick != s.layout or ph != s.phase for s in out):
                 why = ("exceeds the NVLink domain" if lay.ranks > hw.nvlink_domain_size
                        else "does not hold the weights in HBM")
                 note = f"default {name} {ph} {why} of {hw.name}: {pick.name} instead"
                 lay = pick
-        out.append((lay, ph, batch, note))
+        out.append(EngineShape(lay, ph, batch, note))
     return out
 
 

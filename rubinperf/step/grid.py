@@ -15,7 +15,7 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import _FIRSTS, _GRAPHS, _SCALAR_TYPES, _firsts, _graph_key, _values_of, op_time, time_ops
+from rubinperf.step.timing import _FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _values_of, op_time, time_ops
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -33,7 +33,7 @@ class GridGraph:
     ops: list[Op]
     height: int            # rows of the grid (its batch axis)
     once: list[int]        # ops that read no grid array
-    once_firsts: list[int]   # _firsts of those ops
+    once_firsts: list[int]   # first_equal_ops of those ops
     same: list[int]        # each op read per block: the first such op with the same kernels
     cpu: list[bool]
     sync: list[bool]       # host barrier ops (DP sync) among the cpu ones
@@ -48,7 +48,7 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     once = [n for n in range(len(ops)) if not both[n]]
     per_block = [n for n in range(len(ops)) if both[n]]
     arrays = {id(v): v.nbytes for n in per_block for v in _op_values(ops[n]) if type(v).__module__ == "numpy"}
-    return GridGraph(ops, height, once, _firsts([ops[n] for n in once]), _firsts(ops, among=per_block),
+    return GridGraph(ops, height, once, first_equal_ops([ops[n] for n in once]), first_equal_ops(ops, among=per_block),
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], {},
                      sum(arrays.values()))
 
@@ -150,7 +150,7 @@ class GridSteps:
         # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
         gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], sl, height)
                                         for k in range(4))
-        step_s = host_rule(gpu_s, host_s, sync_s, hw.host_exposed_share)[2]
+        step_s = host_rule(gpu_s, host_s, sync_s, hw.host_exposed_share).step_s
         p, m = self.block_point(sl), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 
@@ -195,7 +195,7 @@ def _shape_groups(terms: list) -> list:
 def forget_graphs() -> None:
     """Drop every remembered graph (op_graph's and grid_graph's): the next step or grid builds its own."""
     _GRAPHS.clear()
-    _FIRSTS.clear()
+    _FIRST_EQUAL.clear()
     _GRID_GRAPHS.clear()
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from rubinperf.kernels.cost import Cost
 from rubinperf.step.graph import Op
@@ -85,16 +86,16 @@ class StepResult:
     @property
     def cpu_s(self):
         """All of the host's work for the step: the scheduler's and the DP sync."""
-        return self._host_rule[0]
+        return self._host_rule.cpu_s
 
     @property
     def exposed_s(self):
         """The host work the step waits for: sync + host_exposed_share x the scheduler's work."""
-        return self._host_rule[1]
+        return self._host_rule.exposed_s
 
     @property
     def expected_s(self):
-        return self._host_rule[2]
+        return self._host_rule.step_s
 
     @property
     def sol_s(self):
@@ -219,13 +220,19 @@ class StepResult:
         return rows
 
 
-def host_rule(gpu_s, host_s, sync_s, exposed_share):
-    """(all host work, its exposed part, the step) of a step with GPU time gpu_s, scheduler work host_s and
+class HostTimes(NamedTuple):
+    cpu_s: object        # all the host's work for the step (scheduler + DP sync)
+    exposed_s: object    # its part on the critical path
+    step_s: object       # the step: max(GPU + exposed, host + sync)
+
+
+def host_rule(gpu_s, host_s, sync_s, exposed_share) -> HostTimes:
+    """All host work, its exposed part and the step, for a step with GPU time gpu_s, scheduler work host_s and
     DP sync sync_s: exposed = sync + share x host, step = max(GPU + exposed, host + sync). StepResult and
     GridSteps.metrics both call it, so a grid's steps are bit for bit the scalar ones."""
     cpu = sadd(host_s, sync_s)
     exposed = sadd(sync_s, sscale(host_s, exposed_share))
-    return cpu, exposed, smax(sadd(gpu_s, exposed), cpu)
+    return HostTimes(cpu, exposed, smax(sadd(gpu_s, exposed), cpu))
 
 
 def tokens_per_step(m: Model, lay: Layout, p: Point):

@@ -33,17 +33,17 @@ def step(model: Model, hw: Platform, layout: Layout, point: Point) -> StepResult
 def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> list[OpTime]:
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
     kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
-    `firsts`: _firsts(ops), where the caller keeps it."""
+    `firsts`: first_equal_ops(ops), where the caller keeps it."""
     if firsts is None:
-        hit = _FIRSTS.get(id(ops))
-        firsts = hit[1] if hit is not None and hit[0] is ops else _firsts(ops)   # a graph op_graph keeps: found once
+        hit = _FIRST_EQUAL.get(id(ops))
+        firsts = hit[1] if hit is not None and hit[0] is ops else first_equal_ops(ops)   # a graph op_graph keeps: found once
     times: list = []
     for n, first in enumerate(firsts):
         times.append(op_time(ops[n], hw) if first == n else times[first])
     return [OpTime(o, t) for o, t in zip(ops, times)]
 
 
-def _firsts(ops, among=None) -> list[int]:
+def first_equal_ops(ops, among=None) -> list[int]:
     """For each op the index of the first op (of those in `among`, default all) with the same kernels,
     bit for bit, and the same weight placement; ops holding symbols are their own."""
     buckets: dict = {}
@@ -115,13 +115,13 @@ def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> 
         return hit[1]
     ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
     if len(_GRAPHS) >= GRAPH_CACHE_SIZE:
-        _FIRSTS.pop(id(_GRAPHS.pop(next(iter(_GRAPHS)))[1]), None)
+        _FIRST_EQUAL.pop(id(_GRAPHS.pop(next(iter(_GRAPHS)))[1]), None)
     _GRAPHS[key] = (model, ops)   # the model is kept, so its id is not reused while the entry lives
-    _FIRSTS[id(ops)] = (ops, _firsts(ops))   # which ops time_ops times (the list kept beside its id)
+    _FIRST_EQUAL[id(ops)] = (ops, first_equal_ops(ops))   # which ops time_ops times (the list kept beside its id)
     return ops
 
 
-_FIRSTS: dict = {}   # id(graph) -> (graph, _firsts(graph)) for the graphs in _GRAPHS
+_FIRST_EQUAL: dict = {}   # id(graph) -> (graph, first_equal_ops(graph)) for the graphs in _GRAPHS
 
 
 def _graph_key(model, layout, point, gpus_per_tray):

@@ -9,7 +9,7 @@ import pytest
 from rubinperf.calibrate import rows as rows_mod
 from rubinperf.calibrate.measure import shapes as sb
 from rubinperf.kernels.cost import Cost, Kernel
-from rubinperf.roofline import parallelism
+from rubinperf.roofline import occupancy
 from rubinperf.specs.stack import load_platform
 
 
@@ -108,7 +108,7 @@ def test_cluster_rounding_pads_200_rows_to_512_and_a_persistent_grid_uses_its_ct
     # 12 experts x 200 rows of FP8, 4608 x 5120: 256-row tiles, 1 per expert rounded up to 2 (cluster), 36 N tiles
     k = Kernel("grouped_gemm", Cost(launches=1), groups=12, rows=200, n=4608, k=5120, tile_rows=256, tile_cols=128,
                m_tile_multiple=2, max_ctas=116)
-    ctas, share, padding = parallelism(k, hw)
+    ctas, share, padding = occupancy(k, hw)
     assert padding == pytest.approx(512 / 200)
     assert ctas == 116
     tiles = 12 * 2 * 36
@@ -118,7 +118,7 @@ def test_cluster_rounding_pads_200_rows_to_512_and_a_persistent_grid_uses_its_ct
     # 128 rows: two 64-row tiles, already even: no padding
     k128 = Kernel("grouped_gemm", Cost(launches=1), groups=12, rows=128, n=4608, k=5120, tile_rows=64, tile_cols=128,
                   m_tile_multiple=2, max_ctas=116)
-    assert parallelism(k128, hw)[2] == pytest.approx(1.0)
+    assert occupancy(k128, hw)[2] == pytest.approx(1.0)
 
 
 def test_rms_norm_rows_keep_the_kernels_bytes_in_flight():

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "specs"))
 from test_hfconfig import DEEPSEEK, GPT_OSS, LLAMA, QWEN_MOE, V32  # noqa: E402
@@ -79,7 +78,7 @@ def test_compare_and_pareto_take_a_config(tmp_path):
 
 def test_gqa_kv_heads_split_over_tp_until_one_per_rank(tmp_path):
     """Per-rank KV: 8 K/V heads over TP2 -> 4 per rank, over TP8 -> 1: the attention's KV bytes fall 4x."""
-    from rubinperf.specs.model import Model, load_model as _load
+    from rubinperf.specs.model import load_model as _load
     model_from_config = _load
     from rubinperf.specs.layout import parse_layout
     from rubinperf.specs.stack import load_platform
@@ -104,7 +103,7 @@ def test_mutated_configs_fail_in_one_line(tmp_path):
     """Every field of every family's config set to each odd value: a model or a one-line SpecError, never another
     exception; a sample of them run through `estimate` end in exit status 0 or 2 with at most one line on stderr."""
     from rubinperf.errors import SpecError
-    from rubinperf.specs.model import Model, load_model as _load
+    from rubinperf.specs.model import load_model as _load
     model_from_config = _load
 
     rng = random.Random(7)

@@ -4,7 +4,8 @@ Every case must end in exit status 0 (the input was odd but valid) or 2 with exa
 line on stderr that names the culprit (the file, the key or the option), never a
 traceback or an 'internal error', and with nothing written to an output path that was
 asked for. Example counts are bounded (60 per test by default) so the file runs in CI in
-about half a minute; set RUBINPERF_FUZZ_EXAMPLES=2000 to fuzz harder locally.
+about half a minute; the nightly run (`python -m pytest -m nightly`) fuzzes at 2,000 a test, and
+RUBINPERF_FUZZ_EXAMPLES sets any other count.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -48,11 +50,20 @@ def _commands() -> dict[str, set[str]]:
 
 
 COMMANDS = _commands()
-HAS_WORKLOAD = any("--workload" in opts for opts in COMMANDS.values())
+# What the fuzz drives: a command or option renamed makes test_the_fuzz_drives_what_the_cli_has fail (the fuzz
+# cases themselves never skip; a missing command fails them too).
+DRIVEN = {"estimate": {"--set", "--json"}, "explain": {"--json"}, "sensitivity": {"--json"},
+          "pareto": {"--plot", "--workload"}, "compare": {"--workload"}, "validate": {"--points"},
+          "calibrate": {"--from-csv"}, "kernel": set()}
 
-SPEC_FILES = sorted((REPO / "hardware").glob("*.toml")) + sorted((REPO / "models").glob("*.toml"))
-if HAS_WORKLOAD:
-    SPEC_FILES += sorted((REPO / "examples").glob("*.toml"))
+SPEC_FILES = (sorted((REPO / "hardware").glob("*.toml")) + sorted((REPO / "models").glob("*.toml"))
+              + sorted((REPO / "examples").glob("*.toml")))
+
+
+def test_the_fuzz_drives_what_the_cli_has():
+    missing = {c: sorted(opts - COMMANDS.get(c, set())) if c in COMMANDS else "the command"
+               for c, opts in DRIVEN.items() if c not in COMMANDS or opts - COMMANDS[c]}
+    assert not missing, f"the fuzz drives what the CLI no longer has: {missing}"
 
 
 def spec_kind(path: Path) -> str:
@@ -296,15 +307,15 @@ def extra_commands(kind: str, spec: str, out_dir: Path) -> list[tuple[list[str],
     """Spec-taking commands that other parts of the project add, when they exist (kept small: quick runs)."""
     cmds: list[tuple[list[str], Path | None]] = []
     flag = {"hardware": "-H", "model": "-m", "workload": "-w"}[kind]
-    if "calibrate" in COMMANDS and kind == "hardware":
+    if kind == "hardware":
         out = out_dir / "calibrated"
         csv = calibration_csv(out_dir / "measurements.csv")
         cmds.append((["calibrate", "-H", spec, "--from-csv", str(csv), "--out-dir", str(out), "--json"], out))
-    if "explain" in COMMANDS and kind in ("hardware", "model"):
+    if kind in ("hardware", "model"):
         cmds.append((["explain", "lm head", flag, spec, "-l", "dep8", "--json"], None))
         if kind == "hardware":
             cmds.append((["explain", "gemm", "--m", "16", "--n", "4096", "--k", "4096", flag, spec], None))
-    if "sensitivity" in COMMANDS and kind in ("hardware", "model"):
+    if kind in ("hardware", "model"):
         plot = out_dir / "tornado.svg"
         cmds.append((["sensitivity", flag, spec, "-l", "dep8", "--top", "3", "--plot", str(plot)], plot))
     for command in ("pareto", "compare"):
@@ -360,7 +371,6 @@ def test_mutated_spec_files(capsys, tmp_path_factory, case, pick):
 
 
 POINTS_FILE = REPO / "validation" / "published.toml"
-HAS_VALIDATE = "validate" in COMMANDS and "--points" in COMMANDS["validate"] and POINTS_FILE.is_file()
 
 
 @st.composite
@@ -402,7 +412,6 @@ def mutated_points(draw):
     return "\n".join(lines).encode(), culprits, f"{op} point {i} {key}"
 
 
-@pytest.mark.skipif(not HAS_VALIDATE, reason="no validate --points")
 @FUZZ
 @given(case=mutated_points())
 def test_mutated_validation_points(capsys, tmp_path_factory, case):
@@ -421,7 +430,6 @@ def test_mutated_validation_points(capsys, tmp_path_factory, case):
 CSV_VALUES = ["nan", "inf", "-1", "0", "", "abc", "1e308", "1e-320", "1e400", "9" * 25, "1.5", "fp9", "gemm", "launch"]
 
 
-@pytest.mark.skipif("calibrate" not in COMMANDS, reason="no calibrate command")
 @FUZZ_FEWER
 @given(data=st.data())
 def test_mutated_calibration_csv(capsys, tmp_path_factory, data):
@@ -527,12 +535,10 @@ def test_estimate_arguments(capsys, data):
     check_strict_json(r)
 
 
-STEP_COMMANDS = [argv for argv in (["explain", "megamoe"], ["explain", "lm head", "--json"], ["explain", "mqa logits"],
-                                   ["sensitivity", "--top", "3"], ["sensitivity", "--metric", "tokens-per-user", "--json"])
-                 if argv[0] in COMMANDS]
+STEP_COMMANDS = [["explain", "megamoe"], ["explain", "lm head", "--json"], ["explain", "mqa logits"],
+                 ["sensitivity", "--top", "3"], ["sensitivity", "--metric", "tokens-per-user", "--json"]]
 
 
-@pytest.mark.skipif(not STEP_COMMANDS, reason="no explain/sensitivity commands")
 @FUZZ_FEWER
 @given(data=st.data())
 def test_step_command_arguments(capsys, data):
@@ -553,7 +559,7 @@ def test_step_command_arguments(capsys, data):
     check_strict_json(r)
 
 
-SERVING_COMMANDS = [c for c in ("pareto", "compare") if c in COMMANDS]
+SERVING_COMMANDS = ["pareto", "compare"]
 SERVING_VALUES = {
     "--max-batch": ["0", "-1", "1", "2", "16", "1000000000", "1e3", "abc", "99999999999999999999"],
     "--draft-tokens": ["0", "-1", "1", "5", "9", "100", "nan"],
@@ -573,7 +579,6 @@ SERVING_SETS = SETS + ["workload.prefix_hit_rate=1", "workload.prefix_hit_rate=1
                        "workload.prefix_pool=disk", "workload.prefill_engram_placement=peer-hbm"]
 
 
-@pytest.mark.skipif(not SERVING_COMMANDS, reason="no pareto/compare commands")
 @FUZZ
 @given(data=st.data())
 def test_serving_command_arguments(capsys, tmp_path_factory, data):
@@ -663,3 +668,11 @@ def test_non_finite_arguments_fail_cleanly(cli, argv):
     r = cli(*argv)
     assert r.code == 2, r
     assert len(r.err.splitlines()) == 1 and "internal error" not in r.err, r
+
+
+@pytest.mark.nightly
+def test_the_fuzz_at_length():
+    """This file again at 2,000 examples a test: the nightly run, never the default one."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", __file__, "-m", "not nightly"],
+                       env={**os.environ, "RUBINPERF_FUZZ_EXAMPLES": "2000"}, cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from conftest import REPO
 from rubinperf.errors import SpecError
 from rubinperf.specs.hfconfig import import_toml as _import_toml, model_from_config as _from_config
 from rubinperf.specs.layout import Layout

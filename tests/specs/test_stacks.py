@@ -151,11 +151,11 @@ def test_the_november_stack_on_gb300_splits_k_where_the_october_one_cannot():
     stack runs 8 CTAs, the November one splits K by min(4, floor(160/8)=20, floor(7168/1280)=5) = 4: 32 CTAs.
     8 CTAs x 7 stages keep 8 x 131 kB in flight, 1.05 MB / 0.5 us = 2.1 TB/s: short of GB300's HBM rate, so
     the October stack pays a parallelism term that the November one does not."""
-    from rubinperf.roofline import parallelism
+    from rubinperf.roofline import occupancy
 
     k = gemm(16, 1024, 7168, weight="fp8", act="fp8", out="bf16")
-    ctas_oct, _, _ = parallelism(k, load_platform("gb300-nvl72"))
-    ctas_nov, _, _ = parallelism(k, load_platform("gb300-nvl72", "vllm-rubin-nov2026"))
+    ctas_oct, _, _ = occupancy(k, load_platform("gb300-nvl72"))
+    ctas_nov, _, _ = occupancy(k, load_platform("gb300-nvl72", "vllm-rubin-nov2026"))
     assert (ctas_oct, ctas_nov) == (8, 32)
     t_oct, t_nov = _terms(load_platform("gb300-nvl72")), _terms(load_platform("gb300-nvl72", "vllm-rubin-nov2026"))
     assert t_nov.parallelism_s == 0.0 < t_oct.parallelism_s and t_nov.expected_s < t_oct.expected_s

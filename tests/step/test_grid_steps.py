@@ -21,7 +21,7 @@ from rubinperf.serving import sweep_grid
 from rubinperf.specs.model import load_model
 from rubinperf.specs.stack import load_platform
 from rubinperf.step.grid import GridSteps
-from rubinperf.step.timing import _firsts, _same_value, op_graph, op_time, step, time_ops
+from rubinperf.step.timing import first_equal_ops, _same_value, op_graph, op_time, step, time_ops
 
 V41 = load_model("deepseek-v4.1-flash")
 RACKS = {"gb300": load_platform("gb300-nvl72"), "vr": load_platform("vr-nvl72"), "h200": load_platform("h200"),
@@ -93,13 +93,13 @@ def test_layers_of_another_kind_share_their_equal_kernels():
     are the same: those are timed once. Ops that differ in one number are not merged."""
     hw, lay = RACKS["gb300"], parse_layout("dep32")
     ops = op_graph(V41, lay, make_point(V41, hw, lay, phase="decode", batch=16), hw.gpus_per_tray)
-    firsts = _firsts(ops)
+    firsts = first_equal_ops(ops)
     assert any(f != n for n, f in enumerate(firsts))
     assert all(ops[f].kernels == ops[n].kernels for n, f in enumerate(firsts))
     k = Kernel("stream", Cost(activation_bytes=1e6))
     other = Kernel("stream", Cost(activation_bytes=1e6 + 1))
     local = [Op("a", (k,)), Op("b", (k,), repeat=3), Op("c", (other,)), Op("d", (k,), die_local_weights=True)]
-    assert _firsts(local) == [0, 0, 2, 3]
+    assert first_equal_ops(local) == [0, 0, 2, 3]
 
 
 def test_equal_means_bit_for_bit():
