@@ -11,7 +11,6 @@ Light at import time (typer, click and re only): every command's module imports 
 
 from __future__ import annotations
 
-import re as _re
 from typing import Annotated, List, Optional
 
 import click as _click
@@ -45,17 +44,15 @@ DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 # ---------------------------------------------------------------- numbers with units on the command line
 
-_TOKENS = _re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmM]?)\s*(?:tokens|tok)?\s*$")
-TOKEN_PREFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024 ** 2, "M": 1024 ** 2}
-
-
 def parse_tokens(text: str) -> float:
     """A token count: 131072, 128K (= 131,072: K is 1024 and M is 1024², the way context windows
-    are quoted, and the way tables print them), 1M, 855000, 1.5e5."""
-    m = _TOKENS.match(str(text))
-    if not m:
-        raise ValueError(f"expected a token count such as 131072, 128K or 1M (K = 1024), got {text!r}")
-    return float(m.group(1)) * TOKEN_PREFIX[m.group(2)]
+    are quoted, and the way tables print them), 1M, 855000, 1.5e5 (rubinperf.units parses it)."""
+    from rubinperf.units import parse_tokens as parse
+
+    try:
+        return parse(str(text))
+    except SpecError:
+        raise ValueError(f"expected a token count such as 131072, 128K or 1M (K = 1024), got {text!r}") from None
 
 
 class TokensType(_click.ParamType):
@@ -185,10 +182,11 @@ InteractivityStat = Annotated[str, typer.Option(
     autocompletion=complete_words("p90", "p50", "mean"))]
 Ttft = Annotated[Optional[str], typer.Option(
     "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + KV transfer) is at most "
-                   "this: 2s, 500ms or 0.5 (seconds).")]
+                   "this, with its unit: 2s or 500ms (milliseconds as aiconfigurator's --ttft; a bare number is refused).")]
 Tpot = Annotated[Optional[str], typer.Option(
     "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, at --interactivity-stat) "
-                   "is at most this: 20ms or 0.02 (seconds).")]
+                   "is at most this, with its unit: 20ms or 0.02s (milliseconds as aiconfigurator's --tpot; a bare "
+                   "number is refused).")]
 TotalGpus = Annotated[Optional[int], typer.Option(
     "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
                          "prefill and 1 DEP32 decode instance... as the seed writes them); throughput is counted "

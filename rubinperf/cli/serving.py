@@ -13,7 +13,7 @@ import typer
 from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, JsonRecords, MaxBatch,
                                    Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, Stacks, SweepAcceptance,
                                    SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide, check_output_flags)
-from rubinperf.errors import SpecError
+from rubinperf.errors import SpecError, shorten
 
 DEFAULT_WORKLOAD = "agentx"
 DEFAULT_MAX_BATCH = 1024
@@ -25,19 +25,24 @@ def _check_gpus(total_gpus):
     return total_gpus
 
 
+# What a bare number given to --ttft or --tpot means: None refuses it (the user writes 20ms or 2s; aiconfigurator's
+# flags read milliseconds, rubinperf's first releases read seconds, so a bare number would be silently one or the
+# other); 1e-3 would read it as milliseconds.
+BARE_LIMIT_SCALE = None
+LIMIT_RANGE_S = (1e-6, 3600.0)  # a microsecond to an hour: outside, a unit mistake
+
+
 def _limits(ttft, tpot) -> dict:
-    from rubinperf.units import parse_value
+    from rubinperf.units import parse_quantity
 
     out = {}
     for name, text, key in (("ttft", ttft, "max_ttft_s"), ("tpot", tpot, "max_tpot_s")):
         if text is None:
             continue
-        try:
-            v = parse_value(str(text), "limit_s")
-        except SpecError:
-            raise SpecError(f"--{name}: expected a time such as 2s, 500ms or 0.5, got {text!r}") from None
-        if not (v > 0 and v < float("inf")):
-            raise SpecError(f"--{name}: expected a positive time, got {text!r}")
+        v = parse_quantity(str(text), "s", f"--{name} {shorten(str(text))}", BARE_LIMIT_SCALE)
+        lo, hi = LIMIT_RANGE_S
+        if not lo <= v <= hi:
+            raise SpecError(f"--{name} {shorten(str(text))}: expected a time from 1us to 1h, such as 20ms or 2s")
         out[key] = v
     return out
 
