@@ -19,9 +19,14 @@ DEFAULT_WORKLOAD = "agentx"
 DEFAULT_MAX_BATCH = 1024
 
 
-def _check_gpus(total_gpus):
-    if total_gpus is not None and total_gpus < 1:
-        raise SpecError(f"--total-gpus: expected a positive number of GPUs, got {total_gpus}")
+MAX_TOTAL_GPUS = 10_000  # about 140 NVL72 racks: a deployment's size is searched instance by instance
+
+
+def _check_gpus(total_gpus, setups=()):
+    """--total-gpus: from the fewest GPUs one prefill and one decode instance need (2) to MAX_TOTAL_GPUS."""
+    if total_gpus is not None and not 2 <= total_gpus <= MAX_TOTAL_GPUS:
+        raise SpecError(f"--total-gpus {total_gpus}: expected 2 to {MAX_TOTAL_GPUS:,} GPUs (one prefill and one "
+                        "decode instance at least)")
     return total_gpus
 
 
@@ -76,10 +81,33 @@ def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens
         return sweep(setups, progress=tick, **kwargs)
 
 
-def _notes(summaries, sw) -> dict:
+def limits_line(sw, stat: str, total_gpus=None) -> str:
+    """The limits a sweep applied, as one line under each table."""
+    parts = [p for p in (sw.limits_text(stat),) if p]
+    if total_gpus is not None:
+        parts.append(f"at most {total_gpus:,} GPUs per deployment")
+    parts.append(f"tok/s/user is the {'mean' if stat == 'mean' else stat.upper()} over users")
+    return "limits: " + ", ".join(parts) if len(parts) > 1 else parts[0]
+
+
+def _check_limits_leave_points(sw) -> None:
+    """No rack has a point that meets --ttft/--tpot: an error naming the limit (one rack emptied: a note)."""
+    if sw.max_ttft_s is None and sw.max_tpot_s is None:
+        return
+    why = {hw: sw.emptied_by(hw) for hw in sw.hardware_names()}
+    if why and all(why.values()):
+        raise SpecError("; ".join(f"{hw}: {text}" for hw, text in why.items()))
+
+
+def _notes(summaries, sw, limits: str = "") -> dict:
     notes: dict[str, list[str]] = {}
     for s in summaries:
         notes[s.hardware] = s.infeasible_reasons()
+        emptied = sw.emptied_by(s.hardware)
+        if emptied:
+            notes[s.hardware].insert(0, emptied)
+        if limits:
+            notes[s.hardware].append(limits)
     for line in sw.skipped:
         hw = line.split(":", 1)[0]
         notes.setdefault(hw, []).append("skipped " + line.split(": ", 1)[1])
@@ -155,8 +183,9 @@ def pareto(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
     _check_any(None, sw)
+    _check_limits_leave_points(sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
     if plot:
@@ -171,7 +200,7 @@ def pareto(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import pareto_tables
 
-    pareto_tables(records, _notes(summaries, sw), rows=rows)
+    pareto_tables(records, _notes(summaries, sw, limits_line(sw, interactivity_stat, total_gpus)), rows=rows)
     if chart:
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
@@ -238,8 +267,9 @@ def compare(
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
     _check_any(None, sw)
+    _check_limits_leave_points(sw)
     summaries = summarize(sw)
     stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
                                       quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
@@ -253,8 +283,7 @@ def compare(
     from rubinperf.render.serving import compare_tables
 
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
-                   + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
-                             for k, v in _limits(ttft, tpot).items()))
+                   + "; " + limits_line(sw, interactivity_stat, total_gpus))
     notes = _notes(summaries, sw)
     for hw, lines in notes.items():
         for line in lines:

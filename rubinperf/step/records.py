@@ -83,7 +83,9 @@ def step_record(r) -> dict:
         "draft_time_ms": float(r.part_s("draft")) * 1e3,
         "kernels_per_step": float(r.kernels_per_step()),
         "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
-        "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
+        "tokens_per_s_per_user": float(r.tokens_per_s_per_user),   # the mean over users: the key below says so
+        "tokens_per_s_per_user_mean": float(r.tokens_per_s_per_user),
+        "interactivity_stat": "mean",
         # Topology: a node is a tray (an 8-GPU HGX board; a 4-GPU NVL72 compute tray); a layout wider than one
         # NVLink domain spans several, and its scale-out (NIC) time is the breakdown rows' scale_out_ms.
         "gpus_per_node": int(r.hw.gpus_per_tray),
