@@ -186,9 +186,25 @@ def _run(argv: list[str]) -> int:
         if hasattr(exc, "format_message"):
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else "rubinperf: "
-            _fail(where + "error: " + exc.format_message())
+            _fail(where + "error: " + exc.format_message() + _did_you_mean(exc, ctx))
         _fail(f"rubinperf: internal error: {kind}: {exc}")
     return 2  # pragma: no cover
+
+
+def _did_you_mean(exc, ctx) -> str:
+    """' Did you mean estimate?' for a misspelt command or subcommand ('' otherwise, or when click said it)."""
+    import difflib
+
+    message = exc.format_message()
+    if ctx is None or not message.startswith("No such command") or "Did you mean" in message:
+        return ""
+    typed = message.split("'")[1] if message.count("'") >= 2 else ""
+    names = ctx.command.list_commands(ctx) if hasattr(ctx.command, "list_commands") else []
+    near = difflib.get_close_matches(typed.lower(), names, n=3, cutoff=0.5)
+    near = near or [n for n in names if typed and (n.startswith(typed.lower()) or typed.lower().startswith(n))]
+    if not near:
+        return f" Commands: {', '.join(names)}." if names else ""
+    return f" Did you mean {' or '.join(near)}?"
 
 
 def _os_error(exc: OSError) -> str:

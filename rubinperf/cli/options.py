@@ -193,6 +193,16 @@ TotalGpus = Annotated[Optional[int], typer.Option(
                          "over all of them. Default: a continuous prefill/decode ratio.")]
 
 
+Isl = Annotated[Optional[float], typer.Option(
+    "--isl", click_type=TOKENS, help="Input tokens per turn (prompt, cached prefix included), as aiconfigurator's "
+                                     "--isl: 8192 or 8K (K = 1024). Default: the workload's. The workload's prefix "
+                                     "hit rate is kept, and said so under the tables, unless --prefix-hit is given.")]
+Osl = Annotated[Optional[float], typer.Option(
+    "--osl", click_type=TOKENS, help="Output tokens per turn, as aiconfigurator's --osl: 1024 or 1K. Default: the workload's.")]
+PrefixHit = Annotated[Optional[str], typer.Option(
+    "--prefix-hit", help="Fraction of a turn's input found in the prefix cache: 0.9 or 90%. Default: the workload's.")]
+
+
 # ---------------------------------------------------------------- output
 
 JsonRecord = Annotated[bool, typer.Option("--json", help="Print one JSON record.")]

@@ -10,9 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, JsonRecords, MaxBatch,
-                                   Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, Stacks, SweepAcceptance,
-                                   SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide, check_output_flags)
+from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
+                                   MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
+                                   Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide,
+                                   check_output_flags)
 from rubinperf.errors import SpecError, shorten
 
 DEFAULT_WORKLOAD = "agentx"
@@ -81,6 +82,30 @@ def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens
         return sweep(setups, progress=tick, **kwargs)
 
 
+def workload_sets(isl, osl, prefix_hit) -> tuple[list[str], str]:
+    """--isl/--osl/--prefix-hit as workload `--set`s (applied after the user's), and the note to print: a
+    length changed with the prefix hit rate kept says so."""
+    sets = []
+    for name, value, field in (("--isl", isl, "input_tokens_per_turn"), ("--osl", osl, "output_tokens_per_turn")):
+        if value is not None:
+            if not 1 <= value <= 1e7:
+                raise SpecError(f"{name} {value:g}: expected 1 to 10,000,000 tokens")
+            sets.append(f"workload.{field}={value!r}")
+    if prefix_hit is not None:
+        text = str(prefix_hit).strip()
+        try:
+            hit = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise SpecError(f"--prefix-hit {shorten(text)!r}: expected a fraction such as 0.9 or a percentage such as 90%") from None
+        if not 0 <= hit <= 1:
+            raise SpecError(f"--prefix-hit {shorten(text)}: expected 0 to 1 (0% to 100%)")
+        sets.append(f"workload.prefix_hit_rate={hit!r}")
+    note = ""
+    if isl is not None and prefix_hit is None:
+        note = "--isl changed the input length and kept the workload's prefix hit rate (give --prefix-hit to set it)"
+    return sets, note
+
+
 def limits_line(sw, stat: str, total_gpus=None) -> str:
     """The limits a sweep applied, as one line under each table."""
     parts = [p for p in (sw.limits_text(stat),) if p]
@@ -99,10 +124,12 @@ def _check_limits_leave_points(sw) -> None:
         raise SpecError("; ".join(f"{hw}: {text}" for hw, text in why.items()))
 
 
-def _notes(summaries, sw, limits: str = "") -> dict:
+def _notes(summaries, sw, limits: str = "", workload_note: str = "") -> dict:
     notes: dict[str, list[str]] = {}
     for s in summaries:
         notes[s.hardware] = s.infeasible_reasons()
+        if workload_note:
+            notes[s.hardware].insert(0, workload_note)
         emptied = sw.emptied_by(s.hardware)
         if emptied:
             notes[s.hardware].insert(0, emptied)
@@ -137,6 +164,9 @@ def pareto(
     ttft: Ttft = None,
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
+    isl: Isl = None,
+    osl: Osl = None,
+    prefix_hit: PrefixHit = None,
     sets: RackSets = None,
     as_json: JsonRecords = False,
     frontier_only: Annotated[bool, typer.Option(
@@ -178,7 +208,12 @@ def pareto(
         plots.check_plot_path(plot)
     from rubinperf.specs.select import serving_setups
 
-    setups = serving_setups(model, hardware, workload, sets, stack)
+    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
+    if workload_note:
+        w = setups[0][2]
+        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
+                         "(give --prefix-hit to change it)")
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
@@ -200,7 +235,8 @@ def pareto(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import pareto_tables
 
-    pareto_tables(records, _notes(summaries, sw, limits_line(sw, interactivity_stat, total_gpus)), rows=rows)
+    pareto_tables(records, _notes(summaries, sw, limits_line(sw, interactivity_stat, total_gpus), workload_note),
+                  rows=rows)
     if chart:
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
@@ -230,6 +266,9 @@ def compare(
     ttft: Ttft = None,
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
+    isl: Isl = None,
+    osl: Osl = None,
+    prefix_hit: PrefixHit = None,
     sets: RackSets = None,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
@@ -262,7 +301,12 @@ def compare(
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
     from rubinperf.specs.select import serving_setups
 
-    setups = serving_setups(model, hardware, workload, sets, stack)
+    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
+    if workload_note:
+        w = setups[0][2]
+        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
+                         "(give --prefix-hit to change it)")
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
@@ -284,7 +328,7 @@ def compare(
 
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
                    + "; " + limits_line(sw, interactivity_stat, total_gpus))
-    notes = _notes(summaries, sw)
+    notes = _notes(summaries, sw, workload_note=workload_note)
     for hw, lines in notes.items():
         for line in lines:
             print_out(f"{hw}: {line}")
