@@ -64,6 +64,10 @@ _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "w
             "op", "launch", "data")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens")
 _NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate")
+# The range of each number: outside, a typo or a unit mistake (a figure of 1e308 is no published figure).
+_RANGES = {"published": (1e-9, 1e12), "previous": (1e-9, 1e12), "batch": (1, 1e6), "acceptance": (1, 64),
+           "interactivity": (1e-3, 1e6), "new_tokens": (1, 1e8), "context": (0, 1e8), "draft_tokens": (0, 64),
+           "prefix_hit_rate": (0, 1)}
 
 
 def _check_types(where: str, raw: dict) -> None:
@@ -76,6 +80,9 @@ def _check_types(where: str, raw: dict) -> None:
             if v < 0 or (v == 0 and key in _POSITIVE):
                 raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
                                 f"number, got {v!r}")
+            lo, hi = _RANGES[key]
+            if not lo <= v <= hi:
+                raise SpecError(f"{where}: {key}: expected {lo:g} to {hi:g}, got {v!r}")
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):
             raise SpecError(f"{where}: {key}: expected true or false, got {v!r}")
         if key == "without" and not (isinstance(v, dict) and v and all(

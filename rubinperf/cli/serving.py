@@ -360,7 +360,9 @@ def _levels(text: str) -> list[float]:
             v = float(part)
         except ValueError:
             raise SpecError(f"--at-interactivity: expected numbers like 196,387, got {part!r}") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise SpecError(f"--at-interactivity: expected positive tokens/s per user, got {part!r}")
+        if not 0.01 <= v <= 1e5:
+            raise SpecError(f"--at-interactivity: expected 0.01 to 100,000 tokens/s per user, got {shorten(part)!r}")
         out.append(v)
+    if len(out) > 64:
+        raise SpecError(f"--at-interactivity: expected at most 64 levels, got {len(out):,}")
     return out
