@@ -112,11 +112,13 @@ Racks = Annotated[Optional[List[str]], typer.Option(
 Stack = Annotated[Optional[str], typer.Option("--stack", help=STACK_ONE_HELP, autocompletion=complete_names("stack"))]
 Stacks = Annotated[Optional[List[str]], typer.Option("--stack", help=STACK_HELP, autocompletion=complete_names("stack"))]
 
-SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
-            "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
+SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, --set hbm_bandwidth=+20%, "
+            "--set sm_count=x2, --set hardware.nvlink_latency_s=2e-6 (a bare number only where the key names the "
+            "unit), --set model.mean_accepted_tokens=3. rubinperf list fields: every field, its unit and range.")
 Sets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=SET_HELP)]
 RackSets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=(
-    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set workload.prefix_hit_rate=0.9, "
+    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set hbm_bandwidth=+20% (or x1.2), "
+    "--set workload.prefix_hit_rate=0.9, "
     "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))]
 
