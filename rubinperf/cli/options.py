@@ -62,9 +62,12 @@ class TokensType(_click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         try:
-            return parse_tokens(value)
+            v = parse_tokens(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if v != 0 and not 1 <= abs(v) <= 1e12:   # sizes from one token up: 1e-320 is no count
+            self.fail(f"expected 0 or a count from 1 to 1e12 tokens, got {value!r}", param, ctx)
+        return v
 
 
 class BytesType(_click.ParamType):
@@ -78,9 +81,12 @@ class BytesType(_click.ParamType):
         from rubinperf.units import parse_value
 
         try:
-            return parse_value(str(value), "copy_bytes")
+            v = parse_value(str(value), "copy_bytes")
         except SpecError:
             self.fail(f"expected a byte count such as 4e9, 4GB or 4GiB, got {value!r}", param, ctx)
+        if not 1 <= v <= 1e15:   # sizes from one byte up
+            self.fail(f"expected 1 byte to 1PB, got {value!r}", param, ctx)
+        return v
 
 
 TOKENS = TokensType()

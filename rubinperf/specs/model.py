@@ -121,6 +121,9 @@ class Model:
             bad("draft.draft_tokens", "expected 0 when draft_layers is 0 (no draft model to draft with)")
         if self.experts_per_token > self.num_routed_experts:
             bad("moe.experts_per_token", "expected at most num_routed_experts")
+        if (self.o_groups > 0) != (self.o_lora_rank > 0):
+            bad("attention.o_lora_rank", f"expected o_groups and o_lora_rank both 0 (a plain output projection) or both "
+                f"positive (a grouped low-rank one), got {self.o_groups} and {self.o_lora_rank}")
         if self.draft_experts_per_token > self.draft_routed_experts:
             bad("draft.draft_experts_per_token", "expected at most draft_routed_experts")
         if self.mean_accepted_tokens > self.draft_tokens + 1:
