@@ -61,8 +61,8 @@ def run_estimates(model: str, hardware=None, layouts=None, sets=None, stacks=Non
             r = step(m, hw, lay, point)
             check_finite(r)
             rec = step_record(r)
-            rec.update(hbm_used_bytes=float(cap.used_bytes(float(point.batch))), hbm_capacity_bytes=cap.hbm_bytes,
-                       max_batch_that_fits=cap.max_requests)
+            used = cap.fixed_bytes + float(point.batch) * cap.bytes_per_request   # scalar: estimate loads no numpy
+            rec.update(hbm_used_bytes=used, hbm_capacity_bytes=cap.hbm_bytes, max_batch_that_fits=cap.max_requests)
             note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
             if note:
                 rec["note"] = note
