@@ -313,11 +313,14 @@ def compare(
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
                     stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
     _check_any(None, sw)
-    _check_limits_leave_points(sw)
     summaries = summarize(sw)
     stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
                                       quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    for rec in records:   # a rack the limits emptied: its unreachable points say which limit
+        emptied = sw.emptied_by(rec["hardware"]) if not rec["reachable"] else ""
+        if emptied:
+            rec["note"] = emptied
     if as_json:
         _json(records)
         return

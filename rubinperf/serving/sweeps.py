@@ -77,16 +77,16 @@ class Sweep:
         return ", ".join(parts)
 
     def emptied_by(self, hardware: str) -> str:
-        """When no point of `hardware` is eligible: which limit emptied it, with the best value the swept points
-        reach; '' when some point is eligible."""
+        """When --ttft/--tpot leave no point of `hardware` that fits: which limit emptied it, with the best value
+        the points that fit reach; '' otherwise."""
         from rubinperf.units import fmt_time
 
+        if self.max_ttft_s is None and self.max_tpot_s is None:
+            return ""
         mine = [r for r in self.runs if r.hw.name == hardware]
         fits = [np.ravel(r.columns["feasible"]) for r in mine]
-        if not mine or any((f & self.within_limits(r)).any() for f, r in zip(fits, mine)):
-            return ""
-        if not any(f.any() for f in fits):
-            return "no swept point fits (see the reasons above)"
+        if not any(f.any() for f in fits) or any((f & self.within_limits(r)).any() for f, r in zip(fits, mine)):
+            return ""   # nothing fits (the reasons say why), or the limits leave points
         why = []
         if self.max_ttft_s is not None:
             best = min(float(np.min(np.broadcast_to(r.ttft_s, f.shape)[f])) for f, r in zip(fits, mine) if f.any())

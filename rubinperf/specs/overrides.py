@@ -98,7 +98,7 @@ def apply_overrides(assignments: list[str] | None, **records):
                     parsed = round(parsed)
             else:
                 parsed = parse_value(raw, field, bare_ok=key.strip().rpartition(".")[2] == field
-                                     or not dimension_of(field), what=f"--set {shorten(text.strip())}")
+                                     or not dimension_of(field), what=f"--set {shorten(text.strip())} ({field})")
             if typ is int:
                 if not math.isfinite(parsed) or parsed != int(parsed):
                     raise SpecError(f"--set {field}: expected an integer, got {raw!r}")

@@ -67,7 +67,7 @@ class Stack:
     no_eplb_target_balancedness: float = spec_field("eplb", at_most=1.0, doc="target model, EPLB off (--no-eplb)")
     no_eplb_draft_balancedness: float = spec_field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
     # [interactivity] how per-user decode speed spreads around its mean (rubinperf/serving/interactivity.py)
-    acceptance_concentration: float = spec_field("interactivity", typical=(1, 1e3), doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
+    acceptance_concentration: float = spec_field("interactivity", typical=(1, 1e5), doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
     step_time_spread: float = spec_field("interactivity", positive=False, typical=(1e-3, 1), doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel
     tp_allreduce_fused: bool = spec_field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
