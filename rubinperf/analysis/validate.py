@@ -79,6 +79,11 @@ _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "w
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens", "input_tokens",
              "output_tokens", "kv_memory_fraction", "concurrency", "isl", "osl")
 _NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate", "random_range_ratio")
+# The range of each number: outside, a typo or a unit mistake (a figure of 1e308 is no published figure).
+_RANGES = {"published": (1e-9, 1e12), "previous": (1e-9, 1e12), "batch": (1, 1e6), "acceptance": (1, 64),
+           "interactivity": (1e-3, 1e6), "new_tokens": (1, 1e8), "context": (0, 1e8), "draft_tokens": (0, 64),
+           "prefix_hit_rate": (0, 1), "input_tokens": (1, 1e8), "output_tokens": (1, 1e8), "kv_memory_fraction": (1e-3, 1),
+           "concurrency": (1, 1e6), "isl": (1, 1e8), "osl": (1, 1e8), "random_range_ratio": (0, 1)}
 
 
 def _check_types(where: str, raw: dict) -> None:
@@ -91,6 +96,9 @@ def _check_types(where: str, raw: dict) -> None:
             if v < 0 or (v == 0 and key in _POSITIVE):
                 raise SpecError(f"{where}: {key}: expected a {'positive' if key in _POSITIVE else 'non-negative'} "
                                 f"number, got {v!r}")
+            lo, hi = _RANGES[key]
+            if not lo <= v <= hi:
+                raise SpecError(f"{where}: {key}: expected {lo:g} to {hi:g}, got {v!r}")
         if key == "set" and not (isinstance(v, list) and all(isinstance(x, str) and "=" in x for x in v)):
             raise SpecError(f"{where}: set: expected a list of key=value strings, got {v!r}")
         if key in ("fitted", "fixed_acceptance") and not isinstance(v, bool):

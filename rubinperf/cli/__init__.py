@@ -181,6 +181,8 @@ def _run(argv: list[str]) -> int:
         _fail(f"rubinperf: error: {doing}{_os_error(exc)}")
     except Exception as exc:  # never a traceback for users
         kind = type(exc).__name__
+        if _RECEIVED or _interrupted(exc):  # a module half imported when Ctrl-C came fails later as ImportError
+            raise _Signal(_RECEIVED[0] if _RECEIVED else 2) from None
         if kind == "Exit":
             return getattr(exc, "exit_code", 0)
         if kind == "Abort":
@@ -190,9 +192,35 @@ def _run(argv: list[str]) -> int:
         if hasattr(exc, "format_message"):
             ctx = getattr(exc, "ctx", None)
             where = f"{ctx.command_path}: " if ctx is not None else "rubinperf: "
-            _fail(where + "error: " + exc.format_message())
+            _fail(where + "error: " + exc.format_message() + _did_you_mean(exc, ctx))
         _fail(f"rubinperf: internal error: {kind}: {exc}")
     return 2  # pragma: no cover
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """An exception raised while a signal or Ctrl-C unwound the stack (its cause or context chain holds one)."""
+    seen = 0
+    while exc is not None and seen < 50:
+        if isinstance(exc, (KeyboardInterrupt, _Signal)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _did_you_mean(exc, ctx) -> str:
+    """' Did you mean estimate?' for a misspelt command or subcommand ('' otherwise, or when click said it)."""
+    import difflib
+
+    message = exc.format_message()
+    if ctx is None or not message.startswith("No such command") or "Did you mean" in message:
+        return ""
+    typed = message.split("'")[1] if message.count("'") >= 2 else ""
+    names = ctx.command.list_commands(ctx) if hasattr(ctx.command, "list_commands") else []
+    near = difflib.get_close_matches(typed.lower(), names, n=3, cutoff=0.5)
+    near = near or [n for n in names if typed and (n.startswith(typed.lower()) or typed.lower().startswith(n))]
+    if not near:
+        return f" Commands: {', '.join(names)}." if names else ""
+    return f" Did you mean {' or '.join(near)}?"
 
 
 def _os_error(exc: OSError) -> str:
@@ -230,9 +258,13 @@ class _Signal(BaseException):
         self.status = exit_status(signum)
 
 
+_RECEIVED: list[int] = []   # signals received during the run: an error after one is the signal's doing
+
+
 def _raise_signal(signum, frame):
     import signal
 
+    _RECEIVED.append(signum)
     for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not interrupt the clean-up
         signal.signal(s, signal.SIG_IGN)
     raise _Signal(signum)

@@ -32,7 +32,11 @@ def _step_setup(model, hardware, layout, sets, stack=None, **point):
     m, (hw,) = load_specs(model, [hardware], sets, [stack] if stack else None)
     lay = parse_layout(layout)
     check_phase_options(lay, point.get("phase"), point.get("new_tokens"), point.get("draft_tokens"), point.get("acceptance"))
-    return m, hw, lay, make_point(m, hw, lay, **point)
+    p = make_point(m, hw, lay, **point)
+    from rubinperf.step.estimates import check_fits
+
+    check_fits(m, hw, lay, p)   # a point that does not fit HBM is an error, with the largest batch that fits
+    return m, hw, lay, p
 
 
 # ---------------------------------------------------------------- explain

@@ -7,7 +7,7 @@ import typer
 
 from rubinperf.cli.options import JsonRecords, Quiet, Wide, apply_wide, emit
 
-list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.\n\n"
+list_app = typer.Typer(help="List bundled specs: hardware, stacks, models, workloads, layouts, and the spec fields.\n\n"
                        "Example: rubinperf list hardware --json")
 
 
@@ -65,3 +65,27 @@ def list_layouts(as_json: JsonRecords = False, quiet: Quiet = False):
     from rubinperf.step.records import layout_records
 
     emit(layout_records(), as_json, _table("layouts_table"), quiet=quiet)
+
+
+@list_app.command("workloads")
+def list_workloads(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+    """Bundled workloads: tokens per turn, prefix hit rate, prefill engine.
+
+    Example: rubinperf list workloads
+    """
+    from rubinperf.step.records import workload_records
+
+    apply_wide(wide)
+    emit(workload_records(), as_json, _table("workloads_table"), quiet=quiet)
+
+
+@list_app.command("fields")
+def list_fields(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+    """Every spec field --set can change: its unit and documented range (a value more than 100x outside is refused).
+
+    Example: rubinperf list fields --json
+    """
+    from rubinperf.step.records import field_records
+
+    apply_wide(wide)
+    emit(field_records(), as_json, _table("fields_table"), quiet=quiet)

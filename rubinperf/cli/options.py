@@ -11,7 +11,6 @@ Light at import time (typer, click and re only): every command's module imports 
 
 from __future__ import annotations
 
-import re as _re
 from typing import Annotated, List, Optional
 
 import click as _click
@@ -46,17 +45,15 @@ DTYPE_WORDS = ("fp4", "fp8", "bf16", "fp32")
 
 # ---------------------------------------------------------------- numbers with units on the command line
 
-_TOKENS = _re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmM]?)\s*(?:tokens|tok)?\s*$")
-TOKEN_PREFIX = {"": 1, "k": 1024, "K": 1024, "m": 1024 ** 2, "M": 1024 ** 2}
-
-
 def parse_tokens(text: str) -> float:
     """A token count: 131072, 128K (= 131,072: K is 1024 and M is 1024², the way context windows
-    are quoted, and the way tables print them), 1M, 855000, 1.5e5."""
-    m = _TOKENS.match(str(text))
-    if not m:
-        raise ValueError(f"expected a token count such as 131072, 128K or 1M (K = 1024), got {text!r}")
-    return float(m.group(1)) * TOKEN_PREFIX[m.group(2)]
+    are quoted, and the way tables print them), 1M, 855000, 1.5e5 (rubinperf.units parses it)."""
+    from rubinperf.units import parse_tokens as parse
+
+    try:
+        return parse(str(text))
+    except SpecError:
+        raise ValueError(f"expected a token count such as 131072, 128K or 1M (K = 1024), got {text!r}") from None
 
 
 class TokensType(_click.ParamType):
@@ -66,9 +63,12 @@ class TokensType(_click.ParamType):
         if isinstance(value, (int, float)):
             return float(value)
         try:
-            return parse_tokens(value)
+            v = parse_tokens(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+        if v != 0 and not 1 <= abs(v) <= 1e12:   # sizes from one token up: 1e-320 is no count
+            self.fail(f"expected 0 or a count from 1 to 1e12 tokens, got {value!r}", param, ctx)
+        return v
 
 
 class BytesType(_click.ParamType):
@@ -82,9 +82,12 @@ class BytesType(_click.ParamType):
         from rubinperf.units import parse_value
 
         try:
-            return parse_value(str(value), "copy_bytes")
+            v = parse_value(str(value), "copy_bytes")
         except SpecError:
             self.fail(f"expected a byte count such as 4e9, 4GB or 4GiB, got {value!r}", param, ctx)
+        if not 1 <= v <= 1e15:   # sizes from one byte up
+            self.fail(f"expected 1 byte to 1PB, got {value!r}", param, ctx)
+        return v
 
 
 TOKENS = TokensType()
@@ -116,11 +119,13 @@ Racks = Annotated[Optional[List[str]], typer.Option(
 Stack = Annotated[Optional[str], typer.Option("--stack", help=STACK_ONE_HELP, autocompletion=complete_names("stack"))]
 Stacks = Annotated[Optional[List[str]], typer.Option("--stack", help=STACK_HELP, autocompletion=complete_names("stack"))]
 
-SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, "
-            "--set hardware.nvlink_latency_s=2e-6, --set model.mean_accepted_tokens=3.")
+SET_HELP = ("What-if override of a spec field, repeatable: --set hbm_bandwidth=30TB/s, --set hbm_bandwidth=+20%, "
+            "--set sm_count=x2, --set hardware.nvlink_latency_s=2e-6 (a bare number only where the key names the "
+            "unit), --set model.mean_accepted_tokens=3. rubinperf list fields: every field, its unit and range.")
 Sets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=SET_HELP)]
 RackSets = Annotated[Optional[List[str]], typer.Option("--set", "-s", help=(
-    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set workload.prefix_hit_rate=0.9, "
+    "What-if override, repeatable: --set hbm_bandwidth=30TB/s, --set hbm_bandwidth=+20% (or x1.2), "
+    "--set workload.prefix_hit_rate=0.9, "
     "--set model.mean_accepted_tokens=3. Prefix a rack name to change one rack only: "
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))]
 
@@ -186,14 +191,28 @@ InteractivityStat = Annotated[str, typer.Option(
     autocompletion=complete_words("p90", "p50", "mean"))]
 Ttft = Annotated[Optional[str], typer.Option(
     "--ttft", help="Keep only points whose time to first token (prefix loads + prefill + KV transfer) is at most "
-                   "this: 2s, 500ms or 0.5 (seconds).")]
+                   "this, with its unit: 2s or 500ms (milliseconds as aiconfigurator's --ttft; a bare number is refused).")]
 Tpot = Annotated[Optional[str], typer.Option(
     "--tpot", help="Keep only points whose time per output token (1 / tokens/s per user, at --interactivity-stat) "
-                   "is at most this: 20ms or 0.02 (seconds).")]
+                   "is at most this, with its unit: 20ms or 0.02s (milliseconds as aiconfigurator's --tpot; a bare "
+                   "number is refused).")]
 TotalGpus = Annotated[Optional[int], typer.Option(
     "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
                          "prefill and 1 DEP32 decode instance, as the vLLM posts write them); throughput is counted "
                          "over all of them. Default: a continuous prefill/decode ratio.")]
+
+
+Isl = Annotated[Optional[float], typer.Option(
+    "--isl", click_type=TOKENS, help="Input tokens per turn (prompt, cached prefix included), as aiconfigurator's "
+                                     "--isl: 8192 or 8K (K = 1024). Default: the workload's (serve: 8K). The "
+                                     "workload's prefix hit rate is kept, and said so under the tables, unless "
+                                     "--prefix-hit is given.")]
+Osl = Annotated[Optional[float], typer.Option(
+    "--osl", click_type=TOKENS, help="Output tokens per turn, as aiconfigurator's --osl: 1024 or 1K. Default: the "
+                                     "workload's (serve: 1K).")]
+PrefixHit = Annotated[Optional[str], typer.Option(
+    "--prefix-hit", help="Fraction of a turn's input found in the prefix cache: 0.9 or 90%. Default: the workload's "
+                         "(serve: 0, random prompts).")]
 
 
 # ---------------------------------------------------------------- output

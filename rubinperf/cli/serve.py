@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, TOKENS, DraftTokens, Acceptance, Eplb, Hardware, JsonRecords, Layout,
-                                   Model, Quiet, Sets, Stack, Wide, apply_wide, check_output_flags, emit)
+from rubinperf.cli.options import (DEFAULT_MODEL, Acceptance, DraftTokens, Eplb, Hardware, Isl, JsonRecords, Layout,
+                                   Model, Osl, PrefixHit, Quiet, Sets, Stack, Wide, apply_wide, check_output_flags, emit)
 from rubinperf.errors import SpecError
 
 
@@ -18,17 +18,15 @@ def serve(
     concurrency: Annotated[str, typer.Option(
         "--concurrency", "-c", help="Clients, each sending its next request when the last one ends: 64, 4,16,64 or a "
                                     "series a,b,...,z (1,2,...,256 doubles).")] = "64",
-    isl: Annotated[float, typer.Option("--isl", help="Nominal input tokens per request (8K, 1024, ...).",
-                                       click_type=TOKENS)] = 8192.0,
-    osl: Annotated[float, typer.Option("--osl", help="Nominal output tokens per request.", click_type=TOKENS)] = 1024.0,
+    isl: Isl = None,
+    osl: Osl = None,
     random_range_ratio: Annotated[float, typer.Option(
         "--random-range-ratio", help="Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench serve), or "
                                      "[L R, L] with --range-convention inferencex.")] = 0.0,
     range_convention: Annotated[str, typer.Option(
         "--range-convention", help="vllm (current vllm bench serve) or inferencex (older benchmark_serving, "
                                    "InferenceMAX).")] = "vllm",
-    prefix_hit: Annotated[float, typer.Option(
-        "--prefix-hit", help="Share of each prompt found in the prefix cache (0: random prompts).")] = 0.0,
+    prefix_hit: PrefixHit = None,
     turn_gap: Annotated[float, typer.Option(
         "--turn-gap", help="Seconds a client waits between a reply and its next request (agentic sessions; 0: none).")] = 0.0,
     model: Model = DEFAULT_MODEL,
@@ -64,8 +62,11 @@ def serve(
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
     levels = parse_concurrency(concurrency)
-    mix = RequestMix(isl=isl, osl=osl, range_ratio=random_range_ratio, convention=range_convention,
-                     prefix_hit=prefix_hit, turn_gap_s=turn_gap)
+    from rubinperf.cli.serving import parse_prefix_hit
+
+    mix = RequestMix(isl=8192.0 if isl is None else isl, osl=1024.0 if osl is None else osl,
+                     range_ratio=random_range_ratio, convention=range_convention,
+                     prefix_hit=0.0 if prefix_hit is None else parse_prefix_hit(prefix_hit), turn_gap_s=turn_gap)
     m, (hw,) = load_specs(model, [hardware], sets, stacks=[stack] if stack else None)
     lay = parse_layout(layout)
     from rubinperf.specs.layout import check_layout

@@ -10,34 +10,45 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, JsonRecords, MaxBatch,
-                                   Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, Stacks, SweepAcceptance,
-                                   SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide, check_output_flags)
-from rubinperf.errors import SpecError
+from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
+                                   MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
+                                   Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide,
+                                   check_output_flags)
+from rubinperf.errors import SpecError, shorten
 
 DEFAULT_WORKLOAD = "agentx"
 DEFAULT_MAX_BATCH = 1024
 
 
-def _check_gpus(total_gpus):
-    if total_gpus is not None and total_gpus < 1:
-        raise SpecError(f"--total-gpus: expected a positive number of GPUs, got {total_gpus}")
+MAX_TOTAL_GPUS = 10_000  # about 140 NVL72 racks: a deployment's size is searched instance by instance
+
+
+def _check_gpus(total_gpus, setups=()):
+    """--total-gpus: from the fewest GPUs one prefill and one decode instance need (2) to MAX_TOTAL_GPUS."""
+    if total_gpus is not None and not 2 <= total_gpus <= MAX_TOTAL_GPUS:
+        raise SpecError(f"--total-gpus {total_gpus}: expected 2 to {MAX_TOTAL_GPUS:,} GPUs (one prefill and one "
+                        "decode instance at least)")
     return total_gpus
 
 
+# What a bare number given to --ttft or --tpot means: None refuses it (the user writes 20ms or 2s; aiconfigurator's
+# flags read milliseconds, rubinperf's first releases read seconds, so a bare number would be silently one or the
+# other); 1e-3 would read it as milliseconds.
+BARE_LIMIT_SCALE = None
+LIMIT_RANGE_S = (1e-6, 3600.0)  # a microsecond to an hour: outside, a unit mistake
+
+
 def _limits(ttft, tpot) -> dict:
-    from rubinperf.units import parse_value
+    from rubinperf.units import parse_quantity
 
     out = {}
     for name, text, key in (("ttft", ttft, "max_ttft_s"), ("tpot", tpot, "max_tpot_s")):
         if text is None:
             continue
-        try:
-            v = parse_value(str(text), "limit_s")
-        except SpecError:
-            raise SpecError(f"--{name}: expected a time such as 2s, 500ms or 0.5, got {text!r}") from None
-        if not (v > 0 and v < float("inf")):
-            raise SpecError(f"--{name}: expected a positive time, got {text!r}")
+        v = parse_quantity(str(text), "s", f"--{name} {shorten(str(text))}", BARE_LIMIT_SCALE)
+        lo, hi = LIMIT_RANGE_S
+        if not lo <= v <= hi:
+            raise SpecError(f"--{name} {shorten(str(text))}: expected a time from 1us to 1h, such as 20ms or 2s")
         out[key] = v
     return out
 
@@ -71,10 +82,64 @@ def _sweep_once(setups, decode_layouts, prefill_layouts, max_batch, draft_tokens
         return sweep(setups, progress=tick, **kwargs)
 
 
-def _notes(summaries, sw) -> dict:
+def parse_prefix_hit(text) -> float:
+    """--prefix-hit 0.9 or 90% -> 0.9, in [0, 1]."""
+    text = str(text).strip()
+    try:
+        hit = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise SpecError(f"--prefix-hit {shorten(text)!r}: expected a fraction such as 0.9 or a percentage such as 90%") from None
+    if not 0 <= hit <= 1:
+        raise SpecError(f"--prefix-hit {shorten(text)}: expected 0 to 1 (0% to 100%)")
+    return hit
+
+
+def workload_sets(isl, osl, prefix_hit) -> tuple[list[str], str]:
+    """--isl/--osl/--prefix-hit as workload `--set`s (applied after the user's), and the note to print: a
+    length changed with the prefix hit rate kept says so."""
+    sets = []
+    for name, value, field in (("--isl", isl, "input_tokens_per_turn"), ("--osl", osl, "output_tokens_per_turn")):
+        if value is not None:
+            if not 1 <= value <= 1e7:
+                raise SpecError(f"{name} {value:g}: expected 1 to 10,000,000 tokens")
+            sets.append(f"workload.{field}={value!r}")
+    if prefix_hit is not None:
+        sets.append(f"workload.prefix_hit_rate={parse_prefix_hit(prefix_hit)!r}")
+    note = ""
+    if isl is not None and prefix_hit is None:
+        note = "--isl changed the input length and kept the workload's prefix hit rate (give --prefix-hit to set it)"
+    return sets, note
+
+
+def limits_line(sw, stat: str, total_gpus=None) -> str:
+    """The limits a sweep applied, as one line under each table."""
+    parts = [p for p in (sw.limits_text(stat),) if p]
+    if total_gpus is not None:
+        parts.append(f"at most {total_gpus:,} GPUs per deployment")
+    parts.append(f"tok/s/user is the {'mean' if stat == 'mean' else stat.upper()} over users")
+    return "limits: " + ", ".join(parts) if len(parts) > 1 else parts[0]
+
+
+def _check_limits_leave_points(sw) -> None:
+    """No rack has a point that meets --ttft/--tpot: an error naming the limit (one rack emptied: a note)."""
+    if sw.max_ttft_s is None and sw.max_tpot_s is None:
+        return
+    why = {hw: sw.emptied_by(hw) for hw in sw.hardware_names()}
+    if why and all(why.values()):
+        raise SpecError("; ".join(f"{hw}: {text}" for hw, text in why.items()))
+
+
+def _notes(summaries, sw, limits: str = "", workload_note: str = "") -> dict:
     notes: dict[str, list[str]] = {}
     for s in summaries:
         notes[s.hardware] = s.infeasible_reasons()
+        if workload_note:
+            notes[s.hardware].insert(0, workload_note)
+        emptied = sw.emptied_by(s.hardware)
+        if emptied:
+            notes[s.hardware].insert(0, emptied)
+        if limits:
+            notes[s.hardware].append(limits)
     for line in sw.skipped:
         hw = line.split(":", 1)[0]
         notes.setdefault(hw, []).append("skipped " + line.split(": ", 1)[1])
@@ -104,6 +169,9 @@ def pareto(
     ttft: Ttft = None,
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
+    isl: Isl = None,
+    osl: Osl = None,
+    prefix_hit: PrefixHit = None,
     sets: RackSets = None,
     as_json: JsonRecords = False,
     frontier_only: Annotated[bool, typer.Option(
@@ -145,13 +213,19 @@ def pareto(
         plots.check_plot_path(plot)
     from rubinperf.specs.select import serving_setups
 
-    setups = serving_setups(model, hardware, workload, sets, stack)
+    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
+    if workload_note:
+        w = setups[0][2]
+        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
+                         "(give --prefix-hit to change it)")
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
     _check_any(None, sw)
+    _check_limits_leave_points(sw)
     summaries = summarize(sw)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
     if plot:
@@ -166,7 +240,8 @@ def pareto(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import pareto_tables
 
-    pareto_tables(records, _notes(summaries, sw), rows=rows)
+    pareto_tables(records, _notes(summaries, sw, limits_line(sw, interactivity_stat, total_gpus), workload_note),
+                  rows=rows)
     if chart:
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
@@ -196,6 +271,9 @@ def compare(
     ttft: Ttft = None,
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
+    isl: Isl = None,
+    osl: Osl = None,
+    prefix_hit: PrefixHit = None,
     sets: RackSets = None,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
@@ -228,17 +306,26 @@ def compare(
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
     from rubinperf.specs.select import serving_setups
 
-    setups = serving_setups(model, hardware, workload, sets, stack)
+    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
+    if workload_note:
+        w = setups[0][2]
+        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
+                         "(give --prefix-hit to change it)")
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
     sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
+                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
     _check_any(None, sw)
     summaries = summarize(sw)
     stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
                                       quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    for rec in records:   # a rack the limits emptied: its unreachable points say which limit
+        emptied = sw.emptied_by(rec["hardware"]) if not rec["reachable"] else ""
+        if emptied:
+            rec["note"] = emptied
     if as_json:
         _json(records)
         return
@@ -248,9 +335,8 @@ def compare(
     from rubinperf.render.serving import compare_tables
 
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
-                   + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
-                             for k, v in _limits(ttft, tpot).items()))
-    notes = _notes(summaries, sw)
+                   + "; " + limits_line(sw, interactivity_stat, total_gpus))
+    notes = _notes(summaries, sw, workload_note=workload_note)
     for hw, lines in notes.items():
         for line in lines:
             print_out(f"{hw}: {line}")
@@ -282,7 +368,9 @@ def _levels(text: str) -> list[float]:
             v = float(part)
         except ValueError:
             raise SpecError(f"--at-interactivity: expected numbers like 196,387, got {part!r}") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise SpecError(f"--at-interactivity: expected positive tokens/s per user, got {part!r}")
+        if not 0.01 <= v <= 1e5:
+            raise SpecError(f"--at-interactivity: expected 0.01 to 100,000 tokens/s per user, got {shorten(part)!r}")
         out.append(v)
+    if len(out) > 64:
+        raise SpecError(f"--at-interactivity: expected at most 64 levels, got {len(out):,}")
     return out

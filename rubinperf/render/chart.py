@@ -70,7 +70,8 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
         ticks[j:j + len(s)] = list(s)
     ticks[width - len(last):width] = list(last)
     text.append(" " * (label_w + 2) + "".join(ticks).rstrip() + "\n")
-    text.append(" " * (label_w + 2) + "tok/s/user (log) →")
+    stat = (records[0].get("interactivity_stat") or "mean") if records else "mean"
+    text.append(" " * (label_w + 2) + f"tok/s/user ({stat if stat == 'mean' else stat.upper()}, log) →")
     legend = sum(len(hw) + 4 for hw in hardware) + 20
     text.append("\n" + " " * (label_w + 2) if label_w + 23 + legend > label_w + 2 + width else "   ")
     for k, hw in enumerate(hardware):

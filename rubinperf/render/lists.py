@@ -44,3 +44,29 @@ def models_table(rs: list[dict]) -> None:
 def layouts_table(rs: list[dict]) -> None:
     print_out(table("Layouts (any N that divides the model: dep<N>, tp<N>)", [("layout", "left"), ("meaning", "left")],
                     [[r["name"], r["description"]] for r in rs]))
+
+
+def workloads_table(rs: list[dict]) -> None:
+    from rubinperf.units import fmt_tokens
+
+    rows = [[r["name"], fmt_tokens(r["input_tokens_per_turn"]), fmt_tokens(r["output_tokens_per_turn"]),
+             f"{100 * r['prefix_hit_rate']:.1f}%", r["prefill_layout"], r["prefix_pool"], r["description"]] for r in rs]
+    cols = [col("workload", "left", wrap=False), col("input/turn", short="in"), col("output/turn", short="out"),
+            col("prefix hit"), col("prefill", "left", drop=2), col("prefix pool", "left", drop=3),
+            col("description", "left", wrap=True, drop=1, min_width=20)]
+    print_out(table("Workloads (examples/*.toml; -w NAME|PATH; --isl, --osl, --prefix-hit change one)", cols, rows))
+
+
+def fields_table(rs: list[dict]) -> None:
+    def span(r):
+        if r["low"] is None:
+            return "—"
+        if r["refused_outside"] is None:
+            return f"{'0' if not r['positive'] else '>0'} to 1"
+        return f"{r['low']:g} to {r['high']:g}"
+
+    rows = [[f"{r['spec']}.{r['name']}", r["unit"] or ("fraction" if r["refused_outside"] is None and r["low"] is not None
+                                                       else "—"), span(r), r["doc"]] for r in rs]
+    cols = [col("field (--set)", "left", wrap=False), col("unit", "left"), col("documented range", "left"),
+            col("meaning", "left", wrap=True, drop=1, min_width=20)]
+    print_out(table("Spec fields: a value more than 100x outside its range is refused", cols, rows))

@@ -74,6 +74,8 @@ def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
+    # Every text is plain: a '$' in a name or a price is a dollar, never the start of mathtext ('$x^$' would fail).
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt

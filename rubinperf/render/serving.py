@@ -57,7 +57,8 @@ def thin(records: list[dict], n: int) -> list[dict]:
 def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
     """One frontier table per rack: each row a non-dominated configuration."""
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
-    cols = [col("tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
+    stat = stat_label(records[0] if records else {})
+    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
             col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
             col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
             col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
@@ -88,6 +89,12 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
 
 
 # ---------------------------------------------------------------- compare
+
+
+def stat_label(r: dict) -> str:
+    """'P90', 'P50' or 'mean': the statistic of tokens/s per user a record's figures are."""
+    stat = r.get("interactivity_stat") or "mean"
+    return stat if stat == "mean" else stat.upper()
 
 
 def _stat_words(r: dict) -> str:
@@ -123,7 +130,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
     for metric, level in keys:
         recs = [by[(hw, metric, level)] for hw in hardware]
         label = _metric_label(recs[0])
-        unit = "tok/s/user" if metric == "single_user" else "tok/s/GPU"
+        unit = f"tok/s/user ({stat_label(recs[0])})" if metric == "single_user" else "tok/s/GPU"
         cells = []
         for r in recs:
             if not r["reachable"]:
@@ -131,7 +138,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                 continue
             main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
             side = (f"{fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
-                    else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user")
+                    else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user ({stat_label(r)})")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
             cells.append(f"{fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
         ratios = []

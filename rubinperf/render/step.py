@@ -11,7 +11,7 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     cols = [col("hardware", "left"), col("layout", "left"), col("phase", "left"),
             col("batch/rank", short="batch", drop=4), col("context", short="ctx", drop=5),
             col("step"), col("SOL", drop=3), col("% roofline", short="%roof", drop=2), col("tok/s/GPU"),
-            col("tok/s/user"), col("bound", "left"), col("largest kernel", "left", drop=6, min_width=12)]
+            col("tok/s/user (mean)", short="tok/s/user"), col("bound", "left"), col("largest kernel", "left", drop=6, min_width=12)]
     rows = []
     for r in records:
         top = r["breakdown"][0]
@@ -23,7 +23,8 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
-               "step = max(GPU + exposed host, CPU); SOL = speed of light")
+               "step = max(GPU + exposed host, CPU); SOL = speed of light"
+               "\ntok/s/user: the mean over users")
     notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
     if notes:
         caption += "\n" + "\n".join(notes)

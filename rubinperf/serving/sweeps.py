@@ -69,6 +69,40 @@ class Sweep:
             keep &= 1.0 / np.ravel(c["tokens_per_s_per_user"]) <= self.max_tpot_s
         return keep
 
+    def limits_text(self, stat: str = "p90") -> str:
+        """The limits applied, as printed under each table: '' when none."""
+        from rubinperf.units import fmt_time
+
+        parts = []
+        if self.max_ttft_s is not None:
+            parts.append(f"TTFT ≤ {fmt_time(self.max_ttft_s)}")
+        if self.max_tpot_s is not None:
+            parts.append(f"TPOT ≤ {fmt_time(self.max_tpot_s)} (at {stat.upper() if stat != 'mean' else 'mean'} tok/s/user)")
+        return ", ".join(parts)
+
+    def emptied_by(self, hardware: str) -> str:
+        """When --ttft/--tpot leave no point of `hardware` that fits: which limit emptied it, with the best value
+        the points that fit reach; '' otherwise."""
+        from rubinperf.units import fmt_time
+
+        if self.max_ttft_s is None and self.max_tpot_s is None:
+            return ""
+        mine = [r for r in self.runs if r.hw.name == hardware]
+        fits = [np.ravel(r.columns["feasible"]) for r in mine]
+        if not any(f.any() for f in fits) or any((f & self.within_limits(r)).any() for f, r in zip(fits, mine)):
+            return ""   # nothing fits (the reasons say why), or the limits leave points
+        why = []
+        if self.max_ttft_s is not None:
+            best = min(float(np.min(np.broadcast_to(r.ttft_s, f.shape)[f])) for f, r in zip(fits, mine) if f.any())
+            if best > self.max_ttft_s:
+                why.append(f"--ttft {fmt_time(self.max_ttft_s)} (the shortest TTFT of a point that fits is {fmt_time(best)})")
+        if self.max_tpot_s is not None:
+            best = min(float(np.min(1.0 / np.ravel(r.columns["tokens_per_s_per_user"])[f]))
+                       for f, r in zip(fits, mine) if f.any())
+            if best > self.max_tpot_s:
+                why.append(f"--tpot {fmt_time(self.max_tpot_s)} (the shortest TPOT of a point that fits is {fmt_time(best)})")
+        return "no point meets " + (" and ".join(why) if why else "--ttft and --tpot together")
+
     def points(self, hardware: str | None = None):
         """(run index, element index, tok/s/user, tok/s/GPU, feasible) arrays over every swept point."""
         idx, el, x, y, ok = [], [], [], [], []

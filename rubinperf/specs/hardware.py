@@ -34,10 +34,10 @@ class Hardware:
     fp32_dense_flops_per_s: float = _field("compute", "FLOP/s")
     sm_count: int = _field("compute", "SMs", doc="SMs the serving kernels schedule on")
     sm_clock_hz: float = _field("compute", "Hz", doc="SM clock under load (boost): turns a kernel's fixed cycles into time")
-    shared_memory_per_sm_bytes: float = _field("compute", "bytes", doc="shared memory one SM's pipeline stages can use")
+    shared_memory_per_sm_bytes: float = _field("compute", "bytes", typical=(1e4, 1e6), doc="shared memory one SM's pipeline stages can use")
     preview: bool = _field("compute", positive=False, doc="true when NVIDIA has only previewed the figures")
     # [memory] HBM
-    hbm_capacity_bytes: float = _field("memory", "bytes")
+    hbm_capacity_bytes: float = _field("memory", "bytes", typical=(1e10, 1e12))
     hbm_bandwidth_bytes_per_s: float = _field("memory", "B/s")
     memory_domains: int = _field("memory")
     hbm_local_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak when SMs read their own domain")
@@ -55,7 +55,7 @@ class Hardware:
     scale_out_latency_s: float = _field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")
     max_nvlink_domains: int = _field("scale_out", "domains", doc="most NVLink domains one engine instance may span over the NIC (1: NVLink only); GPUs = nvlink_domain_size x this")
     # [host] CPU memory
-    host_memory_capacity_bytes: float = _field("host", "bytes", doc="per GPU")
+    host_memory_capacity_bytes: float = _field("host", "bytes", typical=(1e10, 1e13), doc="per GPU")
     host_memory_bandwidth_bytes_per_s: float = _field("host", "B/s", doc="per GPU")
     c2c_bandwidth_bytes_per_s: float = _field("host", "B/s", doc="CPU-GPU link, per GPU")
     # [economics]
@@ -65,7 +65,7 @@ class Hardware:
     # kernel boundary inside a CUDA graph replay (the GPU front end works through the graph with no host
     # code in the way, so every stack pays the same). Tiles, pipelines, split-K, overlaps and the
     # launch of a lone kernel from a framework (host code: PyTorch dispatch) are the stack's
-    stream_bytes_in_flight_per_sm: float = _field("kernel", "bytes", doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
+    stream_bytes_in_flight_per_sm: float = _field("kernel", "bytes", typical=(1e3, 1e6), doc="most bytes one SM keeps in flight with ordinary loads (streaming, gathers)")
     kernel_launch_graph_s: float = _field("kernel", "s", doc="a kernel boundary inside a CUDA graph replay")
     kernel_launch_stream_s: float = _field("kernel", "s", doc="the gap between two kernels issued from the host into one stream, no graph (the GPU's share of a do_bench figure beyond the kernel); at least the graph boundary")
     # [efficiency] fractions of peak any competent kernel reaches on this silicon (the memory system, the

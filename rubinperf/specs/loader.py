@@ -29,16 +29,37 @@ from rubinperf.errors import SpecError
 SMALLEST, LARGEST = 1e-15, 1e24
 LARGEST_INT = 2 ** 40  # counts and sizes (layers are bounded tighter: they are looped over)
 
+# The documented range of a field, by its unit where the field gives none of its own (`typical=`): what
+# GPUs, racks, models and workloads of the next few years may have. A value more than RANGE_SLACK times
+# outside it is a unit mistake or a typo (a bandwidth in GB/s written as B/s), refused with the range named.
+# Fractions (at_most=1) have their hard range [0, 1] instead. `rubinperf list fields` prints every range.
+RANGE_SLACK = 100
+TYPICAL = {"FLOP/s": (1e13, 1e17), "B/s": (1e10, 1e14), "bytes": (1.0, 1e13), "s": (1e-8, 1.0), "Hz": (1e8, 1e10),
+           "W": (100.0, 1e4), "USD/GPU-hour": (0.1, 100.0), "GPUs": (1, 576), "SMs": (16, 1024), "domains": (1, 64),
+           "tokens": (1, 1e7), "rows": (1, 1e5), "columns": (1, 1e5), "elements": (1, 1e6), "cycles": (1, 1e5),
+           "": (1, 1e6)}
+
+
+def documented_range(meta: dict) -> tuple[float, float] | None:
+    """(low, high) a field's values usually lie in; None for a fraction (its range is [0, 1]) or a non-number."""
+    if meta.get("at_most") == 1.0:
+        return None
+    return meta.get("typical") or TYPICAL.get(meta["unit"])
+
 
 def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: float | None = None,
-               default: Any = dataclasses.MISSING, doc: str = "", spec: str = "") -> Any:
+               typical: tuple[float, float] | None = None, default: Any = dataclasses.MISSING, doc: str = "",
+               spec: str = "") -> Any:
     """Declare a spec field: which TOML table holds it, its unit, and its valid range.
 
     Every number must also be finite and, unless zero, within [SMALLEST, LARGEST] (integers:
-    at most LARGEST_INT); a positive amount in tokens is at least one token."""
+    at most LARGEST_INT) and within RANGE_SLACK times its documented range (`typical`, else its
+    unit's in TYPICAL); a positive amount in tokens or bytes is at least one."""
     meta = {"section": section, "unit": unit, "positive": positive, "at_most": at_most, "doc": doc}
     if spec:   # which spec kind declares it, where a record merges two (a Platform: hardware + stack)
         meta["spec"] = spec
+    if typical is not None:
+        meta["typical"] = typical
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -184,9 +205,18 @@ def check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:
     if typ is float and value and not SMALLEST <= abs(value) <= LARGEST:
         raise SpecError(f"{where}: expected a magnitude between {SMALLEST:g} and {LARGEST:g}{_unit(meta)} "
                         f"(SI units: is the unit right?), got {value!r}")
-    if meta["unit"] == "tokens" and meta["positive"] and value < 1:
-        raise SpecError(f"{where}: expected at least 1 token, got {value!r}")
+    if meta["unit"] in ("tokens", "bytes") and meta["positive"] and value < 1:
+        raise SpecError(f"{where}: expected at least 1 {meta['unit'].rstrip('s')}, got {value!r}")
+    span = documented_range(meta)
+    if span is not None and value and not span[0] / RANGE_SLACK <= value <= span[1] * RANGE_SLACK:
+        raise SpecError(f"{where}: {value:g}{_unit(meta)} is more than {RANGE_SLACK}x outside the documented range "
+                        f"{format_range(span, meta['unit'])} (is the unit right?)")
     return value
+
+
+def format_range(span, unit: str = "") -> str:
+    """(1e10, 1e14) -> '1e+10 to 1e+14 B/s'."""
+    return f"{span[0]:g} to {span[1]:g}" + (f" {unit}" if unit else "")
 
 
 def _suggest(value: Any, key: str) -> str:

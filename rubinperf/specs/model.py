@@ -26,7 +26,7 @@ class Model:
     num_layers: int = spec_field("architecture", at_most=MAX_LAYERS, doc="main transformer layers")
     hidden_size: int = spec_field("architecture")
     vocab_size: int = spec_field("architecture")
-    max_context_tokens: int = spec_field("architecture", "tokens")
+    max_context_tokens: int = spec_field("architecture", "tokens", typical=(1e3, 1e7))
     hc_routes: int = spec_field("architecture", doc="mHC residual routes (1 = plain residual)")
     hc_mix_rows: int = spec_field("architecture", positive=False, doc="rows of the per-sublayer mHC mixing weight (0 = none)")
     dense_dtype: str = spec_field("architecture", doc="attention and shared-expert linears")
@@ -49,16 +49,16 @@ class Model:
     sliding_window_tokens: int = spec_field("attention", "tokens", positive=False)
     compress_ratios: tuple[int, ...] = spec_field("attention", doc="per layer: 0 = window only, r = one entry per r tokens")
     kv_source_layers: tuple[int, ...] = spec_field("attention", doc="layers that write KV; empty = every layer")
-    kv_entry_bytes: int = spec_field("attention", "bytes", doc="one cached KV entry of one layer")
+    kv_entry_bytes: int = spec_field("attention", "bytes", typical=(16, 1e5), doc="one cached KV entry of one layer")
     # [indexer]
     indexer_layers: tuple[int, ...] = spec_field("indexer", doc="layers that compute indexer logits and top-k")
     topk_layers: tuple[int, ...] = spec_field("indexer", doc="layers that attend only the selected top-k entries")
     indexer_heads: int = spec_field("indexer", positive=False)
     indexer_head_dim: int = spec_field("indexer", positive=False)
     indexer_topk: int = spec_field("indexer", positive=False)
-    index_key_bytes: int = spec_field("indexer", "bytes", positive=False, doc="one index key entry")
+    index_key_bytes: int = spec_field("indexer", "bytes", positive=False, typical=(1, 1e4), doc="one index key entry")
     indexer_dtype: str = spec_field("indexer")
-    indexer_epilogue_flops_per_head: float = spec_field("indexer", positive=False, doc="FP32 CUDA-core operations per query-key pair and indexer head after the logits MMA (ReLU, then the head weight's multiply-add into the sum over heads)")
+    indexer_epilogue_flops_per_head: float = spec_field("indexer", positive=False, typical=(0.1, 100), doc="FP32 CUDA-core operations per query-key pair and indexer head after the logits MMA (ReLU, then the head weight's multiply-add into the sum over heads)")
     replay_start_layer: int = spec_field("indexer", positive=False, doc="prefill: first layer of bounded replay (>= num_layers: none)")
     replay_tokens: int = spec_field("indexer", "tokens", positive=False)
     # [moe]
@@ -74,7 +74,7 @@ class Model:
     router_dtype: str = spec_field("moe")
     # [engram]
     engram_layers: tuple[int, ...] = spec_field("engram")
-    engram_table_bytes: float = spec_field("engram", "bytes", positive=False, doc="one table")
+    engram_table_bytes: float = spec_field("engram", "bytes", positive=False, typical=(1e6, 1e12), doc="one table")
     engram_tables: int = spec_field("engram", positive=False)
     engram_lookups_per_token: int = spec_field("engram", positive=False, doc="per token per Engram layer")
     engram_row_bytes: int = spec_field("engram", "bytes", positive=False)
@@ -88,7 +88,7 @@ class Model:
     draft_moe_intermediate_size: int = spec_field("draft", positive=False)
     draft_tokens: int = spec_field("draft", "tokens", positive=False, doc="k tokens drafted per verify step")
     draft_passes: int = spec_field("draft", positive=False, doc="sequential draft forwards per verify step")
-    mean_accepted_tokens: float = spec_field("draft", "tokens", doc="tokens emitted per verify step")
+    mean_accepted_tokens: float = spec_field("draft", "tokens", typical=(1, 16), doc="tokens emitted per verify step")
     draft_counts_in_total: bool = spec_field("draft", positive=False, doc="whether the published total includes the draft layers")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
@@ -142,6 +142,9 @@ class Model:
                     f"{self.num_kv_heads * self.qk_head_dim} for gqa attention")
         if self.experts_per_token > self.num_routed_experts:
             bad("moe.experts_per_token", "expected at most num_routed_experts")
+        if (self.o_groups > 0) != (self.o_lora_rank > 0):
+            bad("attention.o_lora_rank", f"expected o_groups and o_lora_rank both 0 (a plain output projection) or both "
+                f"positive (a grouped low-rank one), got {self.o_groups} and {self.o_lora_rank}")
         if self.draft_experts_per_token > self.draft_routed_experts:
             bad("draft.draft_experts_per_token", "expected at most draft_routed_experts")
         if self.mean_accepted_tokens > self.draft_tokens + 1:

@@ -2,10 +2,15 @@
 
 A key is `[hardware.|stack.|model.|workload.]field` (a stack field lives in the platform record
 passed as hardware=); the field may drop its unit suffix
-(`hbm_bandwidth` for `hbm_bandwidth_bytes_per_s`). A value is a plain number in the
-field's SI unit, or a number with an SI prefix and a unit that matches the field
-(`30TB/s`, `288GB`, `1.5us`, `50PFLOP/s`, `1800W`). The new record is validated like
-a loaded one; anything wrong is a SpecError that lists close matches.
+(`hbm_bandwidth` for `hbm_bandwidth_bytes_per_s`). A value is
+- a number with an SI prefix and a unit that matches the field (`30TB/s`, `288GB`, `1.5us`,
+  `50PFLOP/s`, `1800W`; token counts take K = 1024: `1M`), parsed by rubinperf.units;
+- a plain number, in the field's SI unit when the key spells the unit
+  (`hbm_bandwidth_bytes_per_s=3e13`) or the field has none (a count, a fraction); a plain
+  number for a key without its unit (`hbm_bandwidth=30`) is refused, showing the forms;
+- relative to the loaded value: `+20%`, `-10%`, `x1.2` (or `*1.2`).
+The new record is validated like a loaded one (ranges included); anything wrong is a SpecError
+that lists close matches.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import get_type_hints
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.loader import LARGEST_INT, check_value, spec_fields
-from rubinperf.units import parse_value, unit_suffix
+from rubinperf.units import dimension_of, parse_value, relative_factor, unit_suffix
 
 def _views(records: dict) -> dict:
     """Spec kind -> (record key, fields). A platform (hardware + stack) answers to both `hardware.`
@@ -83,7 +88,17 @@ def apply_overrides(assignments: list[str] | None, **records):
         typ = get_type_hints(type(rec))[field]
         raw = value.strip()
         if typ in (float, int):
-            parsed = parse_value(raw, field)
+            factor = relative_factor(raw)
+            if factor is not None:
+                parsed = getattr(rec, field) * factor
+                if typ is int and math.isfinite(parsed) and parsed != round(parsed):
+                    raise SpecError(f"--set {text.strip()}: {raw} of {getattr(rec, field)} is {parsed:g}, not a whole "
+                                    f"number (write {field}={math.floor(parsed)} or {math.ceil(parsed)})")
+                if typ is int and math.isfinite(parsed):
+                    parsed = round(parsed)
+            else:
+                parsed = parse_value(raw, field, bare_ok=key.strip().rpartition(".")[2] == field
+                                     or not dimension_of(field), what=f"--set {shorten(text.strip())} ({field})")
             if typ is int:
                 if not math.isfinite(parsed) or parsed != int(parsed):
                     raise SpecError(f"--set {field}: expected an integer, got {raw!r}")

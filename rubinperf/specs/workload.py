@@ -36,7 +36,7 @@ class Workload:
                                                 doc="chunked-prefill token budget of one step, per rank (DEP) or per instance (TP)")
     prefix_pool: str = spec_field("serving", doc="where cached prefixes are loaded from: host (C2C), peer-hbm (NVLink) or hbm")
     kv_transfer_link: str = spec_field("serving", doc="link that carries a prefilled KV cache to the decode pool: nvlink or scale-out")
-    runtime_reserve_bytes: float = spec_field("serving", "bytes", positive=False,
+    runtime_reserve_bytes: float = spec_field("serving", "bytes", positive=False, typical=(1e8, 1e11),
                                               doc="HBM per GPU held back from weights and KV (runtime, comm buffers, graphs)")
     prefill_engram_placement: str = spec_field("serving", doc="Engram tables in the prefill pool: hbm (split over the instance), host (C2C) or peer-hbm (sharded over engram_peer_gpus, read over NVLink)")
     engram_peer_gpus: int = spec_field("serving", "GPUs", doc="peer-hbm placement: GPUs the tables are sharded over")

@@ -194,14 +194,14 @@ class Capacity:
         """Why `batch` (or anything, when None) does not fit; '' when it does."""
         where = f"{self.phase} {self.layout.name}"
         if not self.host_fits:
-            return (f"{where}: Engram tables need {self.host_engram_bytes / GB:.0f} GB of host memory per GPU, "
+            return (f"{where}: does not fit in host memory: Engram tables need {self.host_engram_bytes / GB:.0f} GB of host memory per GPU, "
                     f"{self.host_capacity_bytes / GB:.0f} GB available")
         if self.free_bytes <= 0 or self.max_requests < 1:
-            return (f"{where}: weights {self.weight_bytes / GB:.1f} GB + Engram {self.engram_bytes / GB:.1f} GB + "
+            return (f"{where}: does not fit in HBM: weights {self.weight_bytes / GB:.1f} GB + Engram {self.engram_bytes / GB:.1f} GB + "
                     f"reserve {self.reserve_bytes / GB:.0f} GB + one request {self.bytes_per_request / GB:.2f} GB "
                     f"exceed {self.hbm_bytes / GB:.0f} GB of HBM")
         if batch is not None and float(batch) > self.max_requests:
-            return (f"{where}: KV capacity: {float(batch):g} requests of {self.context_tokens:,.0f} tokens need "
+            return (f"{where}: does not fit in HBM: {float(batch):g} requests of {self.context_tokens:,.0f} tokens need "
                     f"{float(batch) * self.bytes_per_request / GB:.1f} GB, {self.free_bytes / GB:.1f} GB free "
                     f"(at most {self.max_requests:.0f} per {'rank' if self.layout.kind == 'dep' else 'instance'})")
         return ""

@@ -81,9 +81,12 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
             if shape.batch is not None and opts.get("batch") is None:
                 opts["batch"] = shape.batch
             point = make_point(m, hw, lay, **{**opts, "phase": shape.phase})
+            cap = check_fits(m, hw, lay, point)
             r = step(m, hw, lay, point)
             check_finite(r)
             rec = step_record(r)
+            used = cap.fixed_bytes + float(point.batch) * cap.bytes_per_request   # scalar: estimate loads no numpy
+            rec.update(hbm_used_bytes=used, hbm_capacity_bytes=cap.hbm_bytes, max_batch_that_fits=cap.max_requests)
             note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
             if note:
                 rec["note"] = note
@@ -104,10 +107,53 @@ def topology_note(rec: dict, point) -> str:
             f"{rec['gpus_per_node']}-GPU node")
 
 
-def _weights_fit(m, hw: Platform, lay, reserve_bytes: float = 10e9) -> bool:
-    from rubinperf.step.capacity import weight_bytes_per_rank
+# HBM per GPU held back from weights and KV (runtime, communication buffers, CUDA graphs): the bundled
+# workloads' serving.runtime_reserve_bytes, which `estimate` (no workload) assumes too.
+RESERVE_BYTES = 10e9
 
-    return sum(weight_bytes_per_rank(m, lay).values()) + reserve_bytes < hw.hbm_capacity_bytes
+
+def point_capacity(m, hw: Platform, lay, point):
+    """The HBM budget of one rank at `point`: its requests (decode) or sequences (prefill) at their largest
+    context, with the tokens each has in flight per step."""
+    from rubinperf.step.capacity import capacity
+
+    batch = float(point.batch)
+    if point.phase == "decode":
+        per_req = 1 + float(point.k(m))
+        return capacity(m, hw, lay, "decode", context_tokens=float(point.context) + per_req,
+                        tokens_per_request=per_req, logits_per_request=per_req, reserve_bytes=RESERVE_BYTES,
+                        engram_placement=point.engram_placement)
+    new = float(point.new_tokens) / batch
+    return capacity(m, hw, lay, "prefill", context_tokens=float(point.context) + new, tokens_per_request=new,
+                    logits_per_request=1, reserve_bytes=RESERVE_BYTES, engram_placement=point.engram_placement)
+
+
+def check_fits(m, hw: Platform, lay, point):
+    """Weights + Engram tables + KV + activations of `point` fit one rank's HBM (and host memory), else a
+    SpecError naming the largest batch that fits. Returns the Capacity."""
+    cap = point_capacity(m, hw, lay, point)
+    batch = float(point.batch)
+    why = cap.reason(batch)
+    if not why:
+        return cap
+    where = (f"{hw.name} {lay.name} {point.phase} at --batch {batch:g}, --context {float(point.context):,.0f}"
+             + (f", --new-tokens {float(point.new_tokens):,.0f}" if point.phase == "prefill" else ""))
+    what = "requests per rank" if lay.kind == "dep" else "requests per instance"
+    if point.phase == "prefill":
+        what = "sequences per rank"
+    fix = (f"; the largest batch that fits is --batch {cap.max_requests:,.0f} ({what})" if cap.max_requests >= 1
+           else "; no batch fits: " + ("fewer --new-tokens or a wider layout" if point.phase == "prefill"
+                                       else "a wider layout or a shorter --context"))
+    raise SpecError(f"{where}: {why.split(': ', 1)[1]}{fix}")
+
+
+def _default_fits(m, hw: Platform, lay, phase, batch) -> bool:
+    """A default engine shape at its default point fits one rank's HBM."""
+    try:
+        point = make_point(m, hw, lay, phase=phase, batch=batch)
+    except SpecError:
+        return False
+    return not point_capacity(m, hw, lay, point).reason(float(point.batch))
 
 
 def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
@@ -119,15 +165,15 @@ def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
     for name, ph, batch in DEFAULT_ENGINES:
         lay, ph = parse_layout(name), phase or ph
         note = ""
-        if lay.kind == "dep" and (not fits(lay, m, hw) or not _weights_fit(m, hw, lay)):
+        if lay.kind == "dep" and (not fits(lay, m, hw) or not _default_fits(m, hw, lay, ph, batch)):
             wider = range(lay.ranks + 1, hw.nvlink_domain_size + 1)
             narrower = range(min(lay.ranks, hw.nvlink_domain_size + 1) - 1, 0, -1)
             order = list(wider) if ph == "prefill" or lay.ranks <= hw.nvlink_domain_size else list(narrower)
             pick = next((Layout("dep", n) for n in order
-                         if fits(Layout("dep", n), m, hw) and _weights_fit(m, hw, Layout("dep", n))), None)
+                         if fits(Layout("dep", n), m, hw) and _default_fits(m, hw, Layout("dep", n), ph, batch)), None)
             if pick is not None and all(pick != s.layout or ph != s.phase for s in out):
                 why = ("exceeds the NVLink domain" if lay.ranks > hw.nvlink_domain_size
-                       else "does not hold the weights in HBM")
+                       else "does not fit in HBM (weights, KV and activations)")
                 note = f"default {name} {ph} {why} of {hw.name}: {pick.name} instead"
                 lay = pick
         out.append(EngineShape(lay, ph, batch, note))

@@ -84,7 +84,9 @@ def step_record(r) -> dict:
         "draft_time_ms": float(r.part_s("draft")) * 1e3,
         "kernels_per_step": float(r.kernels_per_step()),
         "tokens_per_s_per_gpu": float(r.tokens_per_s_per_gpu),
-        "tokens_per_s_per_user": float(r.tokens_per_s_per_user),
+        "tokens_per_s_per_user": float(r.tokens_per_s_per_user),   # the mean over users: the key below says so
+        "tokens_per_s_per_user_mean": float(r.tokens_per_s_per_user),
+        "interactivity_stat": "mean",
         # Topology: a node is a tray (an 8-GPU HGX board; a 4-GPU NVL72 compute tray); a layout wider than one
         # NVLink domain spans several, and its scale-out (NIC) time is the breakdown rows' scale_out_ms.
         "gpus_per_node": int(r.hw.gpus_per_tray),
@@ -163,3 +165,44 @@ def layout_records() -> list[dict]:
     from rubinperf.specs.layout import LAYOUT_EXAMPLES
 
     return [{"name": n, "description": d} for n, d in LAYOUT_EXAMPLES]
+
+
+def workload_records() -> list[dict]:
+    """The bundled workloads: one turn's tokens, the prefix hit rate and the prefill engine."""
+    from rubinperf.specs.loader import bundled_names
+    from rubinperf.specs.workload import load_workload
+
+    out = []
+    for name in bundled_names("workload"):
+        w = load_workload(name)
+        out.append({"name": w.name, "description": w.description, "input_tokens_per_turn": w.input_tokens_per_turn,
+                    "output_tokens_per_turn": w.output_tokens_per_turn, "prefix_hit_rate": w.prefix_hit_rate,
+                    "prefill_layout": w.prefill_layout, "prefix_pool": w.prefix_pool})
+    return out
+
+
+def field_records() -> list[dict]:
+    """Every spec field: its spec, table, unit, documented range and meaning (what --set may change)."""
+    from rubinperf.specs.hardware import Hardware
+    from rubinperf.specs.loader import RANGE_SLACK, _type_hints, documented_range, spec_fields
+    from rubinperf.specs.model import Model
+    from rubinperf.specs.stack import Stack
+    from rubinperf.specs.workload import Workload
+
+    out = []
+    for kind, cls in (("hardware", Hardware), ("stack", Stack), ("model", Model), ("workload", Workload)):
+        hints = _type_hints(cls)
+        for f in spec_fields(cls):
+            typ, meta = hints[f.name], f.metadata
+            span = documented_range(meta) if typ in (int, float) else None
+            if typ in (int, float) and span is None:   # a fraction: its hard range
+                low, high = 0.0, float(meta["at_most"])
+            elif span is not None:
+                low, high = span
+            else:
+                low = high = None
+            out.append({"spec": kind, "field": f"{meta['section']}.{f.name}", "name": f.name,
+                        "type": getattr(typ, "__name__", str(typ)), "unit": meta["unit"], "low": low, "high": high,
+                        "refused_outside": [low / RANGE_SLACK, high * RANGE_SLACK] if span is not None else None,
+                        "positive": meta["positive"], "doc": meta["doc"]})
+    return out

@@ -115,6 +115,9 @@ def test_validate_reports_unreachable_points(cli, tmp_path):
 def test_new_tokens_beyond_the_context_limit_blame_new_tokens(cli):
     """Found by the fuzz tests (seed 32): the message named --context and printed a 309-digit number."""
     r = cli("estimate", "--new-tokens", "1e308", "--phase", "prefill", "-l", "dep32")
+    one_line(r, "--new-tokens", "1 to 1e12 tokens")    # a token count beyond any: refused as it is read
+    assert len(r.err) < 200
+    r = cli("estimate", "--new-tokens", "1e9", "--phase", "prefill", "-l", "dep32")
     one_line(r, "--new-tokens", "maximum context")
     assert len(r.err) < 200
     r = cli("estimate", "--context", "1048000", "--new-tokens", "32768", "-l", "dep2")

@@ -174,7 +174,7 @@ def test_pareto_json_frontier(cli):
 def test_pareto_table_and_chart(cli):
     r = cli("pareto", *FAST, "--rows", "5")
     assert r.code == 0, r
-    assert "Pareto frontier" in r.out and "tok/s/user (log)" in r.out and "on the frontier" in r.out
+    assert "Pareto frontier" in r.out and "tok/s/user (P90, log)" in r.out and "on the frontier" in r.out
 
 
 def test_infeasible_everywhere_is_reported(cli):
@@ -240,7 +240,7 @@ def test_terminal_chart_and_progress(summaries):
     console = Console(width=120, record=True)
     console.print(frontier_chart(recs, width=60, height=12))
     text = console.export_text()
-    assert "●" in text and "▲" in text and "gb300-nvl72" in text and "tok/s/user (log)" in text
+    assert "●" in text and "▲" in text and "gb300-nvl72" in text and "tok/s/user (P90, log)" in text
     calls = []
     sweep([(V41, RACKS[0], AGENTX)], decode_layouts=["tp8", "dep32"], batches=[1.0, 2.0],
           progress=lambda done, total, label: calls.append((done, total)))

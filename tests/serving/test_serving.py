@@ -143,7 +143,7 @@ def test_capacity_hand_case_dep32_decode():
     assert cap.bytes_per_request == pytest.approx(per_request)
     assert cap.max_requests == math.floor((279e9 - 10e9 - weights - engram) / per_request)
     assert cap.fits(cap.max_requests) and not cap.fits(cap.max_requests + 1)
-    assert "KV capacity" in cap.reason(cap.max_requests + 1)
+    assert "does not fit in HBM" in cap.reason(cap.max_requests + 1)
     assert cap.reason(1) == ""
 
 
@@ -346,7 +346,7 @@ def test_infeasible_points_say_why():
     s = serve(V41, GB300, w, parse_layout("dep32"), np.array([1.0, 10.0, 200.0, 1000.0]))
     assert s.prefill.feasible
     assert [bool(x) for x in s.feasible] == [True, True, True, False]
-    assert "KV capacity" in s.record(3)["reason"] and s.record(2)["reason"] == ""
+    assert "does not fit in HBM" in s.record(3)["reason"] and s.record(2)["reason"] == ""
 
 
 def test_workload_longer_than_the_context_is_refused():

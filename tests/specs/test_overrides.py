@@ -90,7 +90,8 @@ def test_unit_aware_values(text, field, value):
 
 def test_model_unit_forms_and_order():
     out = apply_overrides(["max_context_tokens=2Mtokens", "model.mean_accepted_tokens=3"], hardware=GB300, model=V41)
-    assert out["model"].max_context_tokens == 2_000_000 and out["model"].mean_accepted_tokens == 3.0
+    # token counts take K = 1024 and M = 1024^2 everywhere (rubinperf.units): 2M tokens = 2,097,152
+    assert out["model"].max_context_tokens == 2 * 1024 ** 2 and out["model"].mean_accepted_tokens == 3.0
     later = apply_overrides(["hbm_bandwidth=10TB/s", "hbm_bandwidth=12TB/s"], hardware=GB300)["hardware"]
     assert later.hbm_bandwidth_bytes_per_s == 12e12      # applied in order: the last one wins
 

@@ -3,6 +3,8 @@ to_toml round-trips through build_spec."""
 
 from __future__ import annotations
 
+import math
+
 import re
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from conftest import HARDWARE_NAMES, MODEL_NAMES, REPO
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
+from rubinperf.specs.loader import RANGE_SLACK, documented_range
 from rubinperf.specs.loader import build_spec, bundled_names, read_toml, spec_fields, to_toml
 from rubinperf.specs.model import Model, load_model
 
@@ -114,12 +117,16 @@ def _documents(cls, name):
             keys = [k for k, v in table.items() if k in hints and isinstance(v, numeric) and not isinstance(v, bool)]
             for key in draw(st.lists(st.sampled_from(keys), max_size=4, unique=True)) if keys else []:
                 meta = hints[key].metadata
+                span = documented_range(meta)   # values the loader takes: within 100x of the documented range
+                lo, hi = (span[0] / RANGE_SLACK, span[1] * RANGE_SLACK) if span else (1e-12, 1e18)
                 if isinstance(base[section][key], int):
-                    v = draw(st.integers(min_value=1 if meta["positive"] else 0, max_value=10**6))
+                    v = draw(st.integers(min_value=max(1, math.ceil(lo)) if meta["positive"] else 0,
+                                         max_value=int(min(10**6, hi))))
                 elif meta["at_most"] is not None:
                     v = draw(st.floats(min_value=1e-6, max_value=meta["at_most"]))
                 else:
-                    v = draw(st.floats(min_value=1e-12 if meta["positive"] else 0.0, max_value=1e18))
+                    v = draw(st.floats(min_value=lo, max_value=hi) if meta["positive"] else
+                             st.one_of(st.just(0.0), st.floats(min_value=lo, max_value=hi)))
                 table[key] = v
         return d
 
