@@ -8,8 +8,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from rubinperf.cli.options import (DEFAULT_MODEL, LAYOUT_WORDS, Acceptance, Balancedness, Batch, Context, DraftTokens,
-                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, Sets, Stacks, Wide, apply_wide,
-                                   check_output_flags, complete_names, complete_words, emit)
+                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, SaveDir, Sets, Stacks, Wide,
+                                   apply_wide, check_output_flags, complete_names, complete_words, emit)
 
 
 def estimate(
@@ -40,6 +40,7 @@ def estimate(
     quiet: Quiet = False,
     sets: Sets = None,
     wide: Wide = False,
+    save_dir: SaveDir = None,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -59,6 +60,10 @@ def estimate(
 
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
+    if save_dir is not None:
+        from rubinperf.cli.report import check_save_dir
+
+        check_save_dir(save_dir)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets, stacks=stack)
@@ -68,4 +73,10 @@ def estimate(
 
         estimate_tables(rs, breakdown)
 
+    if save_dir is not None:
+        from rubinperf.cli.report import save_estimate
+        from rubinperf.specs.select import load_specs
+
+        m, hws = load_specs(model, hardware, sets, stack)
+        save_estimate(save_dir, records, m, hws)
     emit(records, as_json, tables, as_csv=as_csv, quiet=quiet)

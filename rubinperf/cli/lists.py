@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from rubinperf.cli.options import JsonRecords, Quiet, Wide, apply_wide, emit
+from rubinperf.cli.options import Csv, JsonRecords, Quiet, Wide, apply_wide, emit
 
 list_app = typer.Typer(help="List bundled specs: hardware, models or layouts.\n\n"
                        "Example: rubinperf list hardware --json")
@@ -21,7 +21,7 @@ def _table(name: str):
 
 
 @list_app.command("hardware")
-def list_hardware(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+def list_hardware(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
     """Bundled hardware specs with their headline peaks.
 
     Example: rubinperf list hardware --json
@@ -29,11 +29,11 @@ def list_hardware(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide
     from rubinperf.step.records import hardware_records
 
     apply_wide(wide)
-    emit(hardware_records(), as_json, _table("hardware_table"), quiet=quiet)
+    emit(hardware_records(), as_json, _table("hardware_table"), as_csv=as_csv, quiet=quiet)
 
 
 @list_app.command("stacks")
-def list_stacks(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+def list_stacks(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
     """Bundled software stacks: kernel library and engine facts, and which racks name each as their default.
 
     Example: rubinperf list stacks --json
@@ -41,11 +41,11 @@ def list_stacks(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide =
     from rubinperf.step.records import stack_records
 
     apply_wide(wide)
-    emit(stack_records(), as_json, _table("stacks_table"), quiet=quiet)
+    emit(stack_records(), as_json, _table("stacks_table"), as_csv=as_csv, quiet=quiet)
 
 
 @list_app.command("models")
-def list_models(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide = False):
+def list_models(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
     """Bundled model specs with total and active parameters implied by their shapes.
 
     Example: rubinperf list models
@@ -53,15 +53,15 @@ def list_models(as_json: JsonRecords = False, quiet: Quiet = False, wide: Wide =
     from rubinperf.step.records import model_records
 
     apply_wide(wide)
-    emit(model_records(), as_json, _table("models_table"), quiet=quiet)
+    emit(model_records(), as_json, _table("models_table"), as_csv=as_csv, quiet=quiet)
 
 
 @list_app.command("layouts")
-def list_layouts(as_json: JsonRecords = False, quiet: Quiet = False):
+def list_layouts(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False):
     """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel).
 
     Example: rubinperf list layouts
     """
     from rubinperf.step.records import layout_records
 
-    emit(layout_records(), as_json, _table("layouts_table"), quiet=quiet)
+    emit(layout_records(), as_json, _table("layouts_table"), as_csv=as_csv, quiet=quiet)

@@ -247,3 +247,85 @@ def report(
         from rubinperf.render.output import emit_text
 
         emit_text(f"wrote {output}" + (f" and {save_dir}/" if save_dir else ""))
+
+
+# ---------------------------------------------------------------- --save-dir of the other commands
+
+
+def save_pareto(save_dir: str, records: list[dict], setups, targets) -> None:
+    frontier_html, chart = frontier_parts(records, targets)
+    m, _, w = setups[0]
+    platforms = [hw for _, hw, _ in setups]
+    b = new_bundle()
+    b.table("pareto", records, "the swept points of every rack, with on_frontier")
+    b.chart("frontier", chart, "the Pareto frontier", frontier_figure(records, targets))
+    b.add("report.html", _page(f"{m.name}: Pareto frontier on workload {w.name}",
+                               {"frontier": frontier_html, "sources": _sources_part(m, platforms, w)}),
+          "the HTML report (self-contained)")
+    _spec_files(b, m, platforms, w)
+    b.write(save_dir)
+
+
+def save_compare(save_dir: str, compared: list[dict], points: list[dict], setups, targets) -> None:
+    from rubinperf.render.html import compare_section
+
+    frontier_html, chart = frontier_parts(points, targets)
+    m, _, w = setups[0]
+    platforms = [hw for _, hw, _ in setups]
+    b = new_bundle()
+    b.table("compare", compared, "the racks compared at peak, at each interactivity and at one user")
+    b.table("pareto", points, "the swept points of every rack the comparison reads, with on_frontier")
+    b.chart("frontier", chart, "the Pareto frontier", frontier_figure(points, targets))
+    b.add("report.html", _page(f"{m.name} on {', '.join(hw.name for hw in platforms)}: workload {w.name}",
+                               {"frontier": frontier_html, "compare": compare_section(compared),
+                                "sources": _sources_part(m, platforms, w)}),
+          "the HTML report (self-contained)")
+    _spec_files(b, m, platforms, w)
+    b.write(save_dir)
+
+
+def save_estimate(save_dir: str, records: list[dict], model, platforms) -> None:
+    from rubinperf.render import svg
+    from rubinperf.render.html import step_section
+
+    b = new_bundle()
+    b.table("estimate", records, "one row per rack, layout and phase (the per-op breakdown in the JSON)")
+    b.table("breakdown", [{"hardware": r["hardware"], "layout": r["layout"], "phase": r["phase"], **op}
+                          for r in records for op in r["breakdown"]], "every op of every step")
+    for r in records:
+        name = f"{r['hardware']}-{r['layout']}-{r['phase']}"
+        b.chart(f"kernels-{name}", svg.kernel_bars_svg(r), f"time of each op of the {r['layout']} step on "
+                f"{r['hardware']}")
+    b.add("report.html", _page(f"{model.name}: one engine step", {"step": step_section(records),
+                                                                   "sources": _sources_part(model, platforms)}),
+          "the HTML report (self-contained)")
+    _spec_files(b, model, platforms)
+    b.write(save_dir)
+
+
+def save_sensitivity(save_dir: str, records: list[dict], swing: float, top, model, platform) -> None:
+    from rubinperf.render import plots, svg
+    from rubinperf.render.html import sensitivity_section
+
+    b = new_bundle()
+    b.table("sensitivity", records, "one row per parameter: elasticity and the metric at each end of the swing")
+    b.chart("tornado", svg.tornado_svg(records, swing, plots.parameter_label, top=top or 12), "the tornado",
+            lambda: plots.tornado_figure(records, swing, top=top))
+    b.add("report.html", _page(f"{model.name}: sensitivity", {
+        "sensitivity": sensitivity_section([records], swing, top=top or 12, method="symbolic"),
+        "sources": _sources_part(model, [platform])}), "the HTML report (self-contained)")
+    _spec_files(b, model, [platform])
+    b.write(save_dir)
+
+
+def save_validate(save_dir: str, records: list[dict], points_path) -> None:
+    from pathlib import Path
+
+    from rubinperf.render.html import validation_section
+
+    b = new_bundle()
+    b.table("validate", records, "one row per published point: predicted, published, ratio, band")
+    b.add("report.html", _page("rubinperf: predictions against published results",
+                               {"validation": validation_section(records)}), "the HTML report (self-contained)")
+    b.add("specs/points.toml", Path(points_path).read_text(encoding="utf-8"), "the points file validated")
+    b.write(save_dir)

@@ -169,7 +169,7 @@ def step_section(records: list[dict], top: int = 12) -> str:
     return "".join(out)
 
 
-def sensitivity_section(groups: list[list[dict]], swing: float, top: int = 12) -> str:
+def sensitivity_section(groups: list[list[dict]], swing: float, top: int = 12, method: str = "numeric") -> str:
     from rubinperf.render.plots import PARAMETER_LABELS, parameter_label
 
     def short(name):
@@ -192,8 +192,10 @@ def sensitivity_section(groups: list[list[dict]], swing: float, top: int = 12) -
                 for r in records if r["elasticity"]][:top]
         out.append(table_html(["parameter", "group", "value", "elasticity", f"x{1 - swing:g}", f"x{1 + swing:g}",
                                "note"], rows, left=2, wrap=(6,)))
-    out.append('<p class="note">Elasticities by central differences of the numeric step (whole counts: the arc over '
-               "the swing); `rubinperf sensitivity` gives the symbolic derivative.</p></section>")
+    how = ("sympy's derivative of the symbolic step" if method == "symbolic" else
+           "central differences of the numeric step (whole counts: the arc over the swing); `rubinperf sensitivity` "
+           "gives sympy's derivative")
+    out.append(f'<p class="note">Elasticities by {how}.</p></section>')
     return "".join(out)
 
 
