@@ -300,7 +300,7 @@ def sensitivity(
     if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
         plots.check_plot_path(plot)
     if save_dir is not None:
-        from rubinperf.cli.report import check_save_dir
+        from rubinperf.cli.bundles import check_save_dir
 
         check_save_dir(save_dir)
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
@@ -313,7 +313,7 @@ def sensitivity(
     if plot:
         plots.plot_tornado(records, plot, swing, top=top)
     if save_dir is not None:
-        from rubinperf.cli.report import save_sensitivity
+        from rubinperf.cli.bundles import save_sensitivity
 
         save_sensitivity(save_dir, records, swing, top, mod, hw)
     if as_json or as_csv:

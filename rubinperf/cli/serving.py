@@ -146,7 +146,7 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
-    from rubinperf.cli.report import check_save_dir
+    from rubinperf.cli.bundles import check_save_dir
 
     check_save_dir(save_dir)
     from rubinperf.specs.select import serving_setups
@@ -164,7 +164,7 @@ def pareto(
         m, _, w = setups[0]
         plots.plot_frontier(records, plot, title=f"{m.name}, workload {w.name}")
     if save_dir is not None:
-        from rubinperf.cli.report import save_pareto
+        from rubinperf.cli.bundles import save_pareto
 
         save_pareto(save_dir, records, setups, plots.INTERACTIVITY_TARGETS)
     if as_json or as_csv:
@@ -246,7 +246,7 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    from rubinperf.cli.report import check_save_dir
+    from rubinperf.cli.bundles import check_save_dir
 
     check_save_dir(save_dir)
     from rubinperf.specs.select import serving_setups
@@ -263,7 +263,7 @@ def compare(
                                       quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if save_dir is not None:
-        from rubinperf.cli.report import save_compare
+        from rubinperf.cli.bundles import save_compare
         from rubinperf.serving.pareto import point_records
 
         save_compare(save_dir, records, [r for s in summaries for r in point_records(s)], setups, levels)

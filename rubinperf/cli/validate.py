@@ -36,7 +36,7 @@ def validate_cmd(
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
     if save_dir is not None:
-        from rubinperf.cli.report import check_save_dir
+        from rubinperf.cli.bundles import check_save_dir
 
         check_save_dir(save_dir)
     if stack is not None:
@@ -45,7 +45,7 @@ def validate_cmd(
         load_stack(stack)   # a bad name fails once, before any point runs
     records = validate(load_points(points or POINTS_FILE), stack=stack)
     if save_dir is not None:
-        from rubinperf.cli.report import save_validate
+        from rubinperf.cli.bundles import save_validate
 
         save_validate(save_dir, records, points or POINTS_FILE)
     emit(records, as_json, validate_table, as_csv=as_csv, quiet=quiet)
