@@ -3,7 +3,8 @@
 The same records as `rubinperf.analysis.sensitivity.sensitivity` (parameter, group, value,
 elasticity, the metric at p x (1 - swing) and p x (1 + swing)), without sympy: each parameter
 is changed in a copy of the platform or the operating point (dataclasses.replace) and the step
-timed again: all the platform's fields at once, as numpy arrays (tens of milliseconds in all). The elasticity d ln M / d ln p is the central difference
+timed again: all the platform's fields at once, as numpy arrays (tens of milliseconds in all). The
+elasticity d ln M / d ln p is the central difference
 (ln M(p (1 + h)) - ln M(p (1 - h))) / (ln(1 + h) - ln(1 - h)), h = 1e-4; away from a kink it agrees
 with sympy's derivative (tests/analysis/test_elasticity.py holds the two together), exactly at one
 it is the mean of the one-sided slopes, as the symbolic path's Heaviside(0) = 1/2 gives. The

@@ -55,7 +55,8 @@ def report(
     stack: Stacks = None,
     workload: Workload = "agentx",
     at_interactivity: Annotated[str, typer.Option(
-        "--at-interactivity", help="Comma-separated tokens/s per user: the targets drawn and compared at.")] = "196,387",
+        "--at-interactivity",
+        help="Comma-separated tokens/s per user: the targets drawn and compared at.")] = "196,387",
     decode_layout: DecodeLayouts = None,
     prefill_layout: PrefillLayouts = None,
     max_batch: MaxBatch = 1024,
@@ -69,7 +70,8 @@ def report(
     sets: RackSets = None,
     layout: Layout = STEP_LAYOUT,
     output: Annotated[str, typer.Option(
-        "--output", "-o", help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
+        "--output", "-o",
+        help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
     save_dir: SaveDir = None,
     quiet: Quiet = False,
 ):

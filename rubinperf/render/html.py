@@ -180,7 +180,8 @@ def sensitivity_section(groups: list[list[dict]], swing: float, top: int = 12, m
         if not records:
             continue
         r0 = records[0]
-        value = fmt_time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{fmt_num(r0['metric_value'])} {r0['metric_unit']}"
+        value = (fmt_time(r0["metric_value"]) if r0["metric_unit"] == "s"
+                 else f"{fmt_num(r0['metric_value'])} {r0['metric_unit']}")
         out.append(f"<h3>{_e(r0['metric_label'])} ({_e(value)}): {_e(r0['model'])} {_e(r0['layout'])} "
                    f"{_e(r0['phase'])} on {_e(r0['hardware'])}</h3>")
         out.append(f"<figure>{svg.tornado_svg(records, swing, short, top=top, gid=f'tornado-{i}')}<figcaption>"
@@ -207,7 +208,8 @@ def validation_section(records: list[dict]) -> str:
              f"{r['band'][0]:.2f}-{r['band'][1]:.2f}", "in band" if r["in_band"] else "MISS",
              r.get("source", "")] for r in records]
     return (f'<section id="validation"><h2>Validation: {hits} of {len(records)} points in band</h2>'
-            f"{table_html(headers, body, left=3, wrap=(8,))}<p class=\"note\">ratio = predicted / published</p></section>")
+            f"{table_html(headers, body, left=3, wrap=(8,))}"
+            '<p class="note">ratio = predicted / published</p></section>')
 
 
 def sources_section(specs: list[dict]) -> str:

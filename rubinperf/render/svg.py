@@ -119,7 +119,8 @@ def frontier_svg(records: list[dict], published: list[dict], targets, x_label: s
     (`labels_of(front, decades_per_char)`: rubinperf.render.plots.layout_labels), the published points
     (stars; a peak: a dotted level) and the interactivity targets (dashed)."""
     racks = list(dict.fromkeys(r["hardware"] for r in records))
-    feasible = [r for r in records if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
+    feasible = [r for r in records
+                if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
     if not feasible:
         return _svg(width, 60, [_text(10, 35, "no feasible point to draw")], "frontier: no feasible point", "frontier")
     xs = [r["tokens_per_s_per_user"] for r in feasible] + [float(t) for t in targets]
@@ -133,8 +134,8 @@ def frontier_svg(records: list[dict], published: list[dict], targets, x_label: s
         mine = [r for r in feasible if r["hardware"] == hw]
         rest = [r for r in mine if not r["on_frontier"]]
         front = sorted((r for r in mine if r["on_frontier"]), key=lambda r: r["tokens_per_s_per_user"])
-        dots = "".join(f'<circle cx="{_t(ax.x(r["tokens_per_s_per_user"]))}" cy="{_t(ax.y(r["tokens_per_s_per_gpu"]))}" '
-                       f'r="1.6"/>' for r in rest)
+        dots = "".join(f'<circle cx="{_t(ax.x(r["tokens_per_s_per_user"]))}" '
+                       f'cy="{_t(ax.y(r["tokens_per_s_per_gpu"]))}" r="1.6"/>' for r in rest)
         body.append(f'<g class="swept" fill="{c}" fill-opacity="0.22"><title>{escape(hw)}: feasible points off '
                     f'the frontier</title>{dots}</g>')
         if not front:
@@ -146,8 +147,8 @@ def frontier_svg(records: list[dict], published: list[dict], targets, x_label: s
         for r in front:
             tip = (f"{hw} {r['decode_layout']} x {fmt_num(r['batch_per_rank'])}: {fmt_num(r['tokens_per_s_per_user'])} "
                    f"tok/s/user, {fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU")
-            marks.append(f'<circle cx="{_t(ax.x(r["tokens_per_s_per_user"]))}" cy="{_t(ax.y(r["tokens_per_s_per_gpu"]))}" '
-                         f'r="2.6"><title>{escape(tip)}</title></circle>')
+            marks.append(f'<circle cx="{_t(ax.x(r["tokens_per_s_per_user"]))}" '
+                         f'cy="{_t(ax.y(r["tokens_per_s_per_gpu"]))}" r="2.6"><title>{escape(tip)}</title></circle>')
         body.append(f'<g fill="{c}">' + "".join(marks) + "</g>")
         for text, (x, y) in labels_of(front, decades_per_char):
             body.append(_text(ax.x(x) + 4, ax.y(y) - 6, text, "start", 10, c, ' font-weight="bold" class="layout"'))

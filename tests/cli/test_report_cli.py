@@ -103,7 +103,8 @@ def test_save_dir_writes_the_bundle_and_its_specs_load_back(tmp_path, cli):
     rows = list(csv.DictReader(io.StringIO((out / "pareto.csv").read_text())))
     records = json.loads((out / "pareto.json").read_text())
     assert len(rows) == len(records) > 100
-    assert [float(r["tokens_per_s_per_gpu"]) for r in rows] == pytest.approx([r["tokens_per_s_per_gpu"] for r in records])
+    expect = [r["tokens_per_s_per_gpu"] for r in records]
+    assert [float(r["tokens_per_s_per_gpu"]) for r in rows] == pytest.approx(expect)
     vr = load_hardware(str(out / "specs" / "hardware-vr-nvl72.toml"))
     assert vr.hbm_bandwidth_bytes_per_s == 30e12                       # the --set, as the run used it
     import dataclasses

@@ -3,7 +3,6 @@ one mark per record, text escaped, and the page self-contained."""
 
 from __future__ import annotations
 
-import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -41,8 +40,10 @@ def test_frontier_svg_draws_one_line_per_rack_through_its_frontier_points():
     published = [{"hardware": "a", "metric": "throughput_at_interactivity", "published": 500.0, "interactivity": 30.0,
                   "source": "a post"}, {"hardware": "b <&>", "metric": "peak_throughput", "published": 4000.0,
                                         "interactivity": None, "source": "another"}]
-    text = svg.frontier_svg(recs, published, (40,), "x", "y", lambda front, d: [("L", (front[0]["tokens_per_s_per_user"],
-                                                                                        front[0]["tokens_per_s_per_gpu"]))])
+    def first_label(front, decades_per_char):
+        return [("L", (front[0]["tokens_per_s_per_user"], front[0]["tokens_per_s_per_gpu"]))]
+
+    text = svg.frontier_svg(recs, published, (40,), "x", "y", first_label)
     root = ET.fromstring(text)           # well-formed XML: the rack name is escaped
     lines = root.findall(f".//{NS}polyline")
     assert [len(p.get("points").split()) for p in lines] == [2, 2]
@@ -74,7 +75,8 @@ def test_kernel_bars_are_proportional_to_time():
                          for i, t in enumerate([4.0, 2.0, 1.0])]}
     root = ET.fromstring(svg.kernel_bars_svg(rec))
     widths = [float(e.get("width")) for e in root.iter(f"{NS}rect") if e.get("class") == "bar"]
-    assert widths[0] / widths[1] == pytest.approx(2.0, rel=1e-3) and widths[1] / widths[2] == pytest.approx(2.0, rel=1e-3)
+    assert widths[0] / widths[1] == pytest.approx(2.0, rel=1e-3)
+    assert widths[1] / widths[2] == pytest.approx(2.0, rel=1e-3)
 
 
 def test_the_page_is_self_contained_and_escapes_its_text():
