@@ -28,28 +28,7 @@ from rubinperf.specs.loader import numeric_fields, spec_fields
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
 
-POINT_UNITS = {"batch": "requests", "context": "tokens", "new_tokens": "tokens", "draft_tokens": "tokens",
-               "acceptance": "tokens/step", "balancedness": "", "draft_balancedness": ""}
-POINT_DOC = {
-    "batch": "requests (decode) or sequences (prefill) per rank",
-    "context": "tokens already cached per request",
-    "new_tokens": "prefill: new tokens per rank",
-    "draft_tokens": "drafted tokens verified per step (k), acceptance held fixed",
-    "acceptance": "tokens emitted per verify step",
-    "balancedness": "MoE mean / max rank load (target model)",
-    "draft_balancedness": "MoE mean / max rank load (draft model)",
-}
-
-
-def point_parameters(model, layout, phase: str) -> list[str]:
-    """The operating-point parameters that mean something for this engine shape."""
-    names = ["batch", "context"]
-    names += ["draft_tokens", "acceptance"] if phase == "decode" else ["new_tokens"]
-    if layout.kind == "dep":
-        names.append("balancedness")
-        if model.draft_layers:
-            names.append("draft_balancedness")
-    return names
+from rubinperf.analysis.elasticity import POINT_DOC, POINT_UNITS, point_parameters  # noqa: E402,F401
 
 
 P90_METRIC = "tokens-per-user-p90"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, get_type_hints
+from typing import TYPE_CHECKING
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -35,7 +35,7 @@ from rubinperf.errors import SpecError
 from rubinperf.kernels.cost import BYTE_KINDS, Kernel
 from rubinperf.roofline import BOUNDS, binding_term, kernel_time
 from rubinperf.specs.hardware import Hardware
-from rubinperf.specs.loader import numeric_fields, spec_fields
+from rubinperf.specs.loader import numeric_fields
 from rubinperf.step.point import Point
 
 if TYPE_CHECKING:   # for annotations only
@@ -54,17 +54,12 @@ def sym(name: str, nonnegative: bool = False) -> sympy.Symbol:
     return sympy.Symbol(name, nonnegative=True) if nonnegative else sympy.Symbol(name, positive=True)
 
 
-@functools.lru_cache(maxsize=None)
 def hardware_fields() -> dict[str, bool]:
     """Float fields of a platform (hardware and stack) that become symbols -> whether each may be zero
-    (cached: do not mutate). The stack's EPLB balancedness is not one: it only sets the operating
-    point's default, and the point's balancedness is a symbol of its own."""
-    from rubinperf.specs.stack import POINT_FIELDS as STACK_POINT_FIELDS
-    from rubinperf.specs.stack import Platform
+    (cached: do not mutate): `rubinperf.analysis.elasticity.varied_fields`, the fields both paths vary."""
+    from rubinperf.analysis.elasticity import varied_fields
 
-    hints = get_type_hints(Platform)
-    return {f.name: not f.metadata["positive"] for f in spec_fields(Platform)
-            if hints[f.name] is float and f.name not in STACK_POINT_FIELDS}
+    return varied_fields()
 
 
 def structural_hardware_fields() -> list[str]:
@@ -180,11 +175,7 @@ def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     return SymbolicStep(result, values, hw, point)
 
 
-METRICS = {
-    "step-time": ("step time", "s"),
-    "tokens-per-gpu": ("tokens/s per GPU", "tok/s"),
-    "tokens-per-user": ("tokens/s per user", "tok/s"),
-}
+from rubinperf.analysis.elasticity import METRICS  # noqa: E402  (labels shared with the numeric path)
 
 
 def metric_expr(result, name: str):

@@ -86,6 +86,7 @@ from rubinperf.cli import explain as _explain  # noqa: E402
 from rubinperf.cli import kernel as _kernel  # noqa: E402
 from rubinperf.cli import lists as _lists  # noqa: E402
 from rubinperf.cli import model as _model  # noqa: E402
+from rubinperf.cli import report as _report  # noqa: E402
 from rubinperf.cli import serving as _serving  # noqa: E402
 from rubinperf.cli import serve as _serve  # noqa: E402
 from rubinperf.cli import validate as _validate  # noqa: E402
@@ -99,6 +100,7 @@ app.command("sensitivity")(_explain.sensitivity)
 app.command("pareto")(_serving.pareto)
 app.command("compare")(_serving.compare)
 app.command("serve")(_serve.serve)
+app.command("report")(_report.report)
 app.command("validate")(_validate.validate_cmd)
 app.command("calibrate")(_calibrate.calibrate)
 
@@ -157,6 +159,9 @@ def _click_command(argv: list[str]):
 
 
 def _run(argv: list[str]) -> int:
+    from rubinperf.cli.options import set_command_line
+
+    set_command_line(argv)
     command = _click_command(argv)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)

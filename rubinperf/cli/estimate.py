@@ -7,9 +7,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, LAYOUT_WORDS, Acceptance, Balancedness, Batch, Context, DraftTokens,
-                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, Sets, Stacks, Wide, apply_wide,
-                                   check_output_flags, complete_names, complete_words, emit)
+from rubinperf.cli.options import (DEFAULT_MODEL, LAYOUT_WORDS, Acceptance, Csv, Balancedness, Batch, Context, DraftTokens,
+                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, SaveDir, Sets, Stacks, Wide,
+                                   apply_wide, check_output_flags, complete_names, complete_words, emit)
 
 
 def estimate(
@@ -36,10 +36,11 @@ def estimate(
     breakdown: Annotated[bool, typer.Option(
         "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
     as_json: JsonRecords = False,
-    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV (one row per result, no breakdown).")] = False,
+    as_csv: Csv = False,
     quiet: Quiet = False,
     sets: Sets = None,
     wide: Wide = False,
+    save_dir: SaveDir = None,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -59,6 +60,10 @@ def estimate(
 
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import check_save_dir
+
+        check_save_dir(save_dir)
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
                             engram_placement=engram_placement, sets=sets, stacks=stack)
@@ -68,4 +73,10 @@ def estimate(
 
         estimate_tables(rs, breakdown)
 
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_estimate
+        from rubinperf.specs.select import load_specs
+
+        m, hws = load_specs(model, hardware, sets, stack)
+        save_estimate(save_dir, records, m, hws)
     emit(records, as_json, tables, as_csv=as_csv, quiet=quiet)

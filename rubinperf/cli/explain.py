@@ -12,9 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DEFAULT_MODEL, Acceptance, Balancedness, Batch, Context,
+from rubinperf.cli.options import (BYTES, DEFAULT_MODEL, DEFAULT_RACK, Acceptance, Balancedness, Batch, Context, Csv,
                                    DraftTokens, Eplb, Hardware, Layout, Model, NewTokens, Phase, Quiet, QuietPlot, Sets,
-                                   Stack, Wide, apply_wide, check_output_flags)
+                                   SaveDir, Stack, Wide, apply_wide, check_output_flags)
 from rubinperf.errors import SpecError
 from rubinperf.kernels.catalog import CATALOG  # (no numpy or sympy behind it)
 
@@ -280,6 +280,8 @@ def sensitivity(
     sets: Sets = None,
     quiet: QuietPlot = False,
     wide: Wide = False,
+    as_csv: Csv = False,
+    save_dir: SaveDir = None,
 ):
     """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware, stack and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.
@@ -295,12 +297,16 @@ def sensitivity(
     from rubinperf.render import plots
     from rubinperf.analysis.sensitivity import sensitivity as run
 
-    check_output_flags(as_json, quiet=quiet)
+    check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
     if top is not None and top < 1:
         raise SpecError(f"--top: expected a positive count, got {top}")
     if plot is not None:  # fail before the work: a format matplotlib is not tested with, or no matplotlib
         plots.check_plot_path(plot)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import check_save_dir
+
+        check_save_dir(save_dir)
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
@@ -310,8 +316,14 @@ def sensitivity(
         shown = shown[:top]
     if plot:
         plots.plot_tornado(records, plot, swing, top=top)
-    if as_json:
-        _json(shown)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_sensitivity
+
+        save_sensitivity(save_dir, records, swing, top, mod, hw)
+    if as_json or as_csv:
+        from rubinperf.render.output import emit_text, to_csv
+
+        emit_text(to_csv(shown)) if as_csv else _json(shown)
         return
     if quiet:
         return
@@ -321,3 +333,5 @@ def sensitivity(
     sensitivity_table(records, shown, swing, show_all)
     if plot:
         emit_text(f"wrote {plot}")
+    if save_dir is not None:
+        emit_text(f"wrote {save_dir}/")

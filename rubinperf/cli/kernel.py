@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DTYPE_WORDS, DTYPES, Hardware, JsonRecord, Launch, Quiet,
+from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DTYPE_WORDS, DTYPES, Csv, Hardware, JsonRecord, Launch, Quiet,
                                    Sets, Stack, complete_words, emit)
 from rubinperf.errors import SpecError
 
@@ -17,8 +17,11 @@ kernel_app = typer.Typer(help="Time one kernel on one GPU: speed of light, expec
 
 def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bool, shape: dict, sets=None,
                 quiet: bool = False, launch: str = "eager", causal: bool = False, stack: str | None = None,
-                ranks=None):
+                ranks=None, as_csv: bool = False):
     """Build the catalog's kernel `kind` at `shape_values`, time it on the platform and print its record."""
+    from rubinperf.cli.options import check_output_flags
+
+    check_output_flags(as_json, as_csv, quiet)
     from rubinperf.roofline import LAUNCH_MODES, kernel_time
     from rubinperf.step.records import kernel_record
     from rubinperf.specs.stack import load_platform
@@ -37,6 +40,9 @@ def _run_kernel(kind: str, shape_values: dict, dtype, hardware: str, as_json: bo
                  gpus_per_tray=hw.gpus_per_tray if ranks is not None else None)
     rec = kernel_record(kind, kern.cost, kernel_time(kern, hw, launch=launch), hardware=hw.name, launch=launch, **shape)
     rec["stack"] = hw.stack
+    if as_csv:  # one record: one CSV row
+        emit([rec], False, _kernel_table, as_csv=True, quiet=quiet)
+        return
     emit(rec, as_json, _kernel_table, quiet=quiet)
 
 
@@ -84,6 +90,7 @@ def kernel_gemm(
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
+    as_csv: Csv = False,
     sets: Sets = None,
     quiet: Quiet = False,
 ):
@@ -95,7 +102,7 @@ def kernel_gemm(
         _positive(name, v)
     d = _dtype(dtype)
     _run_kernel("gemm", dict(m=m, n=n, k=k), d, hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet,
-                launch=launch, stack=stack)
+                launch=launch, stack=stack, as_csv=as_csv)
 
 
 @kernel_app.command("grouped-gemm")
@@ -109,6 +116,7 @@ def kernel_grouped_gemm(
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
+    as_csv: Csv = False,
     sets: Sets = None,
     quiet: Quiet = False,
 ):
@@ -123,7 +131,7 @@ def kernel_grouped_gemm(
     d = _dtype(dtype)
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
     _run_kernel("grouped-gemm", dict(tokens=tokens, groups=groups, n=n, k=k), d, hardware, as_json, shape, sets=sets,
-                quiet=quiet, launch=launch, stack=stack)
+                quiet=quiet, launch=launch, stack=stack, as_csv=as_csv)
 
 
 @kernel_app.command("attention")
@@ -142,6 +150,7 @@ def kernel_attention(
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
+    as_csv: Csv = False,
     sets: Sets = None,
     quiet: Quiet = False,
 ):
@@ -159,7 +168,7 @@ def kernel_attention(
     shape = dict(batch=batch, heads=heads, kv_heads=kv_heads or heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, dtype=d, causal=causal)
     _run_kernel("attention", dict(batch=batch, heads=heads, kv_heads=kv_heads, q_len=q_len, kv_len=kv_len,
                                   head_dim=head_dim), d, hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch,
-                causal=causal, stack=stack)
+                causal=causal, stack=stack, as_csv=as_csv)
 
 
 @kernel_app.command("copy")
@@ -170,6 +179,7 @@ def kernel_copy(
     stack: Stack = None,
     launch: Launch = "eager",
     as_json: JsonRecord = False,
+    as_csv: Csv = False,
     sets: Sets = None,
     quiet: Quiet = False,
 ):
@@ -179,7 +189,7 @@ def kernel_copy(
     """
     _positive("bytes", nbytes)
     _run_kernel("copy", {"bytes": nbytes}, None, hardware, as_json, dict(copy_bytes=nbytes), sets=sets, quiet=quiet,
-                launch=launch, stack=stack)
+                launch=launch, stack=stack, as_csv=as_csv)
 
 
 CollectiveBytes = Annotated[float, typer.Option("--bytes", click_type=BYTES)]  # each kind sets its own help below
@@ -201,6 +211,7 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
         stack: Stack = None,
         launch: Launch = "eager",
         as_json: JsonRecord = False,
+        as_csv: Csv = False,
         sets: Sets = None,
         quiet: Quiet = False,
     ):
@@ -216,7 +227,7 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
         values = {"bytes": nbytes, "gpus_per_domain": gpus_per_domain, "hierarchical": mode == "hierarchical"}
         shape = {"collective_bytes": nbytes, **({"mode": mode} if kind == "all-to-all" else {})}
         _run_kernel(kind, values, None, hardware, as_json, shape, sets=sets, quiet=quiet, launch=launch, stack=stack,
-                    ranks=ranks)
+                    ranks=ranks, as_csv=as_csv)
 
     command.__doc__ = f"{what}\n\nExample: {example}"
     # the help of --bytes is this kind's (annotations are strings read in this module's globals: set it as an object)

@@ -225,6 +225,27 @@ QuietPlot = Annotated[bool, typer.Option(
 Wide = Annotated[bool, typer.Option(
     "--wide", help="Tables with every column at full width (default: fit the terminal, leaving out the least "
                    "needed columns, named under the table).")]
+Csv = Annotated[bool, typer.Option("--csv", help="Print CSV instead of tables (one row per record; nested fields "
+                                                 "are in --json only).")]
+SaveDir = Annotated[Optional[str], typer.Option(
+    "--save-dir", help="Also write a bundle to this directory: the tables (CSV and JSON), the charts (SVG; PNG with "
+                       "matplotlib), report.html, the command line, the resolved specs (TOML) and the versions, "
+                       "listed in its README.txt. A new directory appears whole or not at all; files of an "
+                       "existing one are replaced one by one, and only regular files.")]
+
+# The command line of this run (set by rubinperf.cli.main): what a report or a bundle records.
+_ARGV: list[str] = []
+
+
+def set_command_line(argv) -> None:
+    _ARGV[:] = [str(a) for a in argv]
+
+
+def command_line() -> str:
+    """`rubinperf ARGS...`, quoted for a POSIX shell: the exact command that ran."""
+    import shlex
+
+    return shlex.join(["rubinperf", *_ARGV])
 
 
 def apply_wide(wide: bool) -> None:

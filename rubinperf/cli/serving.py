@@ -10,10 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
+from rubinperf.cli.options import (DEFAULT_MODEL, Csv, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
                                    MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
-                                   Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide,
-                                   check_output_flags)
+                                   SaveDir, Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload,
+                                   apply_wide, check_output_flags)
 from rubinperf.errors import SpecError, shorten
 
 DEFAULT_WORKLOAD = "agentx"
@@ -174,6 +174,7 @@ def pareto(
     prefix_hit: PrefixHit = None,
     sets: RackSets = None,
     as_json: JsonRecords = False,
+    as_csv: Csv = False,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
@@ -184,6 +185,7 @@ def pareto(
         "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
     quiet: QuietPlot = False,
     wide: Wide = False,
+    save_dir: SaveDir = None,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -205,12 +207,15 @@ def pareto(
     from rubinperf.serving.pareto import point_records, summarize
     from rubinperf.render import plots
 
-    check_output_flags(as_json, quiet=quiet)
+    check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
     if rows < 0:
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
+    from rubinperf.cli.bundles import check_save_dir
+
+    check_save_dir(save_dir)
     from rubinperf.specs.select import serving_setups
 
     extra, workload_note = workload_sets(isl, osl, prefix_hit)
@@ -227,12 +232,16 @@ def pareto(
     _check_any(None, sw)
     _check_limits_leave_points(sw)
     summaries = summarize(sw)
-    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
+    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv))]
     if plot:
         m, _, w = setups[0]
         plots.plot_frontier(records, plot, title=f"{m.name}, workload {w.name}")
-    if as_json:
-        _json(records)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_pareto
+
+        save_pareto(save_dir, records, setups, plots.INTERACTIVITY_TARGETS)
+    if as_json or as_csv:
+        _records_out(records, as_csv)
         return
     if quiet:
         return
@@ -246,12 +255,20 @@ def pareto(
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
         print_out(f"wrote {plot}")
+    if save_dir is not None:
+        print_out(f"wrote {save_dir}/")
 
 
 def _json(records) -> None:
     from rubinperf.render.output import emit_text, to_json
 
     emit_text(to_json(records))
+
+
+def _records_out(records, as_csv: bool) -> None:
+    from rubinperf.render.output import emit_text, to_csv
+
+    emit_text(to_csv(records)) if as_csv else _json(records)
 
 
 def compare(
@@ -278,8 +295,10 @@ def compare(
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
     as_json: JsonRecords = False,
+    as_csv: Csv = False,
     quiet: Quiet = False,
     wide: Wide = False,
+    save_dir: SaveDir = None,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
@@ -299,11 +318,14 @@ def compare(
     """
     from rubinperf.serving.pareto import compare_records, summarize
 
-    check_output_flags(as_json, quiet=quiet)
+    check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
+    from rubinperf.cli.bundles import check_save_dir
+
+    check_save_dir(save_dir)
     from rubinperf.specs.select import serving_setups
 
     extra, workload_note = workload_sets(isl, osl, prefix_hit)
@@ -326,8 +348,13 @@ def compare(
         emptied = sw.emptied_by(rec["hardware"]) if not rec["reachable"] else ""
         if emptied:
             rec["note"] = emptied
-    if as_json:
-        _json(records)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_compare
+        from rubinperf.serving.pareto import point_records
+
+        save_compare(save_dir, records, [r for s in summaries for r in point_records(s)], setups, levels)
+    if as_json or as_csv:
+        _records_out(records, as_csv)
         return
     if quiet:
         return
@@ -340,6 +367,8 @@ def compare(
     for hw, lines in notes.items():
         for line in lines:
             print_out(f"{hw}: {line}")
+    if save_dir is not None:
+        print_out(f"wrote {save_dir}/")
 
 
 def _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import JsonRecords, Wide, apply_wide, check_output_flags, emit
+from rubinperf.cli.options import Csv, JsonRecords, SaveDir, Wide, apply_wide, check_output_flags, emit
 
 
 def validate_cmd(
@@ -20,6 +20,8 @@ def validate_cmd(
         "--stack", help="Run every point that names no stack of its own on this stack (a bundled name or a path). "
                         "Default: each point's stack, else its hardware's default_stack.")] = None,
     wide: Wide = False,
+    as_csv: Csv = False,
+    save_dir: SaveDir = None,
 ):
     """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
 
@@ -31,13 +33,21 @@ def validate_cmd(
     from rubinperf.render.step import validate_table
     from rubinperf.analysis.validate import POINTS_FILE, load_points, validate
 
-    check_output_flags(as_json, quiet=quiet)
+    check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import check_save_dir
+
+        check_save_dir(save_dir)
     if stack is not None:
         from rubinperf.specs.stack import load_stack
 
         load_stack(stack)   # a bad name fails once, before any point runs
     records = validate(load_points(points or POINTS_FILE), stack=stack)
-    emit(records, as_json, validate_table, quiet=quiet)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_validate
+
+        save_validate(save_dir, records, points or POINTS_FILE)
+    emit(records, as_json, validate_table, as_csv=as_csv, quiet=quiet)
     if not all(r["in_band"] for r in records):
         raise typer.Exit(1)

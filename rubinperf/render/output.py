@@ -94,12 +94,13 @@ def _jsonable(x):
 
 
 def to_csv(records: list[dict]) -> str:
-    """Flat columns only: nested values (lists, dicts) are left out of CSV."""
+    """Flat columns only: nested values (lists, dicts) are left out of CSV. The columns are every flat field
+    of any record, in the order first met (a record without one leaves its cell empty)."""
     if not records:
         return ""
     import csv
 
-    cols = [k for k, v in records[0].items() if not isinstance(v, (list, dict))]
+    cols = list(dict.fromkeys(k for r in records for k, v in r.items() if not isinstance(v, (list, dict))))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -83,14 +83,23 @@ def _pyplot():
 
 def save_figure(fig, path: str) -> None:
     """Write `fig` to `path` (format from the suffix), atomically; the figure is closed."""
-    import matplotlib
-
     plt = _pyplot()
     suffix = Path(path).suffix.lower()
     if suffix not in PLOT_SUFFIXES:
         plt.close(fig)
         raise SpecError(f"--plot {shorten(path)}: expected a file ending in {', '.join(PLOT_SUFFIXES)}")
-    fmt = suffix.lstrip(".")
+    try:
+        data = figure_bytes(fig, suffix.lstrip("."))
+    except SpecError as exc:
+        raise SpecError(f"--plot {shorten(path)}: {exc}") from None
+    files.write_atomic(path, data)
+
+
+def figure_bytes(fig, fmt: str) -> bytes:
+    """`fig` as the bytes of a PNG, SVG or PDF file; the figure is closed."""
+    import matplotlib
+
+    plt = _pyplot()
     buf = io.BytesIO()
     # Text stays text in an SVG; no date in the file, and a fixed id salt: the same figure, the same bytes.
     metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
@@ -98,10 +107,10 @@ def save_figure(fig, path: str) -> None:
         with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "rubinperf"}):
             fig.savefig(buf, format=fmt, metadata=metadata)
     except (ValueError, RuntimeError) as exc:
-        raise SpecError(f"--plot {shorten(path)}: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+        raise SpecError(str(exc).splitlines()[0] if str(exc) else repr(exc)) from None
     finally:
         plt.close(fig)
-    files.write_atomic(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _caption(fig, lines: list[str], width: int = 150) -> int:

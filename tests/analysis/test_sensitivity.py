@@ -185,3 +185,30 @@ def test_plot_writes_a_tornado(cli, tmp_path):
     r = cli("sensitivity", "--plot", str(out), "--top", "8")
     assert r.code == 0, r
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_numeric_sensitivity_agrees_with_the_symbolic_path(dep32_decode):
+    """rubinperf.analysis.elasticity (central differences of the numeric step, every field an array in one
+    step) gives the symbolic path's records: the same parameters, the same swing ends, the same elasticities
+    wherever the derivative is smooth; whole counts take the arc over the swing, read off the swing ends."""
+    from rubinperf.analysis.elasticity import numeric_sensitivity
+
+    point, symbolic = dep32_decode
+    numeric = {r["parameter"]: r for r in numeric_sensitivity(V41, GB300, DEP32, point, metric="step-time")}
+    assert set(numeric) == {r["parameter"] for r in symbolic}
+    smooth = 0
+    for s in symbolic:
+        n = numeric[s["parameter"]]
+        assert n["group"] == s["group"] and n["value"] == pytest.approx(s["value"])
+        if s["elasticity"] is None:
+            assert n["elasticity"] is None and n["discrete"]
+            continue
+        assert n["metric_low"] == pytest.approx(s["metric_low"], rel=1e-12)
+        assert n["metric_high"] == pytest.approx(s["metric_high"], rel=1e-12)
+        if s["parameter"] in ("batch", "context", "draft_tokens"):
+            arc = math.log(s["metric_high"] / s["metric_low"]) / math.log(1.1 / 0.9)
+            assert n["elasticity"] == pytest.approx(arc, rel=1e-12)
+        else:
+            assert n["elasticity"] == pytest.approx(s["elasticity"], rel=1e-4, abs=1e-7), s["parameter"]
+            smooth += 1
+    assert smooth >= 40

@@ -1,0 +1,156 @@
+"""`rubinperf report`: one self-contained HTML file of a comparison (the frontier with the published points and
+targets, the compare table, a step's kernels, the sensitivity tornado, the sources of every spec field, the
+command and the versions); and the `--save-dir` bundle of every command that prices points.
+
+Thin: the records come from the core (rubinperf.serving, rubinperf.step, rubinperf.analysis); the page, the charts
+and the bundle from rubinperf.render (html, svg, bundle).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, Layout, MaxBatch,
+                                   Model, PrefillLayouts, Quiet, Racks, RackSets, SaveDir, Stacks, SweepAcceptance,
+                                   SweepEplb, TotalGpus, Tpot, Ttft, Workload)
+from rubinperf.cli.bundles import (limit_lines, page, sources_part, spec_files, check_save_dir, frontier_figure,
+                                   frontier_parts, new_bundle)
+from rubinperf.errors import SpecError
+
+DEFAULT_OUTPUT = "rubinperf-report.html"
+STEP_LAYOUT = "dep32"
+SWING = 0.1
+
+
+def step_records(setups, layout: str) -> tuple[list[dict], list]:
+    """One step per rack at `layout` (its default operating point): (records, (model, platform, layout, point))."""
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.step.estimates import check_finite
+    from rubinperf.step.point import make_point
+    from rubinperf.step.records import step_record
+    from rubinperf.step.timing import step
+
+    lay = parse_layout(layout)
+    records, points = [], []
+    for m, hw, _ in setups:
+        point = make_point(m, hw, lay)
+        r = step(m, hw, lay, point)
+        check_finite(r)
+        records.append(step_record(r))
+        points.append((m, hw, lay, point))
+    return records, points
+
+
+def tornado_records(points, swing: float = SWING) -> list[list[dict]]:
+    from rubinperf.analysis.elasticity import numeric_sensitivity
+
+    return [numeric_sensitivity(m, hw, lay, point, metric="step-time", swing=swing) for m, hw, lay, point in points]
+
+
+def report(
+    model: Model = DEFAULT_MODEL,
+    hardware: Racks = None,
+    stack: Stacks = None,
+    workload: Workload = "agentx",
+    at_interactivity: Annotated[str, typer.Option(
+        "--at-interactivity",
+        help="Comma-separated tokens/s per user: the targets drawn and compared at.")] = "196,387",
+    decode_layout: DecodeLayouts = None,
+    prefill_layout: PrefillLayouts = None,
+    max_batch: MaxBatch = 1024,
+    draft_tokens: DraftLength = None,
+    acceptance: SweepAcceptance = None,
+    eplb: SweepEplb = True,
+    interactivity_stat: InteractivityStat = "p90",
+    ttft: Ttft = None,
+    tpot: Tpot = None,
+    total_gpus: TotalGpus = None,
+    sets: RackSets = None,
+    layout: Layout = STEP_LAYOUT,
+    output: Annotated[str, typer.Option(
+        "--output", "-o",
+        help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
+    save_dir: SaveDir = None,
+    quiet: Quiet = False,
+):
+    """Write one self-contained HTML report: the Pareto frontier of every rack with the published points and the
+    interactivity targets, the racks compared, one engine step's kernels, the sensitivity tornado, the source of
+    every spec field read, and the exact command and versions.
+
+    The file needs no network to be read (inline styles and SVG charts, no script) and fits a phone's width.
+    The step breakdown and the tornado are of --layout (default dep32) at its default operating point, as
+    `rubinperf estimate -l LAYOUT` prices it; the tornado's elasticities are central differences of the
+    numeric step (`rubinperf sensitivity` gives sympy's derivative).
+
+    Examples:
+
+      rubinperf report
+
+      rubinperf report -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 -o racks.html
+
+      rubinperf report -w chat-8k1k --layout tp8 --save-dir run1
+    """
+    from pathlib import Path
+
+    from rubinperf import files
+    from rubinperf.cli import serving as S
+    from rubinperf.serving.pareto import compare_records, point_records, summarize
+    from rubinperf.specs.select import serving_setups
+
+    if not output.lower().endswith((".html", ".htm")):
+        raise SpecError(f"--output {output}: expected a file ending in .html")
+    if not Path(output).parent.is_dir():
+        raise SpecError(f"--output {output}: no such directory {Path(output).parent}")
+    files.regular_target(Path(output))
+    check_save_dir(save_dir)
+    levels = S._levels(at_interactivity)
+    setups = serving_setups(model, hardware, workload, sets, stack)
+    from rubinperf.serving.interactivity import check_stat
+
+    check_stat(interactivity_stat)
+    limits = S._limits(ttft, tpot)
+    sw = S._run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=True,
+                      stat=interactivity_stat, limits=limits, total_gpus=S._check_gpus(total_gpus))
+    S._check_any(None, sw)
+    summaries = summarize(sw)
+    points = [r for s in summaries for r in point_records(s)]
+    stacks, swapped = S._swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
+                                        eplb, True, interactivity_stat, limits, total_gpus)
+    compared = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    steps, step_points = step_records(setups, layout)
+    tornados = tornado_records(step_points)
+
+    from rubinperf.render.html import compare_section, sensitivity_section, step_section
+
+    frontier_html, frontier_svg = frontier_parts(points, levels)
+    m, _, w = setups[0]
+    platforms = [hw for _, hw, _ in setups]
+    parts = {"frontier": frontier_html, "compare": compare_section(compared), "step": step_section(steps),
+             "sensitivity": sensitivity_section(tornados, SWING), "sources": sources_part(m, platforms, w)}
+    title = f"{m.name} on {', '.join(hw.name for hw in platforms)}: workload {w.name}"
+    html_page = page(title, parts, limit_lines(limits, total_gpus))
+    files.write_atomic(output, html_page)
+    if save_dir is not None:
+        from rubinperf.render import plots, svg
+
+        b = new_bundle()
+        b.table("pareto", points, "every swept point of every rack, with on_frontier")
+        b.table("compare", compared, "the racks compared at peak, at each target and at one user")
+        b.table("estimate", steps, f"one {layout} step per rack")
+        b.table("sensitivity", [r for group in tornados for r in group], "elasticities of the step time")
+        b.chart("frontier", frontier_svg, "the Pareto frontier", frontier_figure(points, levels))
+        for i, (group, rec) in enumerate(zip(tornados, steps)):
+            name = f"{rec['hardware']}-{rec['layout']}"
+            b.chart(f"tornado-{name}", svg.tornado_svg(group, SWING, plots.parameter_label),
+                    f"sensitivity tornado of the step on {rec['hardware']}",
+                    lambda group=group: plots.tornado_figure(group, SWING, top=12))
+            b.chart(f"kernels-{name}", svg.kernel_bars_svg(rec), f"time of each op of the step on {rec['hardware']}")
+        b.add("report.html", html_page, "the HTML report (self-contained)")
+        spec_files(b, m, platforms, w)
+        b.write(save_dir)
+    if not quiet:
+        from rubinperf.render.output import emit_text
+
+        emit_text(f"wrote {output}" + (f" and {save_dir}/" if save_dir else ""))
