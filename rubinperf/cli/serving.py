@@ -11,8 +11,9 @@ from typing import Annotated, Optional
 import typer
 
 from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, JsonRecords, MaxBatch,
-                                   Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, Stacks, SweepAcceptance,
-                                   SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide, check_output_flags)
+                                   Model, PrefillLayouts, Quiet, QuietPlot, Racks, RackSets, ServingMode, Stacks,
+                                   SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload, apply_wide,
+                                   check_output_flags)
 from rubinperf.errors import SpecError
 
 DEFAULT_WORKLOAD = "agentx"
@@ -89,6 +90,36 @@ def _check_any(summaries, sw):
         raise SpecError("no layout fits any rack: " + "; ".join(sw.skipped))
 
 
+def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat,
+               limits, total_gpus):
+    """(summaries, notes, summaries per serving) of --serving disagg, agg or both: the P/D sweep's frontier, each
+    aggregated engine's closed-loop frontier, or both in one Summary per rack."""
+    from rubinperf.serving.agg_frontier import agg_loops, agg_summaries, check_serving, merged
+    from rubinperf.serving.pareto import summarize
+
+    check_serving(serving)
+    if serving == "agg" and total_gpus is not None:
+        raise SpecError("--total-gpus: sizes the prefill and decode pools of disaggregated serving; "
+                        "not with --serving agg")
+    disagg, agg, notes = [], [], {}
+    if serving != "agg":
+        sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                        stat=stat, limits=limits, total_gpus=_check_gpus(total_gpus))
+        _check_any(None, sw)
+        disagg = summarize(sw)
+        notes = _notes(disagg, sw)
+    if serving != "disagg":
+        loops, skipped = agg_loops(setups, decode_layout, draft_tokens, acceptance, eplb, max_batch=max_batch)
+        if not loops:
+            raise SpecError("no aggregated engine fits any rack: " + "; ".join(skipped))
+        agg = agg_summaries(loops, stat, **limits)
+        for line in skipped:
+            hw, _, text = line.partition(": ")
+            notes.setdefault(hw, []).append("skipped " + text)
+    chosen = {"disagg": disagg, "agg": agg}.get(serving) or merged(disagg, agg)
+    return chosen, notes, {"disagg": disagg, "agg": agg}
+
+
 def pareto(
     model: Model = DEFAULT_MODEL,
     hardware: Racks = None,
@@ -105,6 +136,7 @@ def pareto(
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
     sets: RackSets = None,
+    serving: ServingMode = "disagg",
     as_json: JsonRecords = False,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
@@ -134,7 +166,7 @@ def pareto(
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
     """
-    from rubinperf.serving.pareto import point_records, summarize
+    from rubinperf.serving.pareto import point_records
     from rubinperf.render import plots
 
     check_output_flags(as_json, quiet=quiet)
@@ -149,10 +181,8 @@ def pareto(
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
-    _check_any(None, sw)
-    summaries = summarize(sw)
+    summaries, notes, _ = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
+                                     eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and as_json)]
     if plot:
         m, _, w = setups[0]
@@ -166,11 +196,18 @@ def pareto(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import pareto_tables
 
-    pareto_tables(records, _notes(summaries, sw), rows=rows)
+    pareto_tables(records, notes, rows=rows, wins=_wins(summaries) if serving == "both" else None)
     if chart:
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
         print_out(f"wrote {plot}")
+
+
+def _wins(summaries) -> dict:
+    """{rack: [(serving, from, to) tok/s/user]} where each serving gives the higher throughput."""
+    from rubinperf.serving.agg_frontier import winners
+
+    return {s.hardware: winners(s) for s in summaries}
 
 
 def _json(records) -> None:

@@ -54,37 +54,75 @@ def thin(records: list[dict], n: int) -> list[dict]:
     return sorted(chosen, key=lambda r: r["tokens_per_s_per_user"])
 
 
-def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
-    """One frontier table per rack: each row a non-dominated configuration."""
+def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict | None = None) -> None:
+    """One frontier table per rack: each row a non-dominated configuration. With aggregated engines among the
+    records, a column says which serving each row is (both servings: each frontier thinned on its own), and
+    `wins` ({rack: [(serving, from, to)]}) gives the line under the table that says which wins where."""
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
-    cols = [col("tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
-            col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
-            col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
-            col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
+    servings = list(dict.fromkeys(r.get("serving", "disagg") for r in records))
+    both = len(servings) > 1
+    cols = [col("tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3)]
+    if both:
+        cols.append(col("serving", "left", short="srv", wrap=False))
+    cols += [col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
+             col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
+             col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
     for hw in hardware:
         mine = [r for r in records if r["hardware"] == hw]
+        pools = [r for r in mine if r.get("serving", "disagg") == "disagg"]
         front = [r for r in mine if r["on_frontier"]]
-        shown = thin(front, rows)
-        several = len({r["prefill_layout"] for r in mine}) > 1
-        body = [[fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
-                 fmt_num(r.get("output_tokens_per_s_per_gpu")), _config(r, several),
-                 fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
-                 f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
-                 _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
-                 fmt_num(r["tokens_per_s_per_kw"])] for r in shown]
+        shown = sorted((r for sv in servings for r in thin([r for r in front if r.get("serving", "disagg") == sv], rows)),
+                       key=lambda r: r["tokens_per_s_per_user"])
+        several = len({r["prefill_layout"] for r in pools}) > 1
+        body = []
+        for r in shown:
+            agg = r.get("serving") == "agg"
+            config = (f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])} (c {fmt_num(r['concurrency'])})" if agg
+                      else _config(r, several))
+            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
+                         fmt_num(r.get("output_tokens_per_s_per_gpu"))] + ([r.get("serving", "disagg")] if both else [])
+                        + [config, fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
+                           "agg" if agg else f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
+                           _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
+                           fmt_num(r["tokens_per_s_per_kw"])])
         feasible = sum(r["feasible"] for r in mine)
         first = mine[0] if mine else {}
+        prefill = ", ".join(dict.fromkeys(r["prefill_layout"] for r in pools))
+        shape = {"disagg": f"prefill {prefill}", "agg": "aggregated engines"}
+        how = "; ".join(shape[sv] if sv != "disagg" or prefill else "disaggregated" for sv in servings)
         title = (f"{hw}: Pareto frontier of {first.get('model', '')} on workload {first.get('workload', '')} "
-                 f"(prefill {', '.join(dict.fromkeys(r['prefill_layout'] for r in mine))}, k = {first.get('draft_tokens', '')}, "
-                 f"acceptance {fmt_num(first.get('acceptance', 0))})")
+                 f"({how}, k = {first.get('draft_tokens', '')}, acceptance {fmt_num(first.get('acceptance', 0))})")
         caption = [f"{len(mine)} points swept, {feasible} feasible, {len(front)} on the frontier"
+                   + (" of its serving" if both else "")
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
         caption += notes.get(hw, [])
-        caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
-                       "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
+        if pools:
+            caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
+                           "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
+        if len(pools) < len(mine):
+            caption.append("agg: one engine prefills and decodes (within the stack's aggregated token budget), closed loop at "
+                           "c clients (rubinperf serve); tok/s/GPU over the engine's GPUs; step: its mean step; "
+                           "TTFT: mean, queueing included")
         print_out(table(title, cols, body, caption="\n".join(caption)))
+        if wins and wins.get(hw):
+            print_out(wins_line(hw, wins[hw]))
     for line in notes.get("", []):
         print_out(line)
+
+
+def wins_line(hw: str, runs: list) -> str:
+    """'gb300-nvl72: agg wins up to 57 tok/s/user, disagg above' from (serving, from, to) runs."""
+    if len(runs) == 1:
+        return f"{hw}: {runs[0][0]} wins at every interactivity (up to {fmt_num(runs[0][2])} tok/s/user)"
+    parts = []
+    for k, (who, lo, hi) in enumerate(runs):
+        if k == 0:
+            parts.append(f"{who} wins up to {fmt_num(hi)} tok/s/user")
+        elif k == len(runs) - 1:
+            parts.append(f"{who} above {fmt_num(lo)} (to {fmt_num(hi)})")
+        else:
+            parts.append(f"{who} from {fmt_num(lo)} to {fmt_num(hi)}")
+    return f"{hw}: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- compare

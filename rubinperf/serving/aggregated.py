@@ -150,6 +150,20 @@ class Engine:
         lam = self.requests_per_s
         return self.B + lam * (self.ttft_service_s + self.mix.turn_gap_s)
 
+    @property
+    def held(self) -> tuple[int, str]:
+        """(the last grid point the engine can hold, what stops the running batch past it: the prefill budget
+        (f reached 1) or the KV cache)."""
+        ok = ~self.saturated & (self.B <= self.max_requests)
+        top = int(np.max(np.nonzero(ok)[0])) if np.any(ok) else 0
+        return top, "prefill" if top + 1 < len(self.B) and self.saturated[top + 1] else "KV cache"
+
+    @property
+    def max_concurrency(self) -> float:
+        """Clients over the whole engine at the largest running batch it holds without a queue."""
+        top, _ = self.held
+        return float(np.max(self.concurrency[: top + 1])) * self.layout.dp
+
 
 def _chunks(mix: RequestMix, room: float, chunked: bool) -> float:
     """Mean prefill steps of one prompt: ceil(U / room) chunks (chunked prefill), one step otherwise."""
@@ -264,10 +278,7 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
         raise SpecError(f"--concurrency: expected whole numbers of clients of at least 1, got {concurrency}")
     dp, ranks = e.layout.dp, e.layout.ranks
     n = N / dp
-    ok = ~e.saturated & (e.B <= e.max_requests)
-    top = int(np.max(np.nonzero(ok)[0])) if np.any(ok) else 0   # the last grid point the engine can hold
-    # what stops the running batch there: the prefill budget (f reached 1) or the KV cache
-    limit = "prefill" if top + 1 < len(e.B) and e.saturated[top + 1] else "KV cache"
+    top, limit = e.held
     conc = np.maximum.accumulate(e.concurrency)[: top + 1]
     Bs = e.B[: top + 1]
     inside = n <= conc[-1]
