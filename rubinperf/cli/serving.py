@@ -234,6 +234,7 @@ def compare(
     tpot: Tpot = None,
     total_gpus: TotalGpus = None,
     sets: RackSets = None,
+    serving: ServingMode = "disagg",
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
     as_json: JsonRecords = False,
@@ -256,7 +257,7 @@ def compare(
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
     """
-    from rubinperf.serving.pareto import compare_records, summarize
+    from rubinperf.serving.pareto import compare_records
 
     check_output_flags(as_json, quiet=quiet)
     apply_wide(wide)
@@ -269,12 +270,15 @@ def compare(
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus))
-    _check_any(None, sw)
-    summaries = summarize(sw)
-    stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                                      quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    summaries, notes, per = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                       acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    stacks, swapped = {hw.name: hw.stack for _, hw, _ in setups}, {}
+    if serving != "agg":   # the silicon/software split is between P/D deployments
+        stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
+                                          eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    if serving == "both":   # each rack's P/D deployment, then its aggregated engines
+        agg = {s.hardware: s for s in per["agg"]}
+        summaries = [x for d in per["disagg"] for x in (d, agg.get(d.hardware)) if x is not None]
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     if as_json:
         _json(records)
@@ -284,10 +288,12 @@ def compare(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import compare_tables
 
+    from rubinperf.serving.agg_frontier import merged
+
+    wins = _wins(merged(per["disagg"], per["agg"])) if serving == "both" else None
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
                    + "".join(f"; only points with {k.split('_')[1].upper()} ≤ {v * 1e3:g} ms"
-                             for k, v in _limits(ttft, tpot).items()))
-    notes = _notes(summaries, sw)
+                             for k, v in _limits(ttft, tpot).items()), wins=wins)
     for hw, lines in notes.items():
         for line in lines:
             print_out(f"{hw}: {line}")

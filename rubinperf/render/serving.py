@@ -28,6 +28,8 @@ def _ratio(v) -> str:
 
 
 def _config(r: dict, prefill: bool = False) -> str:
+    if r.get("serving") == "agg":   # an aggregated engine at a concurrency: its running batch per rank
+        return f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])} (c {fmt_num(r['concurrency'])})"
     text = f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])}"
     if r.get("pools"):
         text = f"{r['pools']} {text}"
@@ -77,8 +79,7 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
         body = []
         for r in shown:
             agg = r.get("serving") == "agg"
-            config = (f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])} (c {fmt_num(r['concurrency'])})" if agg
-                      else _config(r, several))
+            config = _config(r, several)
             body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
                          fmt_num(r.get("output_tokens_per_s_per_gpu"))] + ([r.get("serving", "disagg")] if both else [])
                         + [config, fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
@@ -142,17 +143,25 @@ def _metric_label(r: dict) -> str:
     return "best single-user speed"
 
 
-def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> None:
-    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: dict | None = None) -> None:
+    """The racks (each rack and serving where the records hold more than one) side by side; `wins`: the line
+    under the table per rack that says which serving wins where."""
+    from rubinperf.render.chart import series_names, series_name
+
+    hardware, servings = series_names(records)
+
+    def who(r):
+        return series_name(r, servings)
+
     if not hardware:
         return
     base = hardware[0]
     others = hardware[1:]
-    by = {(r["hardware"], r["metric"], r["target_tokens_per_s_per_user"]): r for r in records}
+    by = {(who(r), r["metric"], r["target_tokens_per_s_per_user"]): r for r in records}
     keys = list(dict.fromkeys((r["metric"], r["target_tokens_per_s_per_user"]) for r in records))
     first = next((r for r in records if r.get("model")), records[0])
 
-    stack_of = {r["hardware"]: r.get("stack") for r in records}
+    stack_of = {who(r): r.get("stack") for r in records}
     cols = ([col("", "left", min_width=20)]
             + [col(f"{hw} ({stack_of[hw]})" if stack_of.get(hw) else hw, short=hw, wrap=True, min_width=16)
                for hw in hardware]
@@ -179,7 +188,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             elif not r["reachable"] and not recs[0]["reachable"]:
                 ratios.append("— (neither can)")
             elif not r["reachable"]:
-                ratios.append(f"— ({r['hardware']} cannot)")
+                ratios.append(f"— ({who(r)} cannot)")
             else:
                 ratios.append(f"— ({base} cannot)")
         rows.append([label] + cells + ratios)
@@ -197,7 +206,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                 cells = [fmt_time(v / 1e3) for v in vals]
             else:
                 cells = [fmt(v) for v in vals]
-            rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] else "—" for v in vals[1:]])
+            rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] and v is not None else "—" for v in vals[1:]])
     title = (f"{first.get('model', '')} on workload {first.get('workload', '')}: "
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
@@ -205,9 +214,14 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
                + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
     print_out(table(title, cols, rows, caption=caption))
+    for rack, runs in (wins or {}).items():
+        if runs:
+            print_out(wins_line(rack, runs))
 
-    # Where the throughput ratios come from.
+    # Where the throughput ratios come from (between two P/D deployments).
     for hw in others:
+        if not any("ratio_terms" in by[(hw, m, lv)] for m, lv in keys if by[(hw, m, lv)]["reachable"]):
+            continue
         tcols = [col("point", "left", min_width=10), col("requests per decode GPU", short="req/GPU", wrap=True, min_width=9),
                  col("decode step", short="step", wrap=True, min_width=10), col("acceptance", short="accept."),
                  col("decode share of GPUs", short="decode share", wrap=True, min_width=9),
@@ -221,7 +235,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             if not (a["reachable"] and b["reachable"]):
                 trows.append([label, "—", "—", "—", "—", "—", "unreachable on " + (base if not a["reachable"] else hw)])
                 continue
-            f = b["ratio_terms"]
+            f = b.get("ratio_terms")
+            if f is None:
+                continue
             a_req, b_req = a["requests_per_decode_gpu"], b["requests_per_decode_gpu"]
             a_sh, b_sh = a["decode_gpu_share"], b["decode_gpu_share"]
             trows.append([
@@ -237,12 +253,13 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
         cap = ("tok/s/GPU ratio = requests-per-GPU ratio × step speed-up × acceptance ratio × decode-share ratio "
                "(× tokens per output token, the same workload); decode share = decode GPUs / all GPUs")
         print_out(table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
-        _split_table(by, keys, base, hw)
+        if any("ratio_hardware" in by[(hw, m, lv)] for m, lv in keys):
+            _split_table(by, keys, base, hw)
 
     if kernels > 0:
         for metric, level in keys:
             recs = [by[(hw, metric, level)] for hw in hardware]
-            if not all(r["reachable"] for r in recs):
+            if not all(r["reachable"] and r["kernels"] for r in recs):
                 continue
             print_out(_kernel_table(recs, kernels))
 
@@ -268,7 +285,7 @@ def _split_table(by: dict, keys: list, base: str, hw: str) -> None:
                      _ratio(sw) if sw is not None else "—"])
     cap = (f"whole = {hw} on {st} / {base} on {st0} = silicon × software: silicon compares the racks on the same "
            f"stack ({st}), software compares {base} on {st} with {base} on {st0}; ask for {base} with another "
-           f"stack with -H {base} --stack NAME")
+           f"stack with -H {first.get('baseline', base)} --stack NAME")
     print_out(table(f"Silicon vs software in {hw} / {base}", cols, rows, caption=cap))
 
 
