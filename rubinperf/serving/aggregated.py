@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from rubinperf.errors import SpecError
+from rubinperf.roofline import admission_time
 from rubinperf.serving.interactivity import step_mixture_percentiles, time_per_token_factors
 from rubinperf.serving.specdecode import check_times, default_acceptance
 from rubinperf.specs.layout import Layout
@@ -225,10 +226,14 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     point = make_point(m, hw, layout, phase="decode", batch=1, context=context, draft_tokens=k, acceptance=a, eplb=eplb,
                        engram_placement=m.engram_placement)
     steps_at = np.maximum(B, 1.0)   # a step's decode rows are whole requests (below 1: one request, part of the time)
-    decode = step(m, hw, layout, dataclasses.replace(point, batch=steps_at))
+    # The scheduler admits the requests that replace the finished ones (B a / (O - 1) a step), host work that grows
+    # with each prompt's length, as a disaggregated decode engine's admissions do (roofline.admission_time).
+    admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
+    decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=steps_at)), extra_cpu_s=admit)
     if hw.mixed_prefill_decode:
         mixed = step(m, hw, layout, dataclasses.replace(point, batch=steps_at, chunk_tokens=chunk, chunk_seqs=seqs,
                                                         chunk_context=chunk_context))
+        mixed = dataclasses.replace(mixed, extra_cpu_s=admit)
         mixed_s = np.asarray(mixed.expected_s, dtype=float)
     else:
         pf = make_point(m, hw, layout, phase="prefill", batch=1, context=min(cached, m.max_context_tokens - U),
