@@ -156,7 +156,9 @@ def pareto(
     the decode pool. Throughput counts cached + uncached input + output tokens over every
     GPU of both pools; interactivity is the decode speed one user sees, with speculative
     decoding (k drafted tokens, mean acceptance). Points whose KV cache, weights or
-    Engram tables do not fit in HBM are reported as infeasible, with the reason.
+    Engram tables do not fit in HBM are reported as infeasible, with the reason. --serving agg
+    sweeps each engine shape as one aggregated engine over closed-loop concurrency (see
+    `rubinperf serve`); --serving both shows both frontiers and which wins where.
 
     Examples:
 
@@ -165,6 +167,8 @@ def pareto(
       rubinperf pareto -w chat-8k1k -H vr-nvl72 --plot frontier.svg
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
+
+      rubinperf pareto --serving both -w chat-8k1k --plot agg-vs-disagg.svg
     """
     from rubinperf.serving.pareto import point_records
     from rubinperf.render import plots
@@ -247,7 +251,8 @@ def compare(
     columns against the first rack, a table that splits each throughput ratio into its terms
     (requests per decode GPU, decode step time, acceptance, share of GPUs in decode), and the
     decode kernels' GPU time per output token at each compared point. $ per million tokens
-    (input and output apart) and tokens/s per kW come from the racks' specs.
+    (input and output apart) and tokens/s per kW come from the racks' specs. --serving agg or
+    both compares the racks' aggregated engines (see `rubinperf pareto`), or both servings.
 
     Examples:
 
@@ -256,6 +261,8 @@ def compare(
       rubinperf compare --at-interactivity 100,200,400,800 -w chat-8k1k
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
+
+      rubinperf compare --serving both -H gb300-nvl72 -w chat-8k1k
     """
     from rubinperf.serving.pareto import compare_records
 
