@@ -200,6 +200,10 @@ TotalGpus = Annotated[Optional[int], typer.Option(
     "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
                          "prefill and 1 DEP32 decode instance, as the vLLM posts write them); throughput is counted "
                          "over all of them. Default: a continuous prefill/decode ratio.")]
+ServingMode = Annotated[str, typer.Option(
+    "--serving", help="disagg (prefill and decode pools, the default), agg (each engine shape of the stack as one "
+                      "aggregated engine, swept over closed-loop concurrency at the workload's lengths), or both "
+                      "(each frontier, and which wins where).", autocompletion=complete_words("disagg", "agg", "both"))]
 
 
 Isl = Annotated[Optional[float], typer.Option(

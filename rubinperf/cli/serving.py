@@ -12,8 +12,8 @@ import typer
 
 from rubinperf.cli.options import (DEFAULT_MODEL, Csv, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
                                    MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
-                                   SaveDir, Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide, Workload,
-                                   apply_wide, check_output_flags)
+                                   SaveDir, ServingMode, Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide,
+                                   Workload, apply_wide, check_output_flags)
 from rubinperf.errors import SpecError, shorten
 
 DEFAULT_WORKLOAD = "agentx"
@@ -154,6 +154,36 @@ def _check_any(summaries, sw):
         raise SpecError("no layout fits any rack: " + "; ".join(sw.skipped))
 
 
+def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat,
+               limits, total_gpus, workload_note: str = ""):
+    """(summaries, notes, summaries per serving, the P/D sweep or None) of --serving disagg, agg or both: the P/D
+    sweep's frontier, each aggregated engine's closed-loop frontier, or both in one Summary per rack."""
+    from rubinperf.serving.agg_frontier import agg_loops, agg_summaries, check_serving, merged
+    from rubinperf.serving.pareto import summarize
+
+    check_serving(serving)
+    if serving == "agg" and total_gpus is not None:
+        raise SpecError("--total-gpus: sizes the prefill and decode pools of disaggregated serving; "
+                        "not with --serving agg")
+    disagg, agg, notes, sw = [], [], {}, None
+    if serving != "agg":
+        sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
+                        stat=stat, limits=limits, total_gpus=_check_gpus(total_gpus, setups))
+        _check_any(None, sw)
+        disagg = summarize(sw)
+        notes = _notes(disagg, sw, workload_note=workload_note)
+    if serving != "disagg":
+        loops, skipped = agg_loops(setups, decode_layout, draft_tokens, acceptance, eplb, max_batch=max_batch)
+        if not loops:
+            raise SpecError("no aggregated engine fits any rack: " + "; ".join(skipped))
+        agg = agg_summaries(loops, stat, **limits)
+        for line in skipped:
+            hw, _, text = line.partition(": ")
+            notes.setdefault(hw, []).append("skipped " + text)
+    chosen = {"disagg": disagg, "agg": agg}.get(serving) or merged(disagg, agg)
+    return chosen, notes, {"disagg": disagg, "agg": agg}, sw
+
+
 def pareto(
     model: Model = DEFAULT_MODEL,
     hardware: Racks = None,
@@ -173,6 +203,7 @@ def pareto(
     osl: Osl = None,
     prefix_hit: PrefixHit = None,
     sets: RackSets = None,
+    serving: ServingMode = "disagg",
     as_json: JsonRecords = False,
     as_csv: Csv = False,
     frontier_only: Annotated[bool, typer.Option(
@@ -194,7 +225,9 @@ def pareto(
     the decode pool. Throughput counts cached + uncached input + output tokens over every
     GPU of both pools; interactivity is the decode speed one user sees, with speculative
     decoding (k drafted tokens, mean acceptance). Points whose KV cache, weights or
-    Engram tables do not fit in HBM are reported as infeasible, with the reason.
+    Engram tables do not fit in HBM are reported as infeasible, with the reason. --serving agg
+    sweeps each engine shape as one aggregated engine over closed-loop concurrency (see
+    `rubinperf serve`); --serving both shows both frontiers and which wins where.
 
     Examples:
 
@@ -203,8 +236,10 @@ def pareto(
       rubinperf pareto -w chat-8k1k -H vr-nvl72 --plot frontier.svg
 
       rubinperf pareto --set workload.prefix_hit_rate=0.918 --json --frontier-only
+
+      rubinperf pareto --serving both -w chat-8k1k --plot agg-vs-disagg.svg
     """
-    from rubinperf.serving.pareto import point_records, summarize
+    from rubinperf.serving.pareto import point_records
     from rubinperf.render import plots
 
     check_output_flags(as_json, as_csv, quiet)
@@ -227,11 +262,14 @@ def pareto(
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
-    _check_any(None, sw)
-    _check_limits_leave_points(sw)
-    summaries = summarize(sw)
+    summaries, notes, _, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                         acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
+                                         workload_note)
+    if sw is not None:
+        _check_limits_leave_points(sw)
+        line = limits_line(sw, interactivity_stat, total_gpus)
+        for hw in dict.fromkeys(s.hardware for s in summaries):
+            notes.setdefault(hw, []).append(line)
     records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv))]
     if plot:
         m, _, w = setups[0]
@@ -249,14 +287,20 @@ def pareto(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import pareto_tables
 
-    pareto_tables(records, _notes(summaries, sw, limits_line(sw, interactivity_stat, total_gpus), workload_note),
-                  rows=rows)
+    pareto_tables(records, notes, rows=rows, wins=_wins(summaries) if serving == "both" else None)
     if chart:
         print_out(frontier_chart(records, width=chart_width()))
     if plot:
         print_out(f"wrote {plot}")
     if save_dir is not None:
         print_out(f"wrote {save_dir}/")
+
+
+def _wins(summaries) -> dict:
+    """{rack: [(serving, from, to) tok/s/user]} where each serving gives the higher throughput."""
+    from rubinperf.serving.agg_frontier import winners
+
+    return {s.hardware: winners(s) for s in summaries}
 
 
 def _json(records) -> None:
@@ -292,6 +336,7 @@ def compare(
     osl: Osl = None,
     prefix_hit: PrefixHit = None,
     sets: RackSets = None,
+    serving: ServingMode = "disagg",
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
     as_json: JsonRecords = False,
@@ -306,7 +351,8 @@ def compare(
     columns against the first rack, a table that splits each throughput ratio into its terms
     (requests per decode GPU, decode step time, acceptance, share of GPUs in decode), and the
     decode kernels' GPU time per output token at each compared point. $ per million tokens
-    (input and output apart) and tokens/s per kW come from the racks' specs.
+    (input and output apart) and tokens/s per kW come from the racks' specs. --serving agg or
+    both compares the racks' aggregated engines (see `rubinperf pareto`), or both servings.
 
     Examples:
 
@@ -315,8 +361,10 @@ def compare(
       rubinperf compare --at-interactivity 100,200,400,800 -w chat-8k1k
 
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
+
+      rubinperf compare --serving both -H gb300-nvl72 -w chat-8k1k
     """
-    from rubinperf.serving.pareto import compare_records, summarize
+    from rubinperf.serving.pareto import compare_records
 
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
@@ -337,15 +385,19 @@ def compare(
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
-    sw = _run_sweep(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet=quiet,
-                    stat=interactivity_stat, limits=_limits(ttft, tpot), total_gpus=_check_gpus(total_gpus, setups))
-    _check_any(None, sw)
-    summaries = summarize(sw)
-    stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-                                      quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    summaries, notes, per, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                           acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
+                                           workload_note)
+    stacks, swapped = {hw.name: hw.stack for _, hw, _ in setups}, {}
+    if serving != "agg":   # the silicon/software split is between P/D deployments
+        stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
+                                          eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus)
+    if serving == "both":   # each rack's P/D deployment, then its aggregated engines
+        agg = {s.hardware: s for s in per["agg"]}
+        summaries = [x for d in per["disagg"] for x in (d, agg.get(d.hardware)) if x is not None]
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
     for rec in records:   # a rack the limits emptied: its unreachable points say which limit
-        emptied = sw.emptied_by(rec["hardware"]) if not rec["reachable"] else ""
+        emptied = sw.emptied_by(rec["hardware"]) if sw is not None and not rec["reachable"] else ""
         if emptied:
             rec["note"] = emptied
     if save_dir is not None:
@@ -361,9 +413,11 @@ def compare(
     from rubinperf.render.output import print_out
     from rubinperf.render.serving import compare_tables
 
+    from rubinperf.serving.agg_frontier import merged
+
+    wins = _wins(merged(per["disagg"], per["agg"])) if serving == "both" else None
     compare_tables(records, kernels=kernels, note=f"decode batch swept from 1 to {max_batch} per rank (DEP) or instance (TP)"
-                   + "; " + limits_line(sw, interactivity_stat, total_gpus))
-    notes = _notes(summaries, sw, workload_note=workload_note)
+                   + ("; " + limits_line(sw, interactivity_stat, total_gpus) if sw is not None else ""), wins=wins)
     for hw, lines in notes.items():
         for line in lines:
             print_out(f"{hw}: {line}")

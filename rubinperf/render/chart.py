@@ -29,6 +29,16 @@ def chart_width() -> int:
     return max(24, min(150, console_width() - CHART_LABEL_W - 3))
 
 
+def series_name(r: dict, servings: set) -> str:
+    """The series a point is drawn in: its rack, and its serving where records hold more than one."""
+    return f"{r['hardware']} {r.get('serving', 'disagg')}" if len(servings) > 1 else r["hardware"]
+
+
+def series_names(records: list[dict]) -> tuple[list[str], set]:
+    servings = {r.get("serving", "disagg") for r in records}
+    return list(dict.fromkeys(series_name(r, servings) for r in records)), servings
+
+
 def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
     """A log-log character chart: tokens/s per GPU (up) against tokens/s per user (right); a marker
     per rack on its frontier, dots for the other feasible points. Returns a rich Text."""
@@ -41,10 +51,10 @@ def frontier_chart(records: list[dict], width: int = 72, height: int = 16):
     ys = [r["tokens_per_s_per_gpu"] for r in pts]
     fx, (xlo, xhi) = _log_scale(min(xs), max(xs), width)
     fy, (ylo, yhi) = _log_scale(min(ys), max(ys), height)
-    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+    hardware, servings = series_names(records)
     grid = [[(" ", "")] * width for _ in range(height)]
     for r in sorted(pts, key=lambda r: r["on_frontier"]):      # frontier markers drawn last, on top
-        k = hardware.index(r["hardware"]) % len(MARKERS)
+        k = hardware.index(series_name(r, servings)) % len(MARKERS)
         col, row = fx(r["tokens_per_s_per_user"]), height - 1 - fy(r["tokens_per_s_per_gpu"])
         if r["on_frontier"]:
             grid[row][col] = (MARKERS[k], COLORS[k])

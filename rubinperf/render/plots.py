@@ -124,11 +124,17 @@ def _caption(fig, lines: list[str], width: int = 150) -> int:
 
 
 def _racks(records):
-    return list(dict.fromkeys(r["hardware"] for r in records))
+    """The series drawn: each rack, and each rack's serving where the records hold more than one."""
+    from rubinperf.render.chart import series_names
+
+    return series_names(records)[0]
 
 
 def _series(records, hw: Platform):
-    mine = [r for r in records if r["hardware"] == hw and r["feasible"]
+    from rubinperf.render.chart import series_name
+
+    servings = {r.get("serving", "disagg") for r in records}
+    mine = [r for r in records if series_name(r, servings) == hw and r["feasible"]
             and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
     rest = [r for r in mine if not r["on_frontier"]]
     front = sorted((r for r in mine if r["on_frontier"]), key=lambda r: r["tokens_per_s_per_user"])
@@ -181,7 +187,7 @@ def published_points(records: list[dict], path=None) -> list[dict]:
         return []
     models = {r.get("model") for r in records}
     workloads = {r.get("workload") for r in records}
-    racks = set(_racks(records))
+    racks = {r["hardware"] for r in records}
     points = validate.load_points(path) if path is not None else validate.load_points()
     out = []
     for p in points:
@@ -208,19 +214,25 @@ def _basis_words(records: list[dict]) -> str:
 def frontier_assumptions(records: list[dict], targets=INTERACTIVITY_TARGETS) -> list[str]:
     """The caption's lines: what the figure assumes, in words."""
     first = records[0] if records else {}
-    prefill = ", ".join(dict.fromkeys(r["prefill_layout"] for r in records))
+    pools = [r for r in records if r.get("serving", "disagg") == "disagg"]
+    prefill = ", ".join(dict.fromkeys(r["prefill_layout"] for r in pools))
     basis = interactivity_basis(records)
     swept = len(records)
     feasible = sum(bool(r["feasible"]) for r in records)
-    return [
+    lines = [
         f"Assumptions: model {first.get('model', '?')}, workload {first.get('workload', '?')}; "
         f"interactivity: {basis} decode tokens/s per user with speculative decoding (k = {first.get('draft_tokens', '?')}, "
         f"acceptance {fmt_num(first.get('acceptance', 0))} tokens/step); throughput: cached + uncached input + "
-        f"output tokens/s over every prefill ({prefill}) and decode GPU; {swept} points swept, {feasible} fit in HBM "
+        + (f"output tokens/s over every prefill ({prefill}) and decode GPU" if pools else "output tokens/s over the engine's GPUs")
+        + f"; {swept} points swept, {feasible} fit in HBM "
         "(faint dots: feasible points off the frontier).",
         "Labels along each frontier: its decode layout. Dashed lines: interactivity targets "
         + " and ".join(f"{t:g}" for t in targets) + " tok/s/user.",
     ]
+    if len(pools) < len(records):
+        lines.append("agg: one engine prefills and decodes within the stack's aggregated token budget, swept over "
+                     "closed-loop concurrency (rubinperf serve); its interactivity is 1 / TPOT at the same statistic.")
+    return lines
 
 
 def frontier_figure(records: list[dict], title: str = "", published: list[dict] | None = None,
@@ -263,7 +275,7 @@ def frontier_figure(records: list[dict], title: str = "", published: list[dict] 
                         fontweight="bold", gid=f"layout-{hw}-{text}")
 
     for p in published:
-        k = racks.index(p["hardware"])
+        k = next(i for i, name in enumerate(racks) if name.split(" ")[0] == p["hardware"])
         color = f"C{k}"
         ref = f"[{sources.index(p['short_source']) + 1}]"
         if p["metric"] == "peak_throughput":

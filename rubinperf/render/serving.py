@@ -28,6 +28,8 @@ def _ratio(v) -> str:
 
 
 def _config(r: dict, prefill: bool = False) -> str:
+    if r.get("serving") == "agg":   # an aggregated engine at a concurrency: its running batch per rank
+        return f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])} (c {fmt_num(r['concurrency'])})"
     text = f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])}"
     if r.get("pools"):
         text = f"{r['pools']} {text}"
@@ -54,38 +56,75 @@ def thin(records: list[dict], n: int) -> list[dict]:
     return sorted(chosen, key=lambda r: r["tokens_per_s_per_user"])
 
 
-def pareto_tables(records: list[dict], notes: dict, rows: int = 14) -> None:
-    """One frontier table per rack: each row a non-dominated configuration."""
+def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict | None = None) -> None:
+    """One frontier table per rack: each row a non-dominated configuration. With aggregated engines among the
+    records, a column says which serving each row is (both servings: each frontier thinned on its own), and
+    `wins` ({rack: [(serving, from, to)]}) gives the line under the table that says which wins where."""
     hardware = list(dict.fromkeys(r["hardware"] for r in records))
+    servings = list(dict.fromkeys(r.get("serving", "disagg") for r in records))
+    both = len(servings) > 1
     stat = stat_label(records[0] if records else {})
-    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3),
-            col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
-            col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
-            col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
+    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3)]
+    if both:
+        cols.append(col("serving", "left", short="srv", wrap=False))
+    cols += [col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
+             col("bound", "left", drop=4), col("prefill:decode GPUs", short="P:D GPUs", drop=6), col("TTFT", drop=7),
+             col("$/M in", drop=9), col("$/M out", drop=8), col("$/M all", drop=2), col("tok/s/kW", drop=10)]
     for hw in hardware:
         mine = [r for r in records if r["hardware"] == hw]
+        pools = [r for r in mine if r.get("serving", "disagg") == "disagg"]
         front = [r for r in mine if r["on_frontier"]]
-        shown = thin(front, rows)
-        several = len({r["prefill_layout"] for r in mine}) > 1
-        body = [[fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
-                 fmt_num(r.get("output_tokens_per_s_per_gpu")), _config(r, several),
-                 fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
-                 f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
-                 _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
-                 fmt_num(r["tokens_per_s_per_kw"])] for r in shown]
+        shown = sorted((r for sv in servings for r in thin([r for r in front if r.get("serving", "disagg") == sv], rows)),
+                       key=lambda r: r["tokens_per_s_per_user"])
+        several = len({r["prefill_layout"] for r in pools}) > 1
+        body = []
+        for r in shown:
+            agg = r.get("serving") == "agg"
+            config = _config(r, several)
+            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
+                         fmt_num(r.get("output_tokens_per_s_per_gpu"))] + ([r.get("serving", "disagg")] if both else [])
+                        + [config, fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
+                           "agg" if agg else f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
+                           _usd(r["usd_per_m_input"]), _usd(r["usd_per_m_output"]), _usd(r["usd_per_m_tokens"]),
+                           fmt_num(r["tokens_per_s_per_kw"])])
         feasible = sum(r["feasible"] for r in mine)
         first = mine[0] if mine else {}
+        prefill = ", ".join(dict.fromkeys(r["prefill_layout"] for r in pools))
+        shape = {"disagg": f"prefill {prefill}", "agg": "aggregated engines"}
+        how = "; ".join(shape[sv] if sv != "disagg" or prefill else "disaggregated" for sv in servings)
         title = (f"{hw}: Pareto frontier of {first.get('model', '')} on workload {first.get('workload', '')} "
-                 f"(prefill {', '.join(dict.fromkeys(r['prefill_layout'] for r in mine))}, k = {first.get('draft_tokens', '')}, "
-                 f"acceptance {fmt_num(first.get('acceptance', 0))})")
+                 f"({how}, k = {first.get('draft_tokens', '')}, acceptance {fmt_num(first.get('acceptance', 0))})")
         caption = [f"{len(mine)} points swept, {feasible} feasible, {len(front)} on the frontier"
+                   + (" of its serving" if both else "")
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
         caption += notes.get(hw, [])
-        caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
-                       "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
+        if pools:
+            caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
+                           "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
+        if len(pools) < len(mine):
+            caption.append("agg: one engine prefills and decodes (within the stack's aggregated token budget), closed loop at "
+                           "c clients (rubinperf serve); tok/s/GPU over the engine's GPUs; step: its mean step; "
+                           "TTFT: mean, queueing included")
         print_out(table(title, cols, body, caption="\n".join(caption)))
+        if wins and wins.get(hw):
+            print_out(wins_line(hw, wins[hw]))
     for line in notes.get("", []):
         print_out(line)
+
+
+def wins_line(hw: str, runs: list) -> str:
+    """'gb300-nvl72: agg wins up to 57 tok/s/user, disagg above' from (serving, from, to) runs."""
+    if len(runs) == 1:
+        return f"{hw}: {runs[0][0]} wins at every interactivity (up to {fmt_num(runs[0][2])} tok/s/user)"
+    parts = []
+    for k, (who, lo, hi) in enumerate(runs):
+        if k == 0:
+            parts.append(f"{who} wins up to {fmt_num(hi)} tok/s/user")
+        elif k == len(runs) - 1:
+            parts.append(f"{who} above {fmt_num(lo)} (to {fmt_num(hi)})")
+        else:
+            parts.append(f"{who} from {fmt_num(lo)} to {fmt_num(hi)}")
+    return f"{hw}: " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- compare
@@ -111,17 +150,25 @@ def _metric_label(r: dict) -> str:
     return "best single-user speed"
 
 
-def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> None:
-    hardware = list(dict.fromkeys(r["hardware"] for r in records))
+def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: dict | None = None) -> None:
+    """The racks (each rack and serving where the records hold more than one) side by side; `wins`: the line
+    under the table per rack that says which serving wins where."""
+    from rubinperf.render.chart import series_names, series_name
+
+    hardware, servings = series_names(records)
+
+    def who(r):
+        return series_name(r, servings)
+
     if not hardware:
         return
     base = hardware[0]
     others = hardware[1:]
-    by = {(r["hardware"], r["metric"], r["target_tokens_per_s_per_user"]): r for r in records}
+    by = {(who(r), r["metric"], r["target_tokens_per_s_per_user"]): r for r in records}
     keys = list(dict.fromkeys((r["metric"], r["target_tokens_per_s_per_user"]) for r in records))
     first = next((r for r in records if r.get("model")), records[0])
 
-    stack_of = {r["hardware"]: r.get("stack") for r in records}
+    stack_of = {who(r): r.get("stack") for r in records}
     cols = ([col("", "left", min_width=20)]
             + [col(f"{hw} ({stack_of[hw]})" if stack_of.get(hw) else hw, short=hw, wrap=True, min_width=16)
                for hw in hardware]
@@ -148,7 +195,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             elif not r["reachable"] and not recs[0]["reachable"]:
                 ratios.append("— (neither can)")
             elif not r["reachable"]:
-                ratios.append(f"— ({r['hardware']} cannot)")
+                ratios.append(f"— ({who(r)} cannot)")
             else:
                 ratios.append(f"— ({base} cannot)")
         rows.append([label] + cells + ratios)
@@ -166,7 +213,7 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                 cells = [fmt_time(v / 1e3) for v in vals]
             else:
                 cells = [fmt(v) for v in vals]
-            rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] else "—" for v in vals[1:]])
+            rows.append([label] + cells + [_ratio(v / vals[0]) if vals[0] and v is not None else "—" for v in vals[1:]])
     title = (f"{first.get('model', '')} on workload {first.get('workload', '')}: "
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
@@ -174,9 +221,14 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
                "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
                + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
     print_out(table(title, cols, rows, caption=caption))
+    for rack, runs in (wins or {}).items():
+        if runs:
+            print_out(wins_line(rack, runs))
 
-    # Where the throughput ratios come from.
+    # Where the throughput ratios come from (between two P/D deployments).
     for hw in others:
+        if not any("ratio_terms" in by[(hw, m, lv)] for m, lv in keys if by[(hw, m, lv)]["reachable"]):
+            continue
         tcols = [col("point", "left", min_width=10), col("requests per decode GPU", short="req/GPU", wrap=True, min_width=9),
                  col("decode step", short="step", wrap=True, min_width=10), col("acceptance", short="accept."),
                  col("decode share of GPUs", short="decode share", wrap=True, min_width=9),
@@ -190,7 +242,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
             if not (a["reachable"] and b["reachable"]):
                 trows.append([label, "—", "—", "—", "—", "—", "unreachable on " + (base if not a["reachable"] else hw)])
                 continue
-            f = b["ratio_terms"]
+            f = b.get("ratio_terms")
+            if f is None:
+                continue
             a_req, b_req = a["requests_per_decode_gpu"], b["requests_per_decode_gpu"]
             a_sh, b_sh = a["decode_gpu_share"], b["decode_gpu_share"]
             trows.append([
@@ -206,12 +260,13 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "") -> Non
         cap = ("tok/s/GPU ratio = requests-per-GPU ratio × step speed-up × acceptance ratio × decode-share ratio "
                "(× tokens per output token, the same workload); decode share = decode GPUs / all GPUs")
         print_out(table(f"Where the {hw} / {base} throughput ratios come from", tcols, trows, caption=cap))
-        _split_table(by, keys, base, hw)
+        if any("ratio_hardware" in by[(hw, m, lv)] for m, lv in keys):
+            _split_table(by, keys, base, hw)
 
     if kernels > 0:
         for metric, level in keys:
             recs = [by[(hw, metric, level)] for hw in hardware]
-            if not all(r["reachable"] for r in recs):
+            if not all(r["reachable"] and r["kernels"] for r in recs):
                 continue
             print_out(_kernel_table(recs, kernels))
 
@@ -237,7 +292,7 @@ def _split_table(by: dict, keys: list, base: str, hw: str) -> None:
                      _ratio(sw) if sw is not None else "—"])
     cap = (f"whole = {hw} on {st} / {base} on {st0} = silicon × software: silicon compares the racks on the same "
            f"stack ({st}), software compares {base} on {st} with {base} on {st0}; ask for {base} with another "
-           f"stack with -H {base} --stack NAME")
+           f"stack with -H {first.get('baseline', base)} --stack NAME")
     print_out(table(f"Silicon vs software in {hw} / {base}", cols, rows, caption=cap))
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from rubinperf.errors import SpecError
+from rubinperf.roofline import admission_time
 from rubinperf.serving.interactivity import step_mixture_percentiles, time_per_token_factors
 from rubinperf.serving.specdecode import check_times, default_acceptance
 from rubinperf.specs.layout import Layout
@@ -150,6 +151,20 @@ class Engine:
         lam = self.requests_per_s
         return self.B + lam * (self.ttft_service_s + self.mix.turn_gap_s)
 
+    @property
+    def held(self) -> tuple[int, str]:
+        """(the last grid point the engine can hold, what stops the running batch past it: the prefill budget
+        (f reached 1) or the KV cache)."""
+        ok = ~self.saturated & (self.B <= self.max_requests)
+        top = int(np.max(np.nonzero(ok)[0])) if np.any(ok) else 0
+        return top, "prefill" if top + 1 < len(self.B) and self.saturated[top + 1] else "KV cache"
+
+    @property
+    def max_concurrency(self) -> float:
+        """Clients over the whole engine at the largest running batch it holds without a queue."""
+        top, _ = self.held
+        return float(np.max(self.concurrency[: top + 1])) * self.layout.dp
+
 
 def _chunks(mix: RequestMix, room: float, chunked: bool) -> float:
     """Mean prefill steps of one prompt: ceil(U / room) chunks (chunked prefill), one step otherwise."""
@@ -211,10 +226,14 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     point = make_point(m, hw, layout, phase="decode", batch=1, context=context, draft_tokens=k, acceptance=a, eplb=eplb,
                        engram_placement=m.engram_placement)
     steps_at = np.maximum(B, 1.0)   # a step's decode rows are whole requests (below 1: one request, part of the time)
-    decode = step(m, hw, layout, dataclasses.replace(point, batch=steps_at))
+    # The scheduler admits the requests that replace the finished ones (B a / (O - 1) a step), host work that grows
+    # with each prompt's length, as a disaggregated decode engine's admissions do (roofline.admission_time).
+    admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
+    decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=steps_at)), extra_cpu_s=admit)
     if hw.mixed_prefill_decode:
         mixed = step(m, hw, layout, dataclasses.replace(point, batch=steps_at, chunk_tokens=chunk, chunk_seqs=seqs,
                                                         chunk_context=chunk_context))
+        mixed = dataclasses.replace(mixed, extra_cpu_s=admit)
         mixed_s = np.asarray(mixed.expected_s, dtype=float)
     else:
         pf = make_point(m, hw, layout, phase="prefill", batch=1, context=min(cached, m.max_context_tokens - U),
@@ -264,10 +283,7 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
         raise SpecError(f"--concurrency: expected whole numbers of clients of at least 1, got {concurrency}")
     dp, ranks = e.layout.dp, e.layout.ranks
     n = N / dp
-    ok = ~e.saturated & (e.B <= e.max_requests)
-    top = int(np.max(np.nonzero(ok)[0])) if np.any(ok) else 0   # the last grid point the engine can hold
-    # what stops the running batch there: the prefill budget (f reached 1) or the KV cache
-    limit = "prefill" if top + 1 < len(e.B) and e.saturated[top + 1] else "KV cache"
+    top, limit = e.held
     conc = np.maximum.accumulate(e.concurrency)[: top + 1]
     Bs = e.B[: top + 1]
     inside = n <= conc[-1]

@@ -52,10 +52,11 @@ class Pick:
 
     run: Serving
     i: int
+    serving = "disagg"   # prefill and decode pools (an aggregated engine's points: rubinperf/serving/agg_frontier.py)
 
     @property
     def record(self) -> dict:
-        return self.run.record(self.i)
+        return {**self.run.record(self.i), "serving": self.serving}
 
     @property
     def batch(self) -> float:
@@ -88,6 +89,7 @@ class Summary:
     feasible: np.ndarray
     on_frontier: np.ndarray
     picks: list                  # Pick for every swept point, in the order of x and y
+    serving: str = "disagg"      # disagg, agg (aggregated engines), or both (each point's own serving in its pick)
 
     def pick(self, j) -> Pick | None:
         return None if j is None else self.picks[j]
@@ -118,7 +120,7 @@ class Summary:
     def infeasible_reasons(self) -> list[str]:
         """One line per run that has infeasible points: how many, and why."""
         out = []
-        for run in dict.fromkeys(p.run for p in self.picks):
+        for run in dict.fromkeys(p.run for p in self.picks if isinstance(p, Pick)):
             bad = ~np.asarray(run.columns["feasible"])
             if bad.any():
                 i = int(np.argmax(bad))
@@ -203,7 +205,7 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dic
         for metric, level in wanted:
             pick = _chosen(s, metric, level)
             ref = _chosen(base, metric, level)
-            rec = {"hardware": s.hardware, "metric": metric, "target_tokens_per_s_per_user": level,
+            rec = {"hardware": s.hardware, "serving": s.serving, "metric": metric, "target_tokens_per_s_per_user": level,
                    "reachable": pick is not None, "max_tokens_per_s_per_user": s.max_interactivity,
                    "baseline": base.hardware, "stack": stacks.get(s.hardware), "baseline_stack": stacks.get(base.hardware)}
             if pick is None:
@@ -211,16 +213,17 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dic
                                if metric == "interactivity" else "no feasible point")
             else:
                 rec.update(pick.record)
-                rec["kernels"] = _kernels(pick)
+                rec["kernels"] = _kernels(pick) if isinstance(pick, Pick) else []
             if pick is not None and ref is not None:
                 key = "tokens_per_s_per_user" if metric == "single_user" else "tokens_per_s_per_gpu"
                 rec["ratio_metric"] = key
                 rec["ratio"] = pick.record[key] / ref.record[key]
-                if metric != "single_user":
+                pools = isinstance(pick, Pick) and isinstance(ref, Pick)   # the terms of two P/D deployments
+                if metric != "single_user" and pools:
                     t = ratio_terms(ref, pick)
                     rec["ratio_terms"] = t["factors"]
                     rec["ratio_terms_product"] = t["product"]
-                if s is not base:
+                if s is not base and pools:
                     rec.update(split_ratio(pick, ref, key, metric, level, stacks.get(s.hardware),
                                            stacks.get(base.hardware), swapped))
                 rec["ratio_usd_per_m_tokens"] = pick.record["usd_per_m_tokens"] / ref.record["usd_per_m_tokens"]
