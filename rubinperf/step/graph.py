@@ -113,12 +113,14 @@ def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
-                  kv_tokens=None, part: str = "target") -> list[Op]:
+                  kv_tokens=None, part: str = "target", context_kernel=None) -> list[Op]:
     """Projections, indexer, sparse/dense attention and output projection of one layer.
 
     `tokens` query tokens on this rank, from `seqs` sequences with `q_per_seq` queries each;
-    `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`).
+    `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`). The kernels that read the
+    context are made by `context_kernel(constructor, *args)` (build_step).
     """
+    made = context_kernel or _made
     kv_tokens = tokens if kv_tokens is None else kv_tokens
     w = {x.name: x for x in attention_weights(m, layer)}
     heads = m.num_heads // layout.tp
@@ -157,17 +159,17 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         iw = {x.name: x for x in attention_weights(m, layer) if x.name.startswith("indexer")}
         proj = (_linear(iw["indexer_q"], tokens, layout), _linear(iw["indexer_k"], kv_tokens, layout, split="none"),
                 _linear(iw["indexer_weights"], tokens, layout, split="none"))
-        logits = K.indexer_logits(tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp, m.indexer_head_dim,
-                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill,
-                                  epilogue_flops_per_head=m.indexer_epilogue_flops_per_head)
+        logits = made(K.indexer_logits, tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp,
+                      m.indexer_head_dim, ratio, m.index_key_bytes, m.indexer_dtype, prefill,
+                      m.indexer_epilogue_flops_per_head)
         ops.append(Op("indexer projections", proj, part=part))
         ops.append(Op("MQA logits (indexer)", logits, part=part))
-        ops.append(Op("DeepSelect (indexer top-k)", K.indexer_select(tokens, q_per_seq, p.context, ratio, m.indexer_topk,
-                                                                     prefill), part=part))
+        ops.append(Op("DeepSelect (indexer top-k)", made(K.indexer_select, tokens, q_per_seq, p.context, ratio,
+                                                                     m.indexer_topk, prefill), part=part))
 
     topk = m.indexer_topk if ratio and layer in m.topk_layers else None
-    att = K.sparse_attention(tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
-                             m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
+    att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
+               m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
     ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:
@@ -307,8 +309,16 @@ def _ffn_signature(m: Model, layer: int, p: Point) -> tuple:
     return ("ffn", layer in m.engram_layers, m.is_moe_layer(layer), layer >= m.hash_routed_layers, _replay(m, layer, p))
 
 
-def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[Op]:
-    """Every op of one step on one rank, with repeat counts. See the module docstring for the point."""
+def _made(constructor, *args):
+    return constructor(*args)
+
+
+def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None, context_kernel=None) -> list[Op]:
+    """Every op of one step on one rank, with repeat counts. See the module docstring for the point.
+
+    The context enters the step through three kernels alone (the indexer's logits and top-k, the sparse
+    attention): each is made as `context_kernel(constructor, *args)`, by default `constructor(*args)` (a grid
+    of steps makes them a block of rows at a time: step/grid.py)."""
     decode = p.phase == "decode"
     if decode:
         q_per_seq = 1 + p.k(m)
@@ -339,7 +349,8 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         if sig[0] == "attention":
             # Replayed layers see the earlier new tokens as cached context.
             pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
-            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t)
+            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t,
+                                      context_kernel=context_kernel)
         else:
             layer_ops = [mhc_op(m, t, layout, p)]
             if layer in m.engram_layers:
@@ -349,14 +360,14 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
 
     logits_tokens = tokens if decode else seqs
     ops += head_ops(m, layout, tokens, logits_tokens)
-    ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
+    ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray, context_kernel)
     ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
     if layout.dp > 1:
         ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
     return ops
 
 
-def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -> list[Op]:
+def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray, context_kernel=None) -> list[Op]:
     """The draft model's share of a step.
 
     Decode: `draft_passes` sequential forwards through the draft layers, each ending in the LM
@@ -368,24 +379,24 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
     if not m.draft_layers:
         return []
     if p.phase != "decode":
-        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, head=False)
+        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, context_kernel, head=False)
     if p.draft_forwards == "parallel-block":
         # vLLM's DSpark speculator (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py): one backbone forward over a
         # block of k query rows per request (the anchor and k - 1 noise slots), the LM head over all k, then k
         # sequential Markov-bias samples (the Markov head is not modelled: its rank is not in the model spec).
         k = p.k(m)
-        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray)
+        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray, context_kernel)
     # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
     passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
     if p.draft_first_pass == "one-per-request":
-        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray)
+        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray, context_kernel)
     first = smin(passes, 1)
     rows = tokens / seqs if p.draft_first_pass == "verify-tokens" else p.accepted(m)
-    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray)
-            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray))
+    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray, context_kernel)
+            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray, context_kernel))
 
 
-def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray,
+def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray, context_kernel=None,
                 head: bool = True) -> list[Op]:
     """`passes` draft forwards over `t` rows (`q` per request), the LM head over `logits_t`."""
     # Draft layers of one shape are built once, repeated.
@@ -399,7 +410,8 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
         layer_ops = [mhc_op(m, t, layout, p, part="draft")]
         fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
         layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
-        layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")
+        layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft",
+                                   context_kernel=context_kernel)
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
         ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if head:

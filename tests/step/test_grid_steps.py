@@ -211,7 +211,7 @@ def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start)
     from rubinperf.step.grid import _cut, _shape_groups, block_sum
 
     rng = np.random.default_rng(len(once) * 7 + len(block))
-    sl = slice(start, start + 2)
+    sl, grid = (slice(start, start + 2), slice(None)), (_H, _M)
     indices = list(range(len(once) + len(block)))
     order.shuffle(indices)
 
@@ -222,7 +222,7 @@ def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start)
 
     once_terms = sorted((n, value(shape, plain)) for n, (shape, plain) in zip(indices, once))
     block_terms = sorted((n, value(shape)) for n, shape in zip(indices[len(once):], block))
-    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, _H)
-    want = ssum(v for _, v in sorted([(n, _cut(v, sl, _H)) for n, v in once_terms] + block_terms,
+    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, grid)
+    want = ssum(v for _, v in sorted([(n, _cut(v, sl, grid)) for n, v in once_terms] + block_terms,
                                      key=lambda t: t[0]))
     assert _bits(got, (2, _M)) == _bits(want, (2, _M))
