@@ -156,8 +156,9 @@ def stack_decode_layouts(m: Model, hw, notes: list | None = None) -> list[Layout
 # ---------------------------------------------------------------- grids of one step
 
 GRID_METRICS = ("step_s", "sol_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")
-CHUNK_POINTS = 25_000
+CHUNK_POINTS = 50_000
 CHUNK_CONTEXTS = 64
+GRID_ROWS = 4096   # batches of one graph: its ops that read no context hold arrays of this many rows
 
 
 def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
@@ -173,23 +174,26 @@ def sweep_grid(model, hw, layout, point: Point, batches, contexts, chunk_points:
 
 def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS):
     """The grid batches x contexts a block at a time: yields (rows, columns, {metric: array over the block}),
-    so a sweep of any size holds one block's arrays (about `chunk_points` points) at a time.
+    so a sweep of any size holds one block's arrays (about `chunk_points` points) at a time, and the graph
+    of at most GRID_ROWS batches.
 
-    The step's graph is built once for the grid and its ops that do not read the context are timed once
-    (step/grid.py: GridSteps); the others are made and timed a block at a time, CHUNK_CONTEXTS contexts wide
-    (sparse attention past its top-k reads no context: on a block of such contexts it is timed per row), over
-    as many rows as make about `chunk_points` points, in equal blocks. Each number is step()'s over the
-    block, bit for bit."""
+    The step's graph is built once for GRID_ROWS batches and its ops that do not read the context are timed
+    once (step/grid.py: GridSteps); the others are made and timed a block at a time, CHUNK_CONTEXTS contexts
+    wide (sparse attention past its top-k reads no context: on a block of such contexts it is timed per
+    row), over as many rows as make about `chunk_points` points, in equal blocks. Each number is step()'s
+    over the block, bit for bit."""
     b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
     c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
     _keep_freed_memory()
     width = min(c.shape[1], CHUNK_CONTEXTS)
     cols = -(-c.shape[1] // max(1, round(c.shape[1] / width)))   # columns of equal width (no narrow last one)
-    rows = max(1, chunk_points // max(1, cols))
-    rows = -(-b.shape[0] // max(1, round(b.shape[0] / rows)))   # blocks of equal rows (no short last block)
-    grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=b, context=c))
-    for block in grid.tiles(rows, cols):
-        yield (*block, dict(zip(GRID_METRICS, grid.metrics(block))))
+    for start in range(0, b.shape[0], GRID_ROWS):
+        part = b[start:start + GRID_ROWS]
+        rows = max(1, chunk_points // max(1, cols))
+        rows = -(-part.shape[0] // max(1, round(part.shape[0] / rows)))   # blocks of equal rows (no short last block)
+        grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=part, context=c))
+        for r, cl in grid.tiles(rows, cols):
+            yield slice(start + r.start, start + r.stop), cl, dict(zip(GRID_METRICS, grid.metrics((r, cl))))
 
 
 def _keep_freed_memory() -> None:

@@ -41,7 +41,7 @@ class GridGraph:
     sync: list[bool]       # host barrier ops (DP sync) among the cpu ones
     made: dict             # id(placeholder kernel) -> (placeholder, constructor, arguments)
     cutters: dict          # op index -> function of a block giving the op on it (filled as blocks are cut)
-    nbytes: int            # of the arrays its ops and made kernels' arguments hold
+    nbytes: int            # of the arrays its ops and made kernels' arguments hold (the once-ops' times hold as many)
 
 
 class ContextKernels:
@@ -75,7 +75,7 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     same = list(range(len(ops)))
     for i, n in enumerate(per_block):
         same[n] = next((j for j in per_block[:i] if same[j] == j and _same_block_op(ops[j], ops[n], made)), n)
-    values = [v for n in per_block for v in _op_values(ops[n])] + [a for _, _, args in made.values() for a in args]
+    values = [v for o in ops for v in _op_values(o)] + [a for _, _, args in made.values() for a in args]
     arrays = {id(v): v.nbytes for v in values if type(v).__module__ == "numpy"}
     return GridGraph(ops, shape, once, _firsts([ops[n] for n in once]), same,
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
@@ -99,9 +99,9 @@ def _same_block_op(a: Op, b: Op, made: dict) -> bool:
 
 
 # Grid graphs kept for another rack of the same tray size (GB300 and Rubin at the same layouts), up to
-# GRID_CACHE_BYTES of their arrays in all (a graph over a large grid is not kept: its arrays are the grid's).
+# GRID_CACHE_BYTES of their arrays in all (a graph over many batches is not kept).
 _GRID_GRAPHS: dict = {}
-GRID_CACHE_BYTES = 64 * 2**20
+GRID_CACHE_BYTES = 16 * 2**20
 
 
 def grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> GridGraph:
