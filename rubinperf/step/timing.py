@@ -96,7 +96,7 @@ def _values_of(k) -> tuple:
 # The graph depends on the model, the layout, the point and the tray size only (not on the rest of the
 # hardware or the stack): a sweep that runs the same engine on another rack or stack (compare's
 # silicon/software split) builds it once. Graphs over small arrays only (a serving sweep's batch grid);
-# a grid sweep builds its one large graph itself (GridSteps).
+# a grid sweep builds its graph itself, the kernels that read the context a block at a time (GridSteps).
 _GRAPHS: dict = {}
 GRAPH_CACHE_SIZE = 64
 GRAPH_CACHE_MAX_POINTS = 1 << 14
