@@ -10,10 +10,10 @@ The sweep is the one a user runs: `estimate`'s own decode point (make_point from
 `rubinperf estimate -H RACK -l LAYOUT --phase decode` builds it) for DEP16, DEP32 and TP8, over batches
 1..1024 x contexts from 1 to 1M (1,000 of them), one rack per process (no graph of another rack to
 reuse), streamed a block at a time (serving.sweep_grid_blocks) and reduced to each layout's best
-tokens/s per GPU. Every figure is given as CPU time beside wall time. The machine is shared: wall time
-moves with its load, CPU time much less; a same-process numpy yardstick (a fused expression with the
-sweep's own count of array operations per point, over arrays of one block) gives a ratio that holds on
-a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
+tokens/s per GPU; its peak memory again at 4x the batches (blocks of the same size, 4x as many). Every
+figure is given as CPU time beside wall time. The machine is shared: wall time moves with its load, CPU
+time much less; a numpy yardstick (a fused expression with the sweep's own count of array operations
+per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
 
 The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
 __pycache__ beside an editable checkout, every run would compile rubinperf from source, which no
@@ -107,8 +107,8 @@ if "--check" in sys.argv:   # the sweep's values at a few grid points, for `esti
 print(json.dumps(out))
 """
 
-# The yardstick: the sweep's count of array operations per point (counted on one layout's grid by a
-# numpy subclass that counts the element operations of every ufunc call over a block), then a fused
+# The yardstick: the sweep's count of array operations per point (counted over an eighth of the batches
+# by a numpy subclass that counts the element operations of every ufunc call over a block), then a fused
 # numpy expression of that many operations per point over arrays of one block, in the same process.
 YARDSTICK = r"""
 import json, sys, time
@@ -227,9 +227,10 @@ def main() -> None:
                                       text=True, check=True).stdout)
         row(f"sweep {rack}: numpy yardstick, {y['ops_per_point']:.0f} array ops/point",
             value=f"{y['points_per_s'] / 1e6:.2f} M points/s CPU; sweep/yardstick {first / y['points_per_s']:.2f}")
-        small = sweep(rack, nb // 4, nc, runs=1)
-        row(f"sweep {rack}: peak RSS at {small['points']:,} / {s['points']:,} points",
-            value=f"{small['rss_mb']:.0f} / {s['rss_mb']:.0f} MB", target="flat")
+        big = sweep(rack, 4 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), 4x as many
+        growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
+        row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
+            value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
     width = max(len(r[0]) for r in rows)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")
