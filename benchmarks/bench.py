@@ -12,7 +12,7 @@ The sweep is the one a user runs: `estimate`'s own decode point (make_point from
 reuse), streamed a block at a time (serving.sweep_grid_blocks) and reduced to each layout's best
 tokens/s per GPU; its peak memory again at 4x the batches (blocks of the same size, 4x as many). Every
 figure is given as CPU time beside wall time. The machine is shared: wall time moves with its load, CPU
-time much less; a numpy yardstick (a fused expression with the sweep's own count of array operations
+time much less; a same-process numpy yardstick (a fused expression with the sweep's own count of array operations
 per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
 
 The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
@@ -78,12 +78,29 @@ from rubinperf.specs.select import DEFAULT_MODEL, load_specs
 from rubinperf.step.grid import forget_graphs
 from rubinperf.step.point import make_point
 
-rack, nb, nc, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rack, nb, nc, runs, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 m, (hw,) = load_specs(DEFAULT_MODEL, [rack])
+
+
+def yardstick(points):
+    # CPU seconds of a fused numpy expression of `ops` array operations per point over `points` points, in
+    # arrays of one block (a column times a row, then multiply-adds, two operations each, then a max).
+    from rubinperf.serving.sweeps import CHUNK_POINTS
+    a = np.random.default_rng(0).uniform(1, 2, (CHUNK_POINTS // 64, 1))
+    c = np.random.default_rng(1).uniform(1, 2, (1, 64))
+    done, t = 0, time.process_time()
+    while done < points:
+        x = a * c
+        for _ in range(max(0, round(ops / 2) - 1)):
+            x = x * 1.000001 + c
+        x.max()
+        done += x.size
+    return time.process_time() - t
+
 batch = np.arange(1.0, nb + 1)
 context = np.round(np.linspace(1, 1 << 20, nc))
 shapes = [(lay, make_point(m, hw, lay, phase="decode")) for lay in map(parse_layout, ("dep16", "dep32", "tp8"))]
-out = {"points": 3 * batch.size * context.size, "wall": [], "cpu": [], "best": {}}
+out = {"points": 3 * batch.size * context.size, "wall": [], "cpu": [], "yardstick_cpu": [], "best": {}}
 for run in range(runs):   # the first as a user's first sweep; later ones build their graphs again
     forget_graphs()
     w, c = time.perf_counter(), time.process_time()
@@ -94,6 +111,8 @@ for run in range(runs):   # the first as a user's first sweep; later ones build 
         out["best"][lay.name] = best
     out["wall"].append(time.perf_counter() - w)
     out["cpu"].append(time.process_time() - c)
+    if ops:
+        out["yardstick_cpu"].append(yardstick(out["points"]))
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if "--check" in sys.argv:   # the sweep's values at a few grid points, for `estimate` to give again
     picks = [(0, 0), (batch.size - 1, 0), (15, context.size // 2), (batch.size - 1, context.size - 1), (6, 3)]
@@ -107,13 +126,13 @@ if "--check" in sys.argv:   # the sweep's values at a few grid points, for `esti
 print(json.dumps(out))
 """
 
-# The yardstick: the sweep's count of array operations per point (counted over an eighth of the batches
-# by a numpy subclass that counts the element operations of every ufunc call over a block), then a fused
-# numpy expression of that many operations per point over arrays of one block, in the same process.
+# The yardstick's operation count: the sweep's array operations per point, counted over an eighth of the
+# batches by a numpy subclass that counts the element operations of every ufunc call over a block. The
+# sweep's process then times a fused expression of that many operations per point after each run.
 YARDSTICK = r"""
-import json, sys, time
+import json, sys
 import numpy as np
-from rubinperf.serving.sweeps import CHUNK_POINTS, sweep_grid_blocks
+from rubinperf.serving.sweeps import sweep_grid_blocks
 from rubinperf.specs.layout import parse_layout
 from rubinperf.specs.select import DEFAULT_MODEL, load_specs
 from rubinperf.step.point import make_point
@@ -133,28 +152,16 @@ class Counted(np.ndarray):
 rack, nb, nc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 m, (hw,) = load_specs(DEFAULT_MODEL, [rack])
 batch, context = np.arange(1.0, nb + 1), np.round(np.linspace(1, 1 << 20, nc))
-ops = 0.0
 for lay in map(parse_layout, ("dep16", "dep32", "tp8")):
     p = make_point(m, hw, lay, phase="decode")
     for _ in sweep_grid_blocks(m, hw, lay, p, batch.reshape(-1, 1).view(Counted), context.reshape(1, -1).view(Counted)):
         pass
-ops = Counted.elements / (3 * batch.size * context.size)
-rows = CHUNK_POINTS // 64
-a, c = np.random.default_rng(0).uniform(1, 2, (rows, 1)), np.random.default_rng(1).uniform(1, 2, (1, 64))
-steps, points = max(1, round(ops / 2)), 0
-t = time.process_time()
-while points < 3 * batch.size * context.size:
-    x = a * c
-    for _ in range(steps - 1):
-        x = x * 1.000001 + c
-    x.max()
-    points += x.size
-print(json.dumps({"ops_per_point": ops, "points_per_s": points / (time.process_time() - t)}))
+print(json.dumps({"ops_per_point": Counted.elements / (3 * batch.size * context.size)}))
 """
 
 
-def sweep(rack: str, batches: int, contexts: int, runs: int, check: bool = False) -> dict:
-    args = [sys.executable, "-c", SWEEP, rack, str(batches), str(contexts), str(runs)] + (["--check"] if check else [])
+def sweep(rack: str, batches: int, contexts: int, runs: int, check: bool = False, ops: float = 0.0) -> dict:
+    args = [sys.executable, "-c", SWEEP, rack, str(batches), str(contexts), str(runs), str(ops)] + (["--check"] if check else [])
     return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
 
 
@@ -215,7 +222,9 @@ def main() -> None:
 
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
-        s = sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0])
+        ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
+                                        text=True, check=True).stdout)["ops_per_point"]
+        s = sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0], ops=ops)
         first, again = s["points"] / s["cpu"][0], s["points"] / min(s["cpu"][1:])
         row(f"sweep {rack}: {s['points']:,} points, first run", value=f"{first / 1e6:.2f} M points/s CPU "
             f"({s['points'] / s['wall'][0] / 1e6:.2f} M/s wall)", target=">= 10 M/s CPU")
@@ -223,10 +232,10 @@ def main() -> None:
         if "check" in s:
             row(f"sweep {rack} vs `estimate --json` at {len(s['check'])} points",
                 value=f"{check_against_estimate(rack, s['check']):.1e} max rel. difference", target="<= 1e-12")
-        y = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
-                                      text=True, check=True).stdout)
-        row(f"sweep {rack}: numpy yardstick, {y['ops_per_point']:.0f} array ops/point",
-            value=f"{y['points_per_s'] / 1e6:.2f} M points/s CPU; sweep/yardstick {first / y['points_per_s']:.2f}")
+        yard = s["points"] / statistics.median(s["yardstick_cpu"])
+        ratios = ", ".join(f"{y / c:.2f}" for c, y in zip(s["cpu"], s["yardstick_cpu"]))
+        row(f"sweep {rack}: numpy yardstick, {ops:.0f} array ops/point",
+            value=f"{yard / 1e6:.2f} M points/s CPU; sweep/yardstick per run {ratios}")
         big = sweep(rack, 4 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), 4x as many
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
