@@ -1,24 +1,30 @@
-"""Speed benchmark (not a test): import time, `estimate` wall time, sweep throughput, peak memory.
+"""Speed benchmark (not a test): start-up, `estimate`, `explain`, `sensitivity`, `pareto`, and the grid sweep.
 
-Run: python benchmarks/bench.py            (targets: estimate < 0.5 s and within 1.5x a bare
-                                            `import numpy` of the same interpreter, timed in
-                                            alternating pairs; sweep: aim 10M points/s on one
-                                            core; peak RSS < 150 MB for estimate and for a
-                                            1M-point sweep; pareto and compare --json wall time)
+Run: python benchmarks/bench.py [--quick] [--no-compile]
 
-The package is byte-compiled first (as `pip install` does, and as Python does on a first run
-where it may write __pycache__): with PYTHONDONTWRITEBYTECODE=1 (set on this project's machine)
-and no __pycache__ beside an editable checkout, every run would compile rubinperf's ~12K lines
-from source (~60 ms), which no installed copy does. `--no-compile` measures as found.
+Targets: `estimate` within 1.5x a bare `import numpy` of the same interpreter (timed in alternating
+pairs); `explain megamoe` <= 1 s and `sensitivity` <= 2 s wall; the sweep >= 10M points/s of CPU time
+on a first run, with peak memory flat in the number of points.
 
-The ratios move with the machine's state: when the 2 shared cores are busy, numpy's import (a
-dozen shared libraries) slows more than rubinperf's pure-Python start-up, and the ratios look
-better than on an idle machine. Compare runs made together, and quote the idle ones.
+The sweep is the one a user runs: `estimate`'s own decode point (make_point from the rack's stack, as
+`rubinperf estimate -H RACK -l LAYOUT --phase decode` builds it) for DEP16, DEP32 and TP8, over batches
+1..1024 x contexts from 1 to 1M (1,000 of them), one rack per process (no graph of another rack to
+reuse), streamed a block at a time (serving.sweep_grid_blocks) and reduced to each layout's best
+tokens/s per GPU; its peak memory again at 4x the batches (blocks of the same size, 4x as many). Every
+figure is given as CPU time beside wall time. The machine is shared: wall time moves with its load, CPU
+time much less; a same-process numpy yardstick (a fused expression with the sweep's own count of array operations
+per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
+
+The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
+__pycache__ beside an editable checkout, every run would compile rubinperf from source, which no
+installed copy does. `--no-compile` measures as found.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,56 +32,153 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNS = 5
+RACKS = ("gb300-nvl72", "vr-nvl72")
+LAYOUTS = ("dep16", "dep32", "tp8")
 
 
-def wall(cmd: list[str]) -> tuple[float, float]:
-    """Median wall seconds and max peak RSS (MB) of a command run RUNS times."""
-    times, rss = [], []
-    for _ in range(RUNS):
-        t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], runs: int = RUNS) -> tuple[float, float, float]:
+    """Median wall seconds, median CPU seconds and max peak RSS (MB) of a command run `runs` times."""
+    walls, cpus, rss = [], [], []
+    for _ in range(runs):
+        c, t = _children_cpu(), time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
-        times.append(time.perf_counter() - t)
+        walls.append(time.perf_counter() - t)
+        cpus.append(_children_cpu() - c)
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.strip().splitlines()[-1:]}")
         rss.append(int(proc.stderr.strip().splitlines()[-1]) / 1024)
-    return statistics.median(times), max(rss)
+    return statistics.median(walls), statistics.median(cpus), max(rss)
 
 
-def pairs(a: list[str], b: list[str], runs: int = 2 * RUNS) -> tuple[float, float]:
-    """Median wall seconds of two commands run in alternation (a, b, a, b, ...): the machine's
-    state drifts alike for both."""
-    ta, tb = [], []
+def pairs(a: list[str], b: list[str], runs: int = 2 * RUNS) -> tuple[float, float, float, float]:
+    """Median wall and CPU seconds of two commands run in alternation (a, b, a, b, ...): the machine's
+    state drifts alike for both. Returns (wall a, wall b, cpu a, cpu b)."""
+    wa, wb, ca, cb = [], [], [], []
     for _ in range(runs):
-        for cmd, out in ((a, ta), (b, tb)):
-            t = time.perf_counter()
+        for cmd, w, c in ((a, wa, ca), (b, wb, cb)):
+            c0, t = _children_cpu(), time.perf_counter()
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            out.append(time.perf_counter() - t)
-    return statistics.median(ta), statistics.median(tb)
+            w.append(time.perf_counter() - t)
+            c.append(_children_cpu() - c0)
+    return statistics.median(wa), statistics.median(wb), statistics.median(ca), statistics.median(cb)
 
 
+# One rack's sweep, in a process of its own. argv: rack, batches, contexts, runs. Prints JSON.
 SWEEP = r"""
-import time, numpy as np
-from rubinperf.step.point import Point
+import json, resource, sys, time
+import numpy as np
+from rubinperf.serving.sweeps import sweep_grid_blocks
 from rubinperf.specs.layout import parse_layout
-from rubinperf.specs.stack import load_platform
-from rubinperf.specs.model import load_model
-from rubinperf.serving.sweeps import sweep_grid
+from rubinperf.specs.defaults import DEFAULT_MODEL
+from rubinperf.specs.select import load_specs
 from rubinperf.step.grid import forget_graphs
-m = load_model("deepseek-v4.1-flash")
-batch = np.linspace(1, 256, 500)
-context = np.linspace(1024, 1_000_000, 350)
-seconds = []
-for run in range(3):  # the first run as a user's first sweep (loading the racks, memory new to the process)
-    forget_graphs()   # each run builds its graphs (the second rack reuses the first's, as within any run)
-    t = time.perf_counter(); points = 0
-    for hw in ("gb300-nvl72", "vr-nvl72"):
-        h = load_platform(hw)  # the hardware with its default stack
-        for lay in ("dep16", "dep32", "tp8"):
-            out = sweep_grid(m, h, parse_layout(lay), Point("decode"), batch, context)
-            points += out["step_s"].size
-    seconds.append(time.perf_counter() - t)
-print(points, seconds[0], min(seconds[1:]))
+from rubinperf.step.point import make_point
+
+rack, nb, nc, runs, ops = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+m, (hw,) = load_specs(DEFAULT_MODEL, [rack])
+
+
+def yardstick(points):
+    # CPU seconds of a fused numpy expression of `ops` array operations per point over `points` points, in
+    # arrays of one block (a column times a row, then multiply-adds, two operations each, then a max).
+    from rubinperf.serving.sweeps import CHUNK_POINTS
+    a = np.random.default_rng(0).uniform(1, 2, (CHUNK_POINTS // 64, 1))
+    c = np.random.default_rng(1).uniform(1, 2, (1, 64))
+    done, t = 0, time.process_time()
+    while done < points:
+        x = a * c
+        for _ in range(max(0, round(ops / 2) - 1)):
+            x = x * 1.000001 + c
+        x.max()
+        done += x.size
+    return time.process_time() - t
+
+batch = np.arange(1.0, nb + 1)
+context = np.round(np.linspace(1, 1 << 20, nc))
+shapes = [(lay, make_point(m, hw, lay, phase="decode")) for lay in map(parse_layout, ("dep16", "dep32", "tp8"))]
+out = {"points": 3 * batch.size * context.size, "wall": [], "cpu": [], "yardstick_cpu": [], "best": {}}
+for run in range(runs):   # the first as a user's first sweep; later ones build their graphs again
+    forget_graphs()
+    w, c = time.perf_counter(), time.process_time()
+    for lay, p in shapes:
+        best = 0.0
+        for rows, cols, v in sweep_grid_blocks(m, hw, lay, p, batch, context):
+            best = max(best, float(v["tokens_per_s_per_gpu"].max()))
+        out["best"][lay.name] = best
+    out["wall"].append(time.perf_counter() - w)
+    out["cpu"].append(time.process_time() - c)
+    if ops:
+        out["yardstick_cpu"].append(yardstick(out["points"]))
+out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if "--check" in sys.argv:   # the sweep's values at a few grid points, for `estimate` to give again
+    picks = [(0, 0), (batch.size - 1, 0), (15, context.size // 2), (batch.size - 1, context.size - 1), (6, 3)]
+    out["check"] = []
+    for lay, p in shapes:
+        for rows, cols, v in sweep_grid_blocks(m, hw, lay, p, batch, context):
+            for i, j in picks:
+                if rows.start <= i < rows.stop and cols.start <= j < cols.stop:
+                    out["check"].append({"layout": lay.name, "batch": batch[i], "context": context[j],
+                                         **{k: float(v[k][i - rows.start, j - cols.start]) for k in v}})
+print(json.dumps(out))
 """
+
+# The yardstick's operation count: the sweep's array operations per point, counted over an eighth of the
+# batches by a numpy subclass that counts the element operations of every ufunc call over a block. The
+# sweep's process then times a fused expression of that many operations per point after each run.
+YARDSTICK = r"""
+import json, sys
+import numpy as np
+from rubinperf.serving.sweeps import sweep_grid_blocks
+from rubinperf.specs.layout import parse_layout
+from rubinperf.specs.defaults import DEFAULT_MODEL
+from rubinperf.specs.select import load_specs
+from rubinperf.step.point import make_point
+
+class Counted(np.ndarray):
+    __module__ = "numpy"   # rubinperf tells numpy values by their module
+    elements = 0
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [x.view(np.ndarray) if isinstance(x, Counted) else x for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Counted) else x for x in kwargs["out"])
+        r = getattr(ufunc, method)(*plain, **kwargs)
+        if isinstance(r, np.ndarray) and r.ndim == 2 and min(r.shape) > 1:
+            Counted.elements += r.size
+        return r.view(Counted) if isinstance(r, np.ndarray) else r
+
+rack, nb, nc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+m, (hw,) = load_specs(DEFAULT_MODEL, [rack])
+batch, context = np.arange(1.0, nb + 1), np.round(np.linspace(1, 1 << 20, nc))
+for lay in map(parse_layout, ("dep16", "dep32", "tp8")):
+    p = make_point(m, hw, lay, phase="decode")
+    for _ in sweep_grid_blocks(m, hw, lay, p, batch.reshape(-1, 1).view(Counted), context.reshape(1, -1).view(Counted)):
+        pass
+print(json.dumps({"ops_per_point": Counted.elements / (3 * batch.size * context.size)}))
+"""
+
+
+def sweep(rack: str, batches: int, contexts: int, runs: int, check: bool = False, ops: float = 0.0) -> dict:
+    args = [sys.executable, "-c", SWEEP, rack, str(batches), str(contexts), str(runs), str(ops)] + (["--check"] if check else [])
+    return json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+
+
+def check_against_estimate(rack: str, rows: list[dict]) -> float:
+    """Largest relative difference between the sweep and `rubinperf estimate --json` at the checked points."""
+    keys = {"step_s": ("step_time_ms", 1e3), "sol_s": ("sol_step_time_ms", 1e3),
+            "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", 1), "tokens_per_s_per_user": ("tokens_per_s_per_user", 1)}
+    worst = 0.0
+    for row in rows:
+        cmd = [sys.executable, "-m", "rubinperf", "estimate", "-H", rack, "-l", row["layout"], "--phase", "decode",
+               "--batch", f"{row['batch']:g}", "--context", f"{row['context']:.0f}", "--json"]
+        rec = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)[0]
+        for key, (field, scale) in keys.items():
+            worst = max(worst, abs(row[key] * scale - rec[field]) / abs(rec[field]))
+    return worst
 
 
 def compile_package() -> None:
@@ -105,41 +208,59 @@ print(time.perf_counter() - t)
 
 
 def main() -> None:
-    py = sys.executable
+    py, quick = sys.executable, "--quick" in sys.argv[1:]
     if "--no-compile" not in sys.argv[1:]:
         compile_package()
-    imp, _ = wall([py, "-c", "import rubinperf.cli"])
-    base, _ = wall([py, "-c", "pass"])
-    est, est_rss = wall([py, "-m", "rubinperf", "estimate"])
-    numpy_s, est_pair = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "estimate"])
-    numpy_j, est_json = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "estimate", "--json"])
-    numpy_l, list_hw = pairs([py, "-c", "import numpy"], [py, "-m", "rubinperf", "list", "hardware"])
-    pareto_s, _ = wall([py, "-m", "rubinperf", "pareto", "--json"])
+    rp = [py, "-m", "rubinperf"]
+    rows = []
+
+    def row(name, wall_s=None, cpu_s=None, value="", target=""):
+        shown = value or f"{wall_s * 1e3:,.0f} ms wall, {cpu_s * 1e3:,.0f} ms CPU"
+        rows.append((name, shown, target))
+
+    imp = timed([py, "-c", "import rubinperf.cli"])
+    base = timed([py, "-c", "pass"])
+    row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
+    est = timed(rp + ["estimate"])
+    row("rubinperf estimate", est[0], est[1])
+    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate"])
+    row("bare python -c 'import numpy'", nw, nc)
+    row("rubinperf estimate / import numpy (pairs)", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.5x")
+    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
+    row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.5x")
+    row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
+    for name, cmd, target in (("rubinperf explain megamoe", ["explain", "megamoe"], "<= 1 s wall"),
+                              ("rubinperf sensitivity", ["sensitivity"], "<= 2 s wall"),
+                              ("rubinperf pareto --json", ["pareto", "--json"], ""),
+                              ("rubinperf compare --json", ["compare", "--json"], "")):
+        w, c, _ = timed(rp + cmd, runs=1 if quick else 3)
+        row(name, w, c, target=target)
+
+    nb, nc = (256, 500) if quick else (1024, 1000)
+    for rack in RACKS:
+        ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
+                                        text=True, check=True).stdout)["ops_per_point"]
+        s = sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0], ops=ops)
+        first, again = s["points"] / s["cpu"][0], s["points"] / min(s["cpu"][1:])
+        row(f"sweep {rack}: {s['points']:,} points, first run", value=f"{first / 1e6:.2f} M points/s CPU "
+            f"({s['points'] / s['wall'][0] / 1e6:.2f} M/s wall)", target=">= 10 M/s CPU")
+        row(f"sweep {rack}: again (best of the later runs)", value=f"{again / 1e6:.2f} M points/s CPU")
+        if "check" in s:
+            row(f"sweep {rack} vs `estimate --json` at {len(s['check'])} points",
+                value=f"{check_against_estimate(rack, s['check']):.1e} max rel. difference", target="<= 1e-12")
+        yard = s["points"] / statistics.median(s["yardstick_cpu"])
+        ratios = ", ".join(f"{y / c:.2f}" for c, y in zip(s["cpu"], s["yardstick_cpu"]))
+        row(f"sweep {rack}: numpy yardstick, {ops:.0f} array ops/point",
+            value=f"{yard / 1e6:.2f} M points/s CPU; sweep/yardstick per run {ratios}")
+        big = sweep(rack, 4 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), 4x as many
+        growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
+        row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
+            value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
     serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
-    compare_s, _ = wall([py, "-m", "rubinperf", "compare", "--json"])
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", py, "-c", SWEEP], capture_output=True, text=True, check=True)
-    points, seconds, warm_seconds = proc.stdout.split()
-    sweep_rss = int(proc.stderr.strip().splitlines()[-1]) / 1024
-    rate = float(points) / float(seconds)
-    warm_rate = float(points) / float(warm_seconds)
-    rows = [
-        ("import rubinperf.cli (minus bare python)", f"{(imp - base) * 1e3:.0f} ms", ""),
-        ("rubinperf estimate, wall incl. start-up", f"{est * 1e3:.0f} ms", "target < 500 ms"),
-        ("bare python -c 'import numpy'", f"{numpy_s * 1e3:.0f} ms", ""),
-        ("rubinperf estimate / import numpy (pairs)", f"{est_pair / numpy_s:.2f}x", "target <= 1.5x"),
-        ("rubinperf estimate --json / import numpy", f"{est_json / numpy_j:.2f}x", "target <= 1.5x"),
-        ("rubinperf list hardware / import numpy", f"{list_hw / numpy_l:.2f}x", "target <= 1.5x"),
-        ("rubinperf estimate, peak RSS", f"{est_rss:.0f} MB", "target < 150 MB"),
-        ("rubinperf pareto --json, wall", f"{pareto_s * 1e3:.0f} ms", ""),
-        ("rubinperf compare --json, wall", f"{compare_s * 1e3:.0f} ms", ""),
-        ("serve: 64-point concurrency sweep, one engine", f"{serve64 * 1e3:.0f} ms", "target <= 500 ms"),
-        (f"vectorised sweep, {int(points):,} points", f"{rate / 1e6:.2f} M points/s", "aim >= 10 M/s"),
-        ("vectorised sweep, again (best of 2 more)", f"{warm_rate / 1e6:.2f} M points/s", ""),
-        ("vectorised sweep, peak RSS", f"{sweep_rss:.0f} MB", "target < 150 MB"),
-    ]
+    row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
     width = max(len(r[0]) for r in rows)
     for name, value, target in rows:
-        print(f"{name:<{width}}  {value:>18}  {target}")
+        print(f"{name:<{width}}  {value:>44}  {target}")
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def ssum(values):
     groups: dict[tuple, object] = {}
     own: set = set()   # shapes whose partial sum is an array this sum made (added into in place)
     for v in values:
-        shape = np.shape(v)
+        shape = getattr(v, "shape", ())   # (np.shape, for numbers and numpy values)
         acc = groups.get(shape)
         if acc is None:
             groups[shape] = v

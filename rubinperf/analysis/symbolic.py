@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 from sympy.printing.latex import LatexPrinter
+from sympy.printing.pretty import pretty_symbology, stringpict
 from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 from sympy.printing.str import StrPrinter
@@ -148,20 +149,45 @@ def shape_symbols(kind: str) -> dict:
 
 
 @functools.lru_cache(maxsize=16)
-def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
-    from rubinperf.step.timing import step
+def _symbolic_graph(model, layout, spoint: Point, gpus_per_tray):
+    from rubinperf.step.timing import op_graph
 
-    return step(model, shw, layout, spoint)
+    return op_graph(model, layout, spoint, gpus_per_tray)
+
+
+@functools.lru_cache(maxsize=16)
+def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
+    from rubinperf.step.result import StepResult
+    from rubinperf.step.timing import time_ops
+
+    return StepResult(model, shw, layout, spoint, time_ops(_symbolic_graph(model, layout, spoint, shw.gpus_per_tray), shw))
 
 
 @dataclass(frozen=True)
 class SymbolicStep:
-    """A step built over symbols, with the values that give back the numeric step."""
+    """A step built over symbols, with the values that give back the numeric step. The ops are built at once;
+    their times (`result`, the whole step) when asked for, and those of the ops of one name alone (`timed`)."""
 
-    result: object          # rubinperf.step.StepResult over symbols
+    ops: list               # the step's ops over symbols (rubinperf.step.graph.Op)
     values: dict            # Symbol -> number: the hardware's and the operating point's
     hw: Hardware            # the numeric hardware
     point: Point            # the numeric point
+    model: object
+    layout: object
+    key: tuple              # (model, layout, symbolic point, symbolic hardware)
+
+    @property
+    def result(self):
+        """The StepResult over symbols: every op timed (cached)."""
+        return _symbolic_step(*self.key)
+
+    def timed(self, name: str) -> list:
+        """OpTime of each op named `name`, over symbols (the whole step's, where it is built already)."""
+        from rubinperf.step.result import OpTime
+        from rubinperf.step.timing import op_time
+
+        shw = self.key[3]
+        return [OpTime(o, op_time(o, shw)) for o in self.ops if o.name == name]
 
     def metric(self, name: str):
         return metric_expr(self.result, name)
@@ -170,9 +196,10 @@ class SymbolicStep:
 def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
     # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
-    result = _symbolic_step(model, layout, symbolic_point(point), symbolic_hardware(hw))
+    spoint, shw = symbolic_point(point), symbolic_hardware(hw)
+    ops = _symbolic_graph(model, layout, spoint, shw.gpus_per_tray)
     values = {**hardware_values(hw), **point_values(point, model)}
-    return SymbolicStep(result, values, hw, point)
+    return SymbolicStep(ops, values, hw, point, model, layout, (model, layout, spoint, shw))
 
 
 from rubinperf.analysis.elasticity import METRICS  # noqa: E402  (labels shared with the numeric path)
@@ -345,19 +372,22 @@ def explain_kernel(kind: str, shape: dict, hw: Hardware, dtype: str | None = Non
     return Explanation(kind, ctx, _cost_exprs([(kern.cost, t, 1, 1)]), values, KERNEL_RULE)
 
 
-def op_names(result) -> list[str]:
-    """Op names of a step in breakdown order (first appearance)."""
-    return list(dict.fromkeys(o.op.name for o in result.ops))
+def op_names(step) -> list[str]:
+    """Op names of a step (a SymbolicStep or a StepResult) in breakdown order (first appearance)."""
+    if isinstance(step, SymbolicStep):
+        return list(dict.fromkeys(o.name for o in step.ops))
+    return list(dict.fromkeys(o.op.name for o in step.ops))
 
 
-def explain_op(ss: SymbolicStep, name: str) -> Explanation:
-    """Every op of `name` in the step, summed over layers and passes, over symbols."""
-    r = ss.result
-    items = [(o.op.cost, o.time, o.op.repeat, o.op.stretch) for o in r.ops if o.op.name == name]
+def explain_op(ss: SymbolicStep, name: str, timed: list | None = None) -> Explanation:
+    """Every op of `name` in the step, summed over layers and passes, over symbols (`timed`: their OpTimes,
+    where the caller has them)."""
+    timed = ss.timed(name) if timed is None else timed
+    items = [(o.op.cost, o.time, o.op.repeat, o.op.stretch) for o in timed]
     if not items:
         raise SpecError(f"no op named {name!r} in this step")
     ctx = _step_context(ss)
-    ctx["part"] = next(o.op.part for o in r.ops if o.op.name == name)
+    ctx["part"] = timed[0].op.part
     ctx["occurrences"] = round(evaluate(sympy.sympify(sum(rep for _, _, rep, _ in items)), ss.values))
     stretched = any(st != 1 for *_, st in items)
     rule = ("expected = sum over its kernels and layers of latency + max(compute, memory + parallelism, link)"
@@ -367,11 +397,11 @@ def explain_op(ss: SymbolicStep, name: str) -> Explanation:
 
 
 def _step_context(ss: SymbolicStep) -> dict:
-    r, p = ss.result, ss.point
+    m, p = ss.model, ss.point
     decode = p.phase == "decode"
-    return {"hardware": ss.hw.name, "model": r.model.name, "layout": r.layout.name, "phase": p.phase,
+    return {"hardware": ss.hw.name, "model": m.name, "layout": ss.layout.name, "phase": p.phase,
             "batch_per_rank": float(p.batch), "context_tokens": float(p.context),
-            **({"draft_tokens": float(p.k(r.model)), "acceptance": float(p.accepted(r.model))} if decode
+            **({"draft_tokens": float(p.k(m)), "acceptance": float(p.accepted(m))} if decode
                else {"new_tokens_per_rank": float(p.new_tokens)})}
 
 
@@ -381,7 +411,7 @@ STEP_TIME = sympy.Symbol("step_time_s", positive=True)
 def explain_step(ss: SymbolicStep) -> dict:
     """The step's decomposition: its top-level formulas and one explanation per op name."""
     r = ss.result
-    ops = [explain_op(ss, name) for name in op_names(r)]
+    ops = [explain_op(ss, name, [o for o in r.ops if o.op.name == name]) for name in op_names(r)]
     top = {
         "expected_s": r.expected_s,
         "gpu_s": r.gpu_s,
@@ -464,6 +494,23 @@ def substitute(expr, values: dict):
     # set order of free_symbols, which changes with Python's hash seed from run to run.
     return replace(expr, {s: sympy.Dummy(_number_name(values[s]))
                           for s in sorted(expr.free_symbols, key=lambda x: x.name) if s in values})
+
+
+def _fast_line_width(line: str, _width=pretty_symbology.line_width) -> int:
+    """sympy's line_width (the characters of a line of a pretty picture, combining marks not counted), without
+    translating a line that has no character beyond ASCII (no combining mark) and once for the others: sympy
+    measures every line of every sub-picture again as it stacks them (about 200,000 times for one kernel's
+    explanation), and the same lines recur. The same widths, so the same pictures."""
+    if line.isascii():
+        return len(line)
+    width = _WIDTHS.get(line)
+    if width is None:
+        width = _WIDTHS[line] = _width(line)
+    return width
+
+
+_WIDTHS: dict = {}
+stringpict.line_width = pretty_symbology.line_width = _fast_line_width
 
 
 class _Pretty(PrettyPrinter):

@@ -149,7 +149,7 @@ def explain(
 
             step_text(st)
         return
-    op = resolve_op(name, S.op_names(ss.result))
+    op = resolve_op(name, S.op_names(ss))
     _show(S.explain_op(ss, op), latex, as_json, quiet)
 
 

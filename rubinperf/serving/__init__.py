@@ -21,12 +21,12 @@ from rubinperf.serving.prefill import (PrefillPlan, default_prefill_layout, kv_t
                                        kv_transfer_time, prefill_plan, prefix_load_s)
 from rubinperf.serving.specdecode import SpecDecode, accepted_tokens, acceptance_rate, decode_engine, default_acceptance
 from rubinperf.serving.sweeps import (DEFAULT_DECODE_LAYOUTS, DEFAULT_MAX_BATCH, MAX_BATCH_LIMIT, Sweep, batch_grid,
-                                      stack_decode_layouts, sweep, sweep_grid)
+                                      stack_decode_layouts, sweep, sweep_grid, sweep_grid_blocks)
 
 __all__ = [
     "check_stat", "speed_factors", "SECONDS_PER_HOUR", "Serving", "check_workload", "serve", "PrefillPlan",
     "default_prefill_layout", "kv_transfer_link", "kv_transfer_s", "kv_transfer_time", "prefill_plan",
     "prefix_load_s", "SpecDecode", "accepted_tokens", "acceptance_rate", "decode_engine", "default_acceptance",
     "DEFAULT_DECODE_LAYOUTS", "DEFAULT_MAX_BATCH", "MAX_BATCH_LIMIT", "Sweep", "batch_grid", "stack_decode_layouts",
-    "sweep", "sweep_grid",
+    "sweep", "sweep_grid", "sweep_grid_blocks",
 ]

@@ -2,9 +2,9 @@
 grids of one engine step over batch x context.
 
 A deployment sweep evaluates each (rack, layouts) once, vectorised over the batch grid.
-A step grid (`sweep_grid`) evaluates the step model on numpy arrays directly (broadcasting
-batch as a column and context as a row), keeping its peak memory down by evaluating the
-context axis a chunk at a time.
+A step grid (`sweep_grid`, `sweep_grid_blocks`) evaluates the step model on numpy arrays directly
+(broadcasting batch as a column and context as a row), a block of the grid at a time, so its peak
+memory is that of one block.
 """
 
 from __future__ import annotations
@@ -194,27 +194,44 @@ def stack_decode_layouts(m: Model, hw: Platform, notes: list | None = None) -> l
 # ---------------------------------------------------------------- grids of one step
 
 GRID_METRICS = ("step_s", "sol_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")
-CHUNK_POINTS = 25_000
+CHUNK_POINTS = 50_000
+CHUNK_CONTEXTS = 64
+GRID_ROWS = 4096   # batches of one graph: its ops that read no context hold arrays of this many rows
 
 
 def sweep_grid(model, hw: Platform, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS) -> dict:
-    """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]).
-
-    The step's graph is built once for the grid and its ops that do not read the context are timed
-    once (rubinperf/step.py: GridSteps); the others are timed about `chunk_points` points (whole
-    rows of contexts, as many in each block) at a time. Each number is step()'s at that point of the
-    grid, bit for bit."""
-    b = np.asarray(batches, dtype=float).reshape(-1, 1)
-    c = np.asarray(contexts, dtype=float).reshape(1, -1)
-    _keep_freed_memory()
-    out = {k: np.empty((b.shape[0], c.shape[1])) for k in GRID_METRICS}
-    rows = max(1, chunk_points // max(1, c.shape[1]))
-    rows = -(-b.shape[0] // max(1, round(b.shape[0] / rows)))   # blocks of equal rows (no short last block)
-    grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=b, context=c))
-    for sl in grid.blocks(rows):
-        for key, value in zip(GRID_METRICS, grid.metrics(sl)):
-            out[key][sl] = value
+    """Metrics on the grid batches x contexts (arrays of shape [len(batches), len(contexts)]): the blocks of
+    sweep_grid_blocks put together."""
+    b, c = np.size(batches), np.size(contexts)
+    out = {k: np.empty((b, c)) for k in GRID_METRICS}
+    for rows, cols, values in sweep_grid_blocks(model, hw, layout, point, batches, contexts, chunk_points):
+        for key in GRID_METRICS:
+            out[key][rows, cols] = values[key]
     return out
+
+
+def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_points: int = CHUNK_POINTS):
+    """The grid batches x contexts a block at a time: yields (rows, columns, {metric: array over the block}),
+    so a sweep of any size holds one block's arrays (about `chunk_points` points) at a time, and the graph
+    of at most GRID_ROWS batches.
+
+    The step's graph is built once for GRID_ROWS batches and its ops that do not read the context are timed
+    once (step/grid.py: GridSteps); the others are made and timed a block at a time, CHUNK_CONTEXTS contexts
+    wide (sparse attention past its top-k reads no context: on a block of such contexts it is timed per
+    row), over as many rows as make about `chunk_points` points, in equal blocks. Each number is step()'s
+    over the block, bit for bit."""
+    b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
+    c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
+    _keep_freed_memory()
+    width = min(c.shape[1], CHUNK_CONTEXTS)
+    cols = -(-c.shape[1] // max(1, round(c.shape[1] / width)))   # columns of equal width (no narrow last one)
+    for start in range(0, b.shape[0], GRID_ROWS):
+        part = b[start:start + GRID_ROWS]
+        rows = max(1, chunk_points // max(1, cols))
+        rows = -(-part.shape[0] // max(1, round(part.shape[0] / rows)))   # blocks of equal rows (no short last block)
+        grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=part, context=c))
+        for r, cl in grid.tiles(rows, cols):
+            yield slice(start + r.start, start + r.stop), cl, dict(zip(GRID_METRICS, grid.metrics((r, cl))))
 
 
 def _keep_freed_memory() -> None:

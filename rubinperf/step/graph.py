@@ -111,25 +111,28 @@ def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
-                  kv_tokens=None, part: str = "target", chunk: bool = False) -> list[Op]:
+                  kv_tokens=None, part: str = "target", chunk: bool = False, context_kernel=None) -> list[Op]:
     """Projections, indexer, sparse/dense attention and output projection of one layer.
 
     `tokens` query tokens on this rank, from `seqs` sequences with `q_per_seq` queries each;
     `kv_tokens` new tokens whose KV this layer writes (defaults to `tokens`). With `chunk` (a decode
     step of an aggregated engine), the point's prefill chunk shares the step: the projections run over
-    both sets of rows, the indexer and attention over each set at its own context.
+    both sets of rows, the indexer and attention over each set at its own context. The kernels that read
+    the context are made by `context_kernel(constructor, *args)` (build_step).
     """
+    made = context_kernel or _made
     kv_tokens = tokens if kv_tokens is None else kv_tokens
     if chunk:
         bare = dataclasses.replace(p, chunk_tokens=0)
         # row-wise ops over every row of the step; the per-sequence ops of the decode rows and of the chunk
         rows = attention_ops(m, layer, layout, bare, tokens + p.chunk_tokens, seqs, q_per_seq, hw_tray,
-                             kv_tokens=kv_tokens + p.chunk_tokens, part=part)
+                             kv_tokens=kv_tokens + p.chunk_tokens, part=part, context_kernel=context_kernel)
         mine = {o.name: o for o in attention_ops(m, layer, layout, bare, tokens, seqs, q_per_seq, hw_tray,
-                                                 kv_tokens=kv_tokens, part=part)}
+                                                 kv_tokens=kv_tokens, part=part, context_kernel=context_kernel)}
         cp = dataclasses.replace(bare, phase="prefill", context=p.chunk_context)
         theirs = {o.name: o for o in attention_ops(m, layer, layout, cp, p.chunk_tokens, p.chunk_seqs,
-                                                   p.chunk_tokens / p.chunk_seqs, hw_tray, part=part)}
+                                                   p.chunk_tokens / p.chunk_seqs, hw_tray, part=part,
+                                                   context_kernel=context_kernel)}
         return [dataclasses.replace(o, kernels=mine[o.name].kernels + theirs[o.name].kernels)
                 if o.name in PER_SEQUENCE_OPS else o for o in rows]
     if m.attention_kind == "gqa":
@@ -171,17 +174,17 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         iw = {x.name: x for x in attention_weights(m, layer) if x.name.startswith("indexer")}
         proj = (_linear(iw["indexer_q"], tokens, layout), _linear(iw["indexer_k"], kv_tokens, layout, split="none"),
                 _linear(iw["indexer_weights"], tokens, layout, split="none"))
-        logits = K.indexer_logits(tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp, m.indexer_head_dim,
-                                  ratio, m.index_key_bytes, m.indexer_dtype, prefill,
-                                  epilogue_flops_per_head=m.indexer_epilogue_flops_per_head)
+        logits = made(K.indexer_logits, tokens, seqs, q_per_seq, p.context, m.indexer_heads // layout.tp,
+                      m.indexer_head_dim, ratio, m.index_key_bytes, m.indexer_dtype, prefill,
+                      m.indexer_epilogue_flops_per_head)
         ops.append(Op("indexer projections", proj, part=part))
         ops.append(Op("MQA logits (indexer)", logits, part=part))
-        ops.append(Op("DeepSelect (indexer top-k)", K.indexer_select(tokens, q_per_seq, p.context, ratio, m.indexer_topk,
-                                                                     prefill), part=part))
+        ops.append(Op("DeepSelect (indexer top-k)", made(K.indexer_select, tokens, q_per_seq, p.context, ratio,
+                                                                     m.indexer_topk, prefill), part=part))
 
     topk = m.indexer_topk if ratio and layer in m.topk_layers else None
-    att = K.sparse_attention(tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
-                             m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
+    att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
+               m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
     ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:
@@ -381,8 +384,16 @@ def _ffn_signature(m: Model, layer: int, p: Point) -> tuple:
     return ("ffn", layer in m.engram_layers, m.is_moe_layer(layer), layer >= m.hash_routed_layers, _replay(m, layer, p))
 
 
-def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[Op]:
-    """Every op of one step on one rank, with repeat counts. See the module docstring for the point."""
+def _made(constructor, *args):
+    return constructor(*args)
+
+
+def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None, context_kernel=None) -> list[Op]:
+    """Every op of one step on one rank, with repeat counts. See the module docstring for the point.
+
+    The context enters the step through three kernels alone (the indexer's logits and top-k, the sparse
+    attention): each is made as `context_kernel(constructor, *args)`, by default `constructor(*args)` (a grid
+    of steps makes them a block of rows at a time: step/grid.py)."""
     decode = p.phase == "decode"
     if decode:
         q_per_seq = 1 + p.k(m)
@@ -420,7 +431,8 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         if sig[0] == "attention":
             # Replayed layers see the earlier new tokens as cached context.
             pp = dataclasses.replace(p, context=p.context + q_per_seq - q) if replay != "none" else p
-            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t, chunk=chunk)
+            layer_ops = attention_ops(m, layer, layout, pp, t, s, q, gpus_per_tray, kv_tokens=kv_t, chunk=chunk,
+                                      context_kernel=context_kernel)
         else:
             layer_ops = [mhc_op(m, rt, layout, p)]
             if layer in m.engram_layers:
@@ -433,11 +445,11 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None) -> list[O
         ops += head_ops(m, layout, rows, logits_tokens + p.chunk_seqs)
     else:
         ops += head_ops(m, layout, tokens, logits_tokens)
-    ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray)
+    ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray, context_kernel)
     if chunk and m.draft_layers and p.k(m):
         cp = dataclasses.replace(p, phase="prefill", context=p.chunk_context, chunk_tokens=0)
         ops += _draft_pass(m, layout, cp, p.chunk_seqs, p.chunk_tokens, p.chunk_tokens / p.chunk_seqs, p.chunk_seqs,
-                           1, gpus_per_tray, head=False)
+                           1, gpus_per_tray, context_kernel, head=False)
     ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
     if layout.dp > 1:
         ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
@@ -450,7 +462,7 @@ def has_chunk(p: Point) -> bool:
     return not (isinstance(c, (int, float)) and c == 0)
 
 
-def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -> list[Op]:
+def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray, context_kernel=None) -> list[Op]:
     """The draft model's share of a step.
 
     Decode: `draft_passes` sequential forwards through the draft layers, each ending in the LM
@@ -462,24 +474,24 @@ def draft_ops(m: Model, layout: Layout, p: Point, seqs, tokens, gpus_per_tray) -
     if not m.draft_layers:
         return []
     if p.phase != "decode":
-        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, head=False)
+        return _draft_pass(m, layout, p, seqs, tokens, tokens / seqs, seqs, 1, gpus_per_tray, context_kernel, head=False)
     if p.draft_forwards == "parallel-block":
         # vLLM's DSpark speculator (vllm/v1/worker/gpu/spec_decode/dspark/speculator.py): one backbone forward over a
         # block of k query rows per request (the anchor and k - 1 noise slots), the LM head over all k, then k
         # sequential Markov-bias samples (the Markov head is not modelled: its rank is not in the model spec).
         k = p.k(m)
-        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray)
+        return _draft_pass(m, layout, p, seqs, seqs * k, k, seqs * k, 1, gpus_per_tray, context_kernel)
     # Sequential draft forwards scale with the drafted length k (the spec gives them for its own k).
     passes = m.draft_passes * p.k(m) / m.draft_tokens if m.draft_tokens else m.draft_passes
     if p.draft_first_pass == "one-per-request":
-        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray)
+        return _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes, gpus_per_tray, context_kernel)
     first = smin(passes, 1)
     rows = tokens / seqs if p.draft_first_pass == "verify-tokens" else p.accepted(m)
-    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray)
-            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray))
+    return (_draft_pass(m, layout, p, seqs, seqs * rows, rows, seqs, first, gpus_per_tray, context_kernel)
+            + _draft_pass(m, layout, p, seqs, seqs, 1, seqs, passes - first, gpus_per_tray, context_kernel))
 
 
-def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray,
+def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes, gpus_per_tray, context_kernel=None,
                 head: bool = True) -> list[Op]:
     """`passes` draft forwards over `t` rows (`q` per request), the LM head over `logits_t`."""
     # Draft layers of one shape are built once, repeated.
@@ -493,7 +505,8 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
         layer_ops = [mhc_op(m, t, layout, p, part="draft")]
         fuse = [w for w in draft_layer_weights(m, i) if w.name == "draft_fuse"][0]
         layer_ops.append(Op("draft input fusion", _linear(fuse, t, layout, split="none"), part="draft"))
-        layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft")
+        layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft",
+                                   context_kernel=context_kernel)
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
         ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if head:

@@ -1,9 +1,10 @@
-"""Grids (batch x context) of steps, timed a block of rows at a time from one graph."""
+"""Grids (batch x context) of steps, timed a block (rows x contexts) at a time from one graph."""
 
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,48 +16,96 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import _FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _values_of, op_time, time_ops
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _same_kernel, _same_value,
+                                   _values_of, op_time, time_ops)
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
 
 
-# ---------------------------------------------------------------- grids (batch x context) in chunks
+# ---------------------------------------------------------------- grids (batch x context) in blocks
 
 
 @dataclass(frozen=True)
 class GridGraph:
-    """What a grid's steps share on every rack of one tray size: the graph over the whole grid, which ops
-    read the grid (timed per block) and which not (timed once), the equal ops among each, and the cutters
-    of ops to blocks of rows."""
+    """What a grid's steps share on every rack of one tray size: the graph over the grid's batch column and
+    context row, which ops read the grid (made and timed per block) and which not (timed once), the equal ops
+    among each, and the makers of ops on blocks.
+
+    No array over the whole grid is built: the kernels that read the context (build_step's context_kernel)
+    are made on the grid's first point as placeholders, and made again on each block from their arguments
+    cut to it, so a grid's memory is that of one block."""
 
     ops: list[Op]
-    height: int            # rows of the grid (its batch axis)
+    shape: tuple           # (rows, columns) of the grid: its batch and context axes
     once: list[int]        # ops that read no grid array
     once_firsts: list[int]   # first_equal_ops of those ops
     same: list[int]        # each op read per block: the first such op with the same kernels
     cpu: list[bool]
     sync: list[bool]       # host barrier ops (DP sync) among the cpu ones
-    cutters: dict          # op index -> _op_cutter (filled as blocks are cut)
-    nbytes: int            # of the grid arrays its ops hold (the others' arrays are a row or a column)
+    made: dict             # id(placeholder kernel) -> (placeholder, constructor, arguments)
+    cutters: dict          # op index -> function of a block giving the op on it (filled as blocks are cut)
+    nbytes: int            # of the arrays its ops and made kernels' arguments hold (the once-ops' times hold as many)
+
+
+class ContextKernels:
+    """build_step's context_kernel over a grid: each kernel that reads the context is made on the grid's first
+    point alone, its costs nan (a placeholder: a value read from it instead of a block's own shows as nan), and
+    kept with its constructor and arguments, to be made on each block from the arguments cut to it."""
+
+    def __init__(self, shape: tuple):
+        self.shape = shape
+        self.made: dict = {}
+
+    def __call__(self, constructor, *args):
+        first = constructor(*(_cut(a, (slice(0, 1), slice(0, 1)), self.shape) for a in args))
+        placeholder = dataclasses.replace(first, cost=first.cost.map(_nan))
+        self.made[id(placeholder)] = (placeholder, constructor, args)   # (kept: its id is not reused)
+        return placeholder
+
+
+def _nan(v):
+    return v * math.nan
 
 
 def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> GridGraph:
-    ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray)
-    height = max((_first(getattr(point, f.name)) for f in dataclasses.fields(point)), default=1)
-    both = [_reads_grid(o, height) for o in ops]
+    shape = grid_shape(point)
+    made = ContextKernels(shape)
+    ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray, context_kernel=made)
+    made = made.made
+    both = [any(id(k) in made for k in o.kernels) or _reads_grid(o, shape) for o in ops]
     once = [n for n in range(len(ops)) if not both[n]]
     per_block = [n for n in range(len(ops)) if both[n]]
-    arrays = {id(v): v.nbytes for n in per_block for v in _op_values(ops[n]) if type(v).__module__ == "numpy"}
-    return GridGraph(ops, height, once, first_equal_ops([ops[n] for n in once]), first_equal_ops(ops, among=per_block),
-                     [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], {},
+    same = list(range(len(ops)))
+    for i, n in enumerate(per_block):
+        same[n] = next((j for j in per_block[:i] if same[j] == j and _same_block_op(ops[j], ops[n], made)), n)
+    values = [v for o in ops for v in _op_values(o)] + [a for _, _, args in made.values() for a in args]
+    arrays = {id(v): v.nbytes for v in values if type(v).__module__ == "numpy"}
+    return GridGraph(ops, shape, once, first_equal_ops([ops[n] for n in once]), same,
+                     [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
                      sum(arrays.values()))
 
 
+def _same_block_op(a: Op, b: Op, made: dict) -> bool:
+    """Ops read per block that op_time times alike on every block: the same weight placement, and kernels made by
+    one constructor from the same arguments (bit for bit) or equal as they are."""
+    if a.die_local_weights != b.die_local_weights or len(a.kernels) != len(b.kernels):
+        return False
+    for x, y in zip(a.kernels, b.kernels):
+        mx, my = made.get(id(x)), made.get(id(y))
+        if mx is None and my is None:
+            if not _same_kernel(x, y):
+                return False
+        elif mx is None or my is None or mx[1] is not my[1] or len(mx[2]) != len(my[2]) \
+                or not all(map(_same_value, mx[2], my[2])):
+            return False
+    return True
+
+
 # Grid graphs kept for another rack of the same tray size (GB300 and Rubin at the same layouts), up to
-# GRID_CACHE_BYTES of their arrays in all (a graph over a large grid is not kept: its arrays are the grid's).
+# GRID_CACHE_BYTES of their arrays in all (a graph over many batches is not kept).
 _GRID_GRAPHS: dict = {}
-GRID_CACHE_BYTES = 64 * 2**20
+GRID_CACHE_BYTES = 16 * 2**20
 
 
 def grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> GridGraph:
@@ -74,23 +123,27 @@ def grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -
 
 
 class GridSteps:
-    """One step over a grid point (a batch column times a context row), timed a block of rows at a time.
+    """One step over a grid point (a batch column times a context row), timed a block at a time.
 
     The graph is built once for the whole grid (grid_graph: once for the racks of one tray size); the ops
-    whose costs vary along one axis only (most: only the indexer, and attention short of its top-k, read
-    both batch and context) are timed once, and each block takes its rows of their times and of their
-    shares of the step's sums; the others are timed per block on their rows of their costs, and ops
-    whose kernels are equal (the same kernel in layers of another kind) once per block.
-    (Rows keep the long context axis innermost: numpy's loops run over whole rows.)
+    whose costs vary along one axis only (all but the indexer's and the sparse attention's, which read both
+    batch and context) are timed once, and each block takes its part of their times and of their shares of
+    the step's sums; the others are made and timed per block, and ops whose kernels are equal (the same
+    kernel in layers of another kind) once per block. A block is a slice of rows (every context) or a pair
+    (rows, columns): sparse attention past its top-k and window reads no context, so on a block of such
+    contexts its kernels carry the batch axis alone. (Rows keep the long context axis innermost: numpy's loops
+    run over whole rows.)
 
-    `chunk(sl)` is the StepResult of rows `sl`, exactly step() of those rows. `metrics(sl)` is its step
-    time, speed of light and tokens/s per GPU and per user alone, computed by the same operations on
-    the same values in the same order (so equal bit for bit), without building the block's ops."""
+    `chunk(block)` is the StepResult of the block, exactly step() of its point. `metrics(block)` is its step
+    time, speed of light and tokens/s per GPU and per user alone, computed by the same operations on the same
+    values in the same order (so equal bit for bit), without building the block's other ops."""
 
     def __init__(self, model: Model, hw: Platform, layout: Layout, point: Point):
         self.model, self.hw, self.layout, self.point = model, hw, layout, point
         g = grid_graph(model, layout, point, hw.gpus_per_tray)
-        self.ops, self.height, self.same, self.cpu, self.sync, self._cut_op = g.ops, g.height, g.same, g.cpu, g.sync, g.cutters
+        self.ops, self.shape, self.same, self.cpu, self.sync = g.ops, g.shape, g.same, g.cpu, g.sync
+        self.height = self.shape[0]
+        self._made, self._cut_op = g.made, g.cutters
         self.once = dict(zip(g.once, time_ops([g.ops[n] for n in g.once], hw, firsts=g.once_firsts)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
         # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
@@ -101,44 +154,54 @@ class GridSteps:
                        [(n, self.once[n].sol_s) for n in gpu],
                        [(n, self.once[n].expected_s) for n in g.once if self.sync[n]])
         self._partials = [_shape_groups(terms) for terms in self._terms]
+        self._row_cuts: dict = {}   # id(once term) -> its cut to the last block's rows (blocks go row by row)
 
-    def cut_op(self, n: int, sl) -> Op:
-        """Op n with its arrays over the grid's rows cut to rows `sl`."""
+    def cut_op(self, n: int, block) -> Op:
+        """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it."""
         cut = self._cut_op.get(n)
         if cut is None:
-            cut = self._cut_op[n] = _op_cutter(self.ops[n], self.height)
-        return cut(sl)
+            cut = self._cut_op[n] = _op_cutter(self.ops[n], self.shape, self._made)
+        return cut(_rows_cols(block))
 
     def blocks(self, rows: int):
+        """Slices of `rows` rows (the last shorter) over the grid."""
         rows = max(1, int(rows))
         return [slice(start, min(start + rows, self.height)) for start in range(0, self.height, rows)]
 
-    def block_point(self, sl) -> Point:
-        return dataclasses.replace(self.point, **{f.name: _cut(getattr(self.point, f.name), sl, self.height)
+    def tiles(self, rows: int, cols: int):
+        """(rows, columns) blocks of `rows` x `cols` points (the last of each axis shorter), row by row."""
+        cols, width = max(1, int(cols)), self.shape[1]
+        return [(r, slice(start, min(start + cols, width))) for r in self.blocks(rows) for start in range(0, width, cols)]
+
+    def block_point(self, block) -> Point:
+        block = _rows_cols(block)
+        return dataclasses.replace(self.point, **{f.name: _cut(getattr(self.point, f.name), block, self.shape)
                                                   for f in dataclasses.fields(self.point)})
 
-    def chunk(self, sl) -> StepResult:
+    def chunk(self, block) -> StepResult:
+        block = _rows_cols(block)
         timed = []
         for n in range(len(self.ops)):
-            part = self.cut_op(n, sl)
+            part = self.cut_op(n, block)
             if n in self.once:
-                time = _cutter(self.once[n].time, KernelTime, self.height)(sl)
+                time = _cutter(self.once[n].time, KernelTime, self.shape)(block)
             else:
                 time = op_time(part, self.hw)
             timed.append(OpTime(part, time))
-        return StepResult(self.model, self.hw, self.layout, self.block_point(sl), timed)
+        return StepResult(self.model, self.hw, self.layout, self.block_point(block), timed)
 
-    def metrics(self, sl):
-        """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of rows `sl`: chunk(sl)'s, exactly."""
-        height, hw = self.height, self.hw
+    def metrics(self, block):
+        """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of a block: chunk(block)'s, exactly."""
+        block = _rows_cols(block)
+        grid, hw = self.shape, self.hw
         terms, timed = ([], [], [], []), {}   # the per-block ops' terms of the four sums
         for n in self.per_block:
             o = self.ops[n]
             first = self.same[n]
             t = timed.get(first)
             if t is None:
-                t = timed[first] = op_time(self.cut_op(first, sl), hw)
-            repeat, stretch = _cut(o.repeat, sl, height), _cut(o.stretch, sl, height)
+                t = timed[first] = op_time(self.cut_op(first, block), hw)
+            repeat, stretch = _cut(o.repeat, block, grid), _cut(o.stretch, block, grid)
             expected = sscale(t.expected_s, repeat, stretch)   # OpTime.expected_s, sol_s
             if self.sync[n]:
                 terms[3].append((n, expected))
@@ -148,27 +211,46 @@ class GridSteps:
                 terms[0].append((n, expected))
                 terms[2].append((n, sscale(t.sol_s, repeat, stretch)))
         # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
-        gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], sl, height)
+        gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], block, grid,
+                                                  self._row_cuts)
                                         for k in range(4))
         step_s = host_rule(gpu_s, host_s, sync_s, hw.host_exposed_share).step_s
-        p, m = self.block_point(sl), self.model
+        p, m = self.block_point(block), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 
 
-def block_sum(partials: list, once_terms: list, block_terms: list, sl, height):
-    """ssum, in op order, of (index, value) terms over a grid's rows cut to rows `sl` (once_terms, whose
-    _shape_groups are `partials`) and a block's own terms, exactly.
+def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, row_cuts: dict | None = None):
+    """ssum, in op order, of (index, value) terms over a grid cut to a block (once_terms, whose _shape_groups
+    are `partials`) and a block's own terms, exactly.
 
     ssum adds the terms of one shape in order, then those partial sums from the smallest: the once terms'
     partial sums over the whole grid, cut to the block, are the partial sums of their cut terms (the
     additions are element by element). They stand in for their terms, at the first term's place, where
-    the block's terms are arrays of none of their shapes (else every term is added)."""
-    cut = [(n, _cut(v, sl, height)) for n, v in partials]
+    the block's terms are arrays of none of their shapes (else every term is added: a column's cut to the
+    block's rows is kept in `row_cuts` for the next block of those rows)."""
+    cut = [(n, _cut(v, block, grid)) for n, v in partials]
     shapes = {_shape(v) for _, v in cut}
     if (block_terms and all(type(v).__module__ == "numpy" for _, v in block_terms)   # (ssum's path for arrays)
             and len(shapes) == len(cut) and shapes.isdisjoint(_shape(v) for _, v in block_terms)):
         return ssum(v for _, v in sorted(cut + block_terms, key=_first_item))
-    once = [(n, _cut(v, sl, height)) for n, v in once_terms]
+    if row_cuts is None:
+        once = [(n, _cut(v, block, grid)) for n, v in once_terms]
+    else:
+        rows = block[0]
+        key = (rows.start, rows.stop)
+        if row_cuts.get("rows") != key:
+            row_cuts.clear()
+            row_cuts["rows"] = key
+        once = []
+        for n, v in once_terms:
+            shape = _shape(v)
+            if len(shape) > 1 and shape[0] == grid[0] > 1 and not shape[1] == grid[1] > 1:   # a column: cut by rows
+                hit = row_cuts.get(id(v))
+                if hit is None or hit[0] is not v:
+                    hit = row_cuts[id(v)] = (v, v[rows])
+                once.append((n, hit[1]))
+            else:
+                once.append((n, _cut(v, block, grid)))
     return ssum(v for _, v in sorted(once + block_terms, key=_first_item))
 
 
@@ -200,51 +282,77 @@ def forget_graphs() -> None:
 
 
 
-def _cutter(obj, cls, height):
-    """A function of a slice giving `obj` (a Cost or KernelTime) with its arrays over the grid's rows cut to it."""
+def _cutter(obj, cls, grid):
+    """A function of a block giving `obj` (a Cost or KernelTime) with its arrays over the grid cut to it."""
     values = obj.__dict__
-    names = [f for f in values if _cuttable(values[f], height)]
+    names = [f for f in values if _cuttable(values[f], grid)]
     if not names:
-        return lambda sl: obj
-    return lambda sl: cls(**{**values, **{f: values[f][sl] for f in names}})
+        return lambda block: obj
+    return lambda block: cls(**{**values, **{f: _cut(values[f], block, grid) for f in names}})
 
 
-def _op_cutter(o: Op, height):
-    """A function of a slice giving op `o` with every array over the grid's rows (costs, shapes) cut to it."""
+def _op_cutter(o: Op, grid, made: dict):
+    """A function of a block giving op `o` on it: every array over the grid (costs, shapes) cut to it, and each
+    made kernel (ContextKernels) made again from its arguments cut to it."""
     parts = []
     for k in o.kernels:
-        cost = _cutter(k.cost, Cost, height)
-        names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), height)]
-        parts.append((k, cost, names))
-    extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), height)]
-    if not extra and all(c(slice(0, 1)) is k.cost and not names for k, c, names in parts):
-        return lambda sl: o
+        recipe = made.get(id(k))
+        if recipe is not None:
+            parts.append((k, recipe[1:], None))
+            continue
+        names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), grid)]
+        parts.append((k, _cutter(k.cost, Cost, grid), names))
+    extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), grid)]
+    if not extra and all(names == [] and not any(_cuttable(v, grid) for v in k.cost.__dict__.values())
+                         for k, _, names in parts):
+        return lambda block: o
 
-    def cut(sl):
-        kernels = tuple(dataclasses.replace(k, cost=c(sl), **{f: getattr(k, f)[sl] for f in names})
-                        for k, c, names in parts)
-        return dataclasses.replace(o, kernels=kernels, **{f: getattr(o, f)[sl] for f in extra})
+    def kernel(k, c, names, block):
+        if names is None:
+            constructor, args = c
+            return constructor(*[_cut(a, block, grid) for a in args])
+        return dataclasses.replace(k, cost=c(block), **{f: _cut(getattr(k, f), block, grid) for f in names})
+
+    def cut(block):
+        kernels = tuple(kernel(k, c, names, block) for k, c, names in parts)
+        return dataclasses.replace(o, kernels=kernels, **{f: _cut(getattr(o, f), block, grid) for f in extra})
     return cut
 
 
-def _cuttable(v, height) -> bool:
-    return height > 1 and getattr(v, "ndim", 0) > 1 and v.shape[0] == height
+def grid_shape(point: Point) -> tuple:
+    """(rows, columns) of a grid point: the longest first and second axes of its fields (1 for numbers)."""
+    shapes = [getattr(getattr(point, f.name), "shape", ()) for f in dataclasses.fields(point)]
+    return (max((s[0] for s in shapes if len(s) > 1), default=1), max((s[1] for s in shapes if len(s) > 1), default=1))
 
 
-def _first(v) -> int:
-    """Length of the first axis of an array (1 for numbers)."""
+def _rows_cols(block) -> tuple:
+    """A block as (rows, columns): a slice of rows spans every column."""
+    return (block, _ALL) if type(block) is slice else block
+
+
+_ALL = slice(None)
+
+
+def _cuttable(v, grid) -> bool:
     shape = getattr(v, "shape", ())
-    return shape[0] if shape else 1
+    return len(shape) > 1 and (shape[0] == grid[0] > 1 or shape[1] == grid[1] > 1)
 
 
-def _is_grid(v, height) -> bool:
-    """An array that varies along the first axis and another one."""
+def _cut(v, block, grid):
+    """`v` on a block (rows, columns) of a grid of `grid` (rows, columns): each axis of a 2-d array that spans
+    the grid's axis is cut; numbers, rows of one column and columns of one row stay as they are."""
     shape = getattr(v, "shape", ())
-    return len(shape) > 1 and shape[0] == height and any(d > 1 for d in shape[1:])
-
-
-def _cut(v, sl, height):
-    return v[sl] if height > 1 and _first(v) == height and getattr(v, "ndim", 0) > 1 else v
+    if len(shape) < 2:
+        return v
+    rows = shape[0] == grid[0] > 1
+    cols = shape[1] == grid[1] > 1
+    if rows and cols:
+        return v[block]
+    if rows:
+        return v[block[0]]
+    if cols:
+        return v[:, block[1]]
+    return v
 
 
 def _op_values(o: Op) -> list:
@@ -255,6 +363,12 @@ def _op_values(o: Op) -> list:
     return values
 
 
-def _reads_grid(o: Op, height) -> bool:
+def _is_grid(v, grid) -> bool:
+    """An array that spans both axes of the grid (a column or a row spans one)."""
+    shape = getattr(v, "shape", ())
+    return len(shape) > 1 and shape[0] == grid[0] > 1 and shape[1] == grid[1] > 1
+
+
+def _reads_grid(o: Op, grid) -> bool:
     """Whether any of op o's values is a grid array."""
-    return any(_is_grid(v, height) for v in _op_values(o) if type(v) not in _SCALAR_TYPES)
+    return any(_is_grid(v, grid) for v in _op_values(o) if type(v) not in _SCALAR_TYPES)

@@ -99,7 +99,7 @@ def _values_of(k) -> tuple:
 # The graph depends on the model, the layout, the point and the tray size only (not on the rest of the
 # hardware or the stack): a sweep that runs the same engine on another rack or stack (compare's
 # silicon/software split) builds it once. Graphs over small arrays only (a serving sweep's batch grid);
-# a grid sweep builds its one large graph itself (GridSteps).
+# a grid sweep builds its graph itself, the kernels that read the context a block at a time (GridSteps).
 _GRAPHS: dict = {}
 GRAPH_CACHE_SIZE = 64
 GRAPH_CACHE_MAX_POINTS = 1 << 14
@@ -151,18 +151,19 @@ def _same_kernels(a: Op, b: Op) -> bool:
     """Ops that op_time times alike: the same kernels (bit for bit) and weight placement."""
     if a.die_local_weights != b.die_local_weights or len(a.kernels) != len(b.kernels):
         return False
-    for x, y in zip(a.kernels, b.kernels):
-        if x.family != y.family:
-            return False
-        u, v = _values_of(x), _values_of(y)
-        if _SCALAR_TYPES.issuperset(map(type, u)):
-            # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
-            # in the tuples only as the same object)
-            if not (u == v and repr(u) == repr(v)):
-                return False
-        elif not all(map(_same_value, u, v)):
-            return False
-    return True
+    return all(map(_same_kernel, a.kernels, b.kernels))
+
+
+def _same_kernel(x, y) -> bool:
+    """Kernels that kernel_time times alike: the same family, costs and shape fields, bit for bit."""
+    if x.family != y.family:
+        return False
+    u, v = _values_of(x), _values_of(y)
+    if _SCALAR_TYPES.issuperset(map(type, u)):
+        # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
+        # in the tuples only as the same object)
+        return u == v and repr(u) == repr(v)
+    return all(map(_same_value, u, v))
 
 
 def _same_value(u, v) -> bool:

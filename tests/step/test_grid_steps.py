@@ -60,6 +60,34 @@ def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
     assert seen == b.shape[0]
 
 
+@settings(max_examples=20, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=4),
+       contexts=st.lists(st.sampled_from([0.0, 1.0, 100.0, 1023.0, 4096.0, 131072.0, 1e6]), min_size=1, max_size=6),
+       rows=st.integers(1, 4), cols=st.integers(1, 4))
+def test_tile_metrics_are_the_tile_step(rack, shape, batches, contexts, rows, cols):
+    """A block of rows x contexts (GridSteps.tiles: sparse attention past its top-k and window reads no context
+    on a tile of such contexts) is step() of its point, bit for bit, and chunk() of it too."""
+    hw, (layout, phase) = RACKS[rack], shape
+    lay = parse_layout(layout)
+    if hw.nvlink_domain_size < lay.ranks:
+        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
+    base = Point(phase, new_tokens=4096.0) if phase == "prefill" else Point(phase)
+    b, c = np.array(batches).reshape(-1, 1), np.array(contexts).reshape(1, -1)
+    grid = GridSteps(V41, hw, lay, dataclasses.replace(base, batch=b, context=c))
+    seen = 0
+    for r, cl in grid.tiles(rows, cols):
+        got = grid.metrics((r, cl))
+        alone = step(V41, hw, lay, dataclasses.replace(base, batch=b[r], context=c[:, cl]))
+        chunk = grid.chunk((r, cl))
+        tile = (r.stop - r.start, cl.stop - cl.start)
+        for res in (alone, chunk):
+            want = (res.expected_s, res.sol_s, res.tokens_per_s_per_gpu, res.tokens_per_s_per_user)
+            assert [_bits(x, tile) for x in got] == [_bits(x, tile) for x in want]
+        seen += tile[0] * tile[1]
+    assert seen == b.size * c.size
+
+
 def test_sweep_grid_reads_the_block_metrics():
     hw, lay = RACKS["vr"], parse_layout("dep32")
     b, c = np.array([1.0, 7.0, 64.0, 300.0]), np.array([0.0, 4096.0, 131072.0, 999_999.0])
@@ -211,7 +239,7 @@ def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start)
     from rubinperf.step.grid import _cut, _shape_groups, block_sum
 
     rng = np.random.default_rng(len(once) * 7 + len(block))
-    sl = slice(start, start + 2)
+    sl, grid = (slice(start, start + 2), slice(None)), (_H, _M)
     indices = list(range(len(once) + len(block)))
     order.shuffle(indices)
 
@@ -222,7 +250,21 @@ def test_a_block_sum_is_ssum_of_its_terms_in_op_order(once, block, order, start)
 
     once_terms = sorted((n, value(shape, plain)) for n, (shape, plain) in zip(indices, once))
     block_terms = sorted((n, value(shape)) for n, shape in zip(indices[len(once):], block))
-    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, _H)
-    want = ssum(v for _, v in sorted([(n, _cut(v, sl, _H)) for n, v in once_terms] + block_terms,
+    got = block_sum(_shape_groups(once_terms), once_terms, block_terms, sl, grid)
+    want = ssum(v for _, v in sorted([(n, _cut(v, sl, grid)) for n, v in once_terms] + block_terms,
                                      key=lambda t: t[0]))
     assert _bits(got, (2, _M)) == _bits(want, (2, _M))
+
+
+def test_a_decode_grid_graph_holds_no_array_over_the_grid():
+    """The kernels that read the context are placeholders (nan costs, made on the grid's first point) kept with
+    their arguments; no array of the graph, nor of those arguments, spans both the batch and the context axis."""
+    from rubinperf.step.grid import _op_values, build_grid_graph
+
+    lay = parse_layout("dep32")
+    b, c = np.arange(1.0, 41.0).reshape(-1, 1), np.linspace(0.0, 1e6, 30).reshape(1, -1)
+    g = build_grid_graph(V41, lay, dataclasses.replace(make_point(V41, RACKS["gb300"], lay), batch=b, context=c),
+                         RACKS["gb300"].gpus_per_tray)
+    values = [v for o in g.ops for v in _op_values(o)] + [a for _, _, args in g.made.values() for a in args]
+    assert g.made and not any(np.ndim(v) == 2 and np.shape(v)[0] > 1 and np.shape(v)[1] > 1 for v in values)
+    assert all(np.isnan(k.cost.kv_bytes) for k, _, _ in g.made.values())
