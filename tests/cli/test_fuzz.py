@@ -3,7 +3,7 @@
 Every case must end in exit status 0 (the input was odd but valid) or 2 with exactly one
 line on stderr that names the culprit (the file, the key or the option), never a
 traceback or an 'internal error', and with nothing written to an output path that was
-asked for. Example counts are bounded (60 per test by default) so the file runs in CI in
+asked for. Example counts are bounded (40 per test by default) so the file runs in CI in
 about half a minute; the nightly run (`python -m pytest -m nightly`) fuzzes at 2,000 a test, and
 RUBINPERF_FUZZ_EXAMPLES sets any other count.
 """
@@ -30,7 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-EXAMPLES = int(os.environ.get("RUBINPERF_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("RUBINPERF_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 FUZZ_MORE = settings(FUZZ, max_examples=EXAMPLES * 5 // 3)      # cheap cases: most bad specs fail at load
