@@ -111,6 +111,20 @@ def workload_sets(isl, osl, prefix_hit) -> tuple[list[str], str]:
     return sets, note
 
 
+def _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit) -> tuple[list, str]:
+    """(model, platform, workload) per rack with --set and --isl/--osl/--prefix-hit applied, and the note to print
+    when --isl kept the workload's prefix hit rate."""
+    from rubinperf.specs.select import serving_setups
+
+    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
+    if workload_note:
+        w = setups[0][2]
+        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
+                         "(give --prefix-hit to change it)")
+    return setups, workload_note
+
+
 def limits_line(sw, stat: str, total_gpus=None) -> str:
     """The limits a sweep applied, as one line under each table."""
     parts = [p for p in (sw.limits_text(stat),) if p]
@@ -251,14 +265,7 @@ def pareto(
     from rubinperf.cli.bundles import check_save_dir
 
     check_save_dir(save_dir)
-    from rubinperf.specs.select import serving_setups
-
-    extra, workload_note = workload_sets(isl, osl, prefix_hit)
-    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
-    if workload_note:
-        w = setups[0][2]
-        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
-                         "(give --prefix-hit to change it)")
+    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)
@@ -374,14 +381,7 @@ def compare(
     from rubinperf.cli.bundles import check_save_dir
 
     check_save_dir(save_dir)
-    from rubinperf.specs.select import serving_setups
-
-    extra, workload_note = workload_sets(isl, osl, prefix_hit)
-    setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
-    if workload_note:
-        w = setups[0][2]
-        workload_note = (f"--isl {isl:,.0f}: workload {w.name}'s prefix hit rate of {100 * w.prefix_hit_rate:.1f}% kept "
-                         "(give --prefix-hit to change it)")
+    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(interactivity_stat)

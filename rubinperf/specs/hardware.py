@@ -13,12 +13,10 @@ import dataclasses
 from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
+from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of
 
 
-def _field(*args, **kwargs):
-    """A hardware spec field (spec_field, marked as the hardware's in a Platform)."""
-    return spec_field(*args, spec="hardware", **kwargs)
+_field = spec_field_of("hardware")   # a hardware field (marked as the hardware's in a Platform)
 
 
 @dataclass(frozen=True, kw_only=True)

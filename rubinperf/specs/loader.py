@@ -65,6 +65,14 @@ def spec_field(section: str, unit: str = "", *, positive: bool = True, at_most: 
     return dataclasses.field(default=default, metadata=meta)
 
 
+def spec_field_of(spec: str):
+    """spec_field for the fields of one spec kind (`hardware`, `stack`): each marked as that kind's where a record
+    merges two (a Platform)."""
+    def field_of(*args, **kwargs):
+        return spec_field(*args, spec=spec, **kwargs)
+    return field_of
+
+
 @functools.cache
 def _type_hints(cls) -> dict:
     """get_type_hints of a spec class, evaluated once per run (string annotations are slow to evaluate)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field, spec_fields
+from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of, spec_fields
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
@@ -31,9 +31,7 @@ MOE_KERNELS = ("megamoe", "routed-gemms")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
 
 
-def _field(*args, **kwargs):
-    """A stack spec field (spec_field, marked as the stack's in a Platform)."""
-    return spec_field(*args, spec="stack", **kwargs)
+_field = spec_field_of("stack")   # a stack field (marked as the stack's in a Platform)
 
 
 @dataclass(frozen=True, kw_only=True)
