@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+
+import pytest
 
 from typer.testing import CliRunner
 
@@ -33,11 +36,16 @@ def test_both_json_carries_each_serving_and_its_own_frontier():
     assert {r["serving"] for r in only} == {"agg"} and len(only) == len(agg)
 
 
-def test_both_table_has_a_serving_column_and_says_who_wins(tmp_path):
-    out = _ok(["pareto", *BASE, "--serving", "both", "--plot", str(tmp_path / "f.svg")])
+def test_both_table_has_a_serving_column_and_says_who_wins():
+    out = _ok(["pareto", *BASE, "--serving", "both"])   # the terminal chart needs no plot extra
     assert "serving" in out or "srv" in out
     assert "gb300-nvl72: disagg wins" in out or "gb300-nvl72: agg wins" in out
     assert "gb300-nvl72 agg" in out and "gb300-nvl72 disagg" in out          # the chart's legend
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (the plot extra) is not installed")
+def test_both_plot_draws_each_serving(tmp_path):
+    _ok(["pareto", *BASE, "--serving", "both", "--plot", str(tmp_path / "f.svg")])
     svg = (tmp_path / "f.svg").read_text()
     assert "frontier-gb300-nvl72 agg" in svg and "frontier-gb300-nvl72 disagg" in svg
 
