@@ -377,10 +377,14 @@ def parse_concurrency(text: str) -> list[float]:
             if nxt > z:
                 break
             out.append(nxt)
+            if len(out) > MAX_LEVELS:
+                raise SpecError(f"--concurrency: {text!r} gives more than {MAX_LEVELS} levels; take a larger step")
         if out[-1] != z:
             out.append(z)
         return out
     vals = [_int(p) for p in parts]
+    if len(vals) > MAX_LEVELS:
+        raise SpecError(f"--concurrency: more than {MAX_LEVELS} levels given")
     if not vals:
         raise SpecError(f"--concurrency: expected numbers of clients such as 64 or 1,2,...,256, got {text!r}")
     return vals
@@ -391,6 +395,10 @@ def _int(p: str) -> float:
         v = float(p)
     except ValueError:
         raise SpecError(f"--concurrency: expected whole numbers of clients, got {p!r}") from None
-    if not (math.isfinite(v) and v >= 1 and v == int(v)):
-        raise SpecError(f"--concurrency: expected whole numbers of clients of at least 1, got {p!r}")
+    if not (math.isfinite(v) and 1 <= v <= MAX_CONCURRENCY and v == int(v)):
+        raise SpecError(f"--concurrency: expected whole numbers of clients from 1 to {MAX_CONCURRENCY:,}, got {p!r}")
     return v
+
+
+MAX_CONCURRENCY = 1_000_000   # clients: far beyond what one engine's KV holds (the steady state queues the rest)
+MAX_LEVELS = 512              # concurrency levels of one run (a series a,b,...,z), bounding the work
