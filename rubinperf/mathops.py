@@ -25,6 +25,11 @@ def _symbolic_extreme(func, values):
     step graph. A literal 0 in a Max whose other terms are known non-negative is dropped
     (a kernel's absent link term). Substituting numbers evaluates the result as usual."""
     args = list(values)
+    if any(type(v).__name__ == "NaN" for v in args):   # sympy's nan: a formula is 0/0 or inf - inf at these values
+        from rubinperf.errors import SpecError
+
+        raise SpecError("a formula of this step is not a number at these values (0/0 or inf - inf): a spec value or "
+                        "an option is out of range")
     if func.__name__ == "Max":
         rest = [v for v in args if not (isinstance(v, (int, float)) or getattr(v, "is_number", False)) or v != 0]
         if rest and len(rest) < len(args) and all(_nonnegative(v) for v in rest):

@@ -160,14 +160,7 @@ def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
     from rubinperf.step.result import StepResult
     from rubinperf.step.timing import time_ops
 
-    try:
-        return StepResult(model, shw, layout, spoint, time_ops(_symbolic_graph(model, layout, spoint, shw.gpus_per_tray),
-                                                               shw))
-    except TypeError as exc:   # sympy refuses to order a nan: a formula of this point is 0/0 or inf - inf
-        if "NaN" not in str(exc):
-            raise
-        raise SpecError(f"{model.name} {layout.name} {spoint.phase}: a formula of this step is not a number at these "
-                        "values (0/0 or inf - inf); a spec value or an option is out of range") from None
+    return StepResult(model, shw, layout, spoint, time_ops(_symbolic_graph(model, layout, spoint, shw.gpus_per_tray), shw))
 
 
 @dataclass(frozen=True)

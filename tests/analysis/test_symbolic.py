@@ -261,3 +261,11 @@ def test_explain_prints_the_same_text_whatever_the_hash_seed():
         return out.stdout
 
     assert run(1) == run(2)
+
+
+def test_a_formula_that_is_not_a_number_at_the_point_is_one_line(cli):
+    """A vocabulary of 3 split over TP8 makes the LM head's tiles 0/0 in the symbolic path (found by the edges fuzz):
+    an error naming the cause, exit 2, not an internal error."""
+    r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3")
+    assert r.code == 2 and r.out == ""
+    assert r.err.count("\n") == 1 and "not a number at these values" in r.err and "internal" not in r.err
