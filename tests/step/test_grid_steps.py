@@ -34,12 +34,9 @@ def _bits(x, shape) -> bytes:
     return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=float), shape)).tobytes()
 
 
-@settings(max_examples=25, deadline=None)
-@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
-       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=5),
-       contexts=st.lists(st.floats(0, 2e6), min_size=1, max_size=5),
-       rows=st.integers(1, 6))
-def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
+def _grid(rack, shape, batches, contexts):
+    """(rack, layout, base point, batch column, context row, GridSteps) of a drawn grid: a layout wider than the
+    rack's NVLink domain becomes DEP8 / TP4."""
     hw, (layout, phase) = RACKS[rack], shape
     lay = parse_layout(layout)
     if hw.nvlink_domain_size < lay.ranks:
@@ -47,6 +44,16 @@ def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
     base = Point(phase, new_tokens=4096.0) if phase == "prefill" else Point(phase)
     b, c = np.array(batches).reshape(-1, 1), np.array(contexts).reshape(1, -1)
     grid = GridSteps(V41, hw, lay, dataclasses.replace(base, batch=b, context=c))
+    return hw, lay, base, b, c, grid
+
+
+@settings(max_examples=25, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=5),
+       contexts=st.lists(st.floats(0, 2e6), min_size=1, max_size=5),
+       rows=st.integers(1, 6))
+def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
+    hw, lay, base, b, c, grid = _grid(rack, shape, batches, contexts)
     seen = 0
     for sl in grid.blocks(rows):
         got = grid.metrics(sl)
@@ -68,13 +75,7 @@ def test_block_metrics_are_the_block_step(rack, shape, batches, contexts, rows):
 def test_tile_metrics_are_the_tile_step(rack, shape, batches, contexts, rows, cols):
     """A block of rows x contexts (GridSteps.tiles: sparse attention past its top-k and window reads no context
     on a tile of such contexts) is step() of its point, bit for bit, and chunk() of it too."""
-    hw, (layout, phase) = RACKS[rack], shape
-    lay = parse_layout(layout)
-    if hw.nvlink_domain_size < lay.ranks:
-        lay = parse_layout("dep8" if lay.kind == "dep" else "tp4")
-    base = Point(phase, new_tokens=4096.0) if phase == "prefill" else Point(phase)
-    b, c = np.array(batches).reshape(-1, 1), np.array(contexts).reshape(1, -1)
-    grid = GridSteps(V41, hw, lay, dataclasses.replace(base, batch=b, context=c))
+    hw, lay, base, b, c, grid = _grid(rack, shape, batches, contexts)
     seen = 0
     for r, cl in grid.tiles(rows, cols):
         got = grid.metrics((r, cl))
