@@ -29,7 +29,7 @@ from rubinperf.serving.specdecode import check_times
 from rubinperf.specs.layout import Layout, check_layout, max_ranks, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
-from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_request
+from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_rank, kv_bytes_per_request
 from rubinperf.step.point import make_point
 from rubinperf.step.result import StepResult
 from rubinperf.step.timing import step
@@ -61,9 +61,18 @@ def kv_transfer_link(hw: Platform, w: Workload, prefill_layout: Layout, decode_l
 
 
 def kv_transfer_s(m: Model, hw: Platform, w: Workload, layout: Layout, seqs: float, link: str) -> float:
-    """Sending one step's prefilled KV (its sequences' whole input) from each prefill GPU over `link`."""
+    """Sending one step's prefilled KV (its sequences' whole input, at the family's bytes per token) from each
+    prefill GPU over `link`. The instance's KV goes out once, shared equally by its GPUs: a DEP rank sends its own
+    sequences; TP GPUs send their K/V heads, and a copy that several GPUs hold (a latent, or a K/V head replicated
+    once TP passes the heads) in equal slices (ASSUMPTION: the engine does not send a copy twice)."""
     sent = layout.per_gpu(seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)))
     return kv_transfer_time(hw, sent, link)
+
+
+def prefix_load_bytes(m: Model, layout: Layout, seqs: float, cached_tokens: float) -> float:
+    """Cached-prefix KV bytes one GPU loads for `seqs` sequences: each needs its own share in its HBM (GQA: its K/V
+    heads; a latent: all of it), as the capacity budget counts it."""
+    return seqs * float(kv_bytes_per_rank(m, layout, cached_tokens)) if cached_tokens > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -120,8 +129,7 @@ def prefill_plan(m: Model, hw: Platform, w: Workload, layout: Layout | None = No
     point = make_point(m, hw, layout, phase="prefill", batch=seqs, context=context, new_tokens=new, eplb=eplb,
                        engram_placement=w.prefill_engram_placement)
     r = step(m, hw, layout, point)
-    prefix_bytes = float(kv_bytes_per_request(m, cached)) if cached > 0 else 0.0
-    load_ttft = prefix_load_s(hw, seqs * prefix_bytes, w.prefix_pool)
+    load_ttft = prefix_load_s(hw, prefix_load_bytes(m, layout, seqs, cached), w.prefix_pool)
     cap = capacity(m, hw, layout, "prefill", context_tokens=w.input_tokens_per_turn,
                    tokens_per_request=new / seqs, logits_per_request=1, reserve_bytes=w.runtime_reserve_bytes,
                    engram_placement=w.prefill_engram_placement, engram_peer_gpus=w.engram_peer_gpus)

@@ -115,6 +115,12 @@ def kv_bytes_per_request(m: Model, context):
     return (kv_bytes_per_token(m) + draft_kv_bytes_per_token(m)) * context + window
 
 
+def kv_bytes_per_rank(m: Model, layout: Layout, context):
+    """KV bytes of one request that one rank (one GPU) holds at `context` tokens: the family's bytes per request
+    times the rank's share (GQA: its K/V heads, at least one; a latent: all of it; DEP: its own requests whole)."""
+    return kv_bytes_per_request(m, context) * kv_rank_share(m, layout)
+
+
 def workspace_bytes_per_token(m: Model, layout: Layout) -> float:
     """Activation workspace per token in flight on a rank: residual routes in and out, the MoE
     dispatch buffer and expert intermediate (top-k copies), and the attention's query/output."""
@@ -230,5 +236,5 @@ def capacity(m: Model, hw: Platform, layout: Layout, phase: str, context_tokens:
                     weights=weight_bytes_per_rank(m, layout), engram_bytes=engram_hbm,
                     host_engram_bytes=engram_host, host_capacity_bytes=hw.host_memory_capacity_bytes,
                     context_tokens=float(context_tokens),
-                    kv_bytes_per_request=float(kv_bytes_per_request(m, context_tokens) * kv_rank_share(m, layout)),
+                    kv_bytes_per_request=float(kv_bytes_per_rank(m, layout, context_tokens)),
                     workspace_bytes_per_request=float(ws))

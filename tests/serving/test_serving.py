@@ -15,7 +15,8 @@ from rubinperf.step.capacity import capacity, draft_kv_bytes_per_token, kv_bytes
 from rubinperf.errors import SpecError
 from rubinperf.specs.layout import parse_layout
 from rubinperf.serving import (Serving, accepted_tokens, acceptance_rate, decode_engine, default_acceptance,
-                               kv_transfer_time, prefill_plan, prefix_load_s, serve, sweep)
+                               kv_transfer_s, kv_transfer_time, prefill_plan, prefix_load_s, serve, sweep)
+from rubinperf.serving.prefill import prefix_load_bytes
 from rubinperf.specs.stack import load_platform
 from rubinperf.specs.loader import build_spec, to_toml
 from rubinperf.specs.model import load_model
@@ -279,6 +280,43 @@ def test_prefill_plan_uses_the_workloads_link_and_pool():
     assert p.load_ttft_s == prefix_load_s(GB300, p.seqs * float(kv_bytes_per_request(V41, w.cached_tokens_per_turn)),
                                           "peer-hbm")
     assert p.step_s == q.step_s
+
+
+@pytest.mark.parametrize("layout, per_gpu_share", [("tp8", 1 / 8), ("tp16", 1 / 8), ("tp4", 1 / 4), ("dep8", 1.0)])
+def test_gqa_prefix_loads_and_transfer_by_hand(layout, per_gpu_share):
+    """Llama-3.1-70B: 80 layers x 8 K/V heads x 128 dims x (K, V) x 2 B = 327,680 B per token. A GPU loads its
+    own K/V heads of the cached prefix (1/TP of them, one head at least: TP16 keeps 1/8); the prefilled KV goes
+    out once per instance, split over its GPUs."""
+    m, lay = load_model("llama-3.1-70b"), parse_layout(layout)
+    assert kv_bytes_per_token(m) == 80 * 8 * 128 * 2 * 2 == 327_680
+    w = with_workload(input_tokens_per_turn=9000.0, prefix_hit_rate=2 / 3)   # 6,000 tokens cached
+    seqs = 3.0
+    assert prefix_load_bytes(m, lay, seqs, 6000.0) == pytest.approx(seqs * 6000 * 327_680 * per_gpu_share, rel=1e-12)
+    sent = seqs * 9000 * 327_680 / (lay.tp if lay.kind == "tp" else 1)
+    assert kv_transfer_s(m, GB300, w, lay, seqs, "nvlink") == kv_transfer_time(GB300, sent, "nvlink")
+    assert prefix_load_bytes(m, lay, seqs, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("layout", ["tp8", "dep8"])
+def test_mla_prefix_loads_by_hand(layout):
+    """DeepSeek-R1 (MLA): one 576-value latent per layer, BF16: 61 x 576 x 2 = 70,272 B per token (the MTP layer's
+    own KV on top). Every TP GPU holds the whole latent, so each loads all of it; a DEP rank its own sequences'."""
+    m, lay = load_model("deepseek-r1"), parse_layout(layout)
+    assert kv_bytes_per_token(m) == 61 * 576 * 2 == 70_272
+    per_token = kv_bytes_per_token(m) + draft_kv_bytes_per_token(m)
+    assert prefix_load_bytes(m, lay, 2.0, 5000.0) == pytest.approx(2 * 5000 * per_token, rel=1e-12)
+    w = with_workload(input_tokens_per_turn=8000.0)
+    sent = 2 * 8000 * per_token / (8 if lay.kind == "tp" else 1)   # sent once per instance, in equal slices
+    assert kv_transfer_s(m, GB300, w, lay, 2.0, "nvlink") == pytest.approx(kv_transfer_time(GB300, sent, "nvlink"), rel=1e-12)
+
+
+def test_prefill_plan_loads_a_gqa_prefix_per_head_share():
+    """The plan's TTFT prefix load under TP is the GPU's K/V heads of the cached prefix, not the whole KV."""
+    m, lay = load_model("llama-3.1-70b"), parse_layout("tp8")
+    w = with_workload(input_tokens_per_turn=9000.0, prefix_hit_rate=2 / 3, prefill_tokens_per_rank=16384)
+    p = prefill_plan(m, GB300, w, lay)
+    whole = p.seqs * float(kv_bytes_per_request(m, w.cached_tokens_per_turn))
+    assert p.load_ttft_s == prefix_load_s(GB300, whole / 8, w.prefix_pool)
 
 
 # ---------------------------------------------------------------- pools, money, power
