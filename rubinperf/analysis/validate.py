@@ -335,22 +335,27 @@ def _throughput_ratio(p: RefPoint) -> tuple[float, str]:
 
 
 def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
-    """An offline max-throughput run of an in-flight-batching engine (trtllm-bench throughput): every request
-    `input_tokens` in, `output_tokens` out, no speculative decoding. Requests per rank: as many as the KV cache holds
-    at the full length in `kv_memory_fraction` of the HBM left after the weights and the runtime reserve (the
-    recipe's kv_cache_free_gpu_mem_fraction), at most `batch` (the engine's batch limit). Each request's life is
-    one prefill of its prompt and `output_tokens` decode steps at the mean context, so
-
-        output tokens/s/GPU = decode tokens/s/GPU x (OSL x t_decode) / (OSL x t_decode + t_prefill(batch x ISL))"""
-    from rubinperf.specs.layout import parse_layout
+    """An offline max-throughput run of an in-flight-batching engine (trtllm-bench throughput): `concurrency`
+    requests (the whole dataset) sent at once, each `input_tokens` in and `output_tokens` out, no speculative
+    decoding. The engine is the aggregated one of `rubinperf serve`, with the run's scheduler limits in `run_with`
+    (its token budget per step, whole prompts or chunks, prefill in the decode rows' forward). Running requests
+    per scheduler: at most `batch` (the engine's max batch size), and at most what the KV cache holds at the full
+    length in `kv_memory_fraction` of the HBM left after the weights and the runtime reserve (the run's
+    kv_cache_free_gpu_mem_fraction). The figure is the closed loop's output tokens/s per GPU at that
+    concurrency: past what the engine holds, the rest of the requests queue."""
+    from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
+    from rubinperf.specs.layout import check_layout, parse_layout
     from rubinperf.specs.select import load_specs
     from rubinperf.specs.workload import load_workload
     from rubinperf.step.capacity import capacity
 
-    if p.input_tokens is None or p.output_tokens is None or p.batch is None:
-        raise SpecError(f"point {p.id}: {p.metric} needs input_tokens, output_tokens and batch (the batch limit)")
-    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) or None, stacks=[p.stack] if p.stack else None)
+    if p.input_tokens is None or p.output_tokens is None or p.batch is None or p.concurrency is None:
+        raise SpecError(f"point {p.id}: {p.metric} needs input_tokens, output_tokens, batch (the engine's max batch "
+                        f"size) and concurrency (the requests sent at once)")
+    sets = list(p.set) + _sets(p.run_with)
+    m, (hw,) = load_specs(p.model, [p.hardware], sets=sets or None, stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
+    check_layout(lay, m, hw)
     reserve = load_workload(p.workload or "chat-8k1k").runtime_reserve_bytes
     cap = capacity(m, hw, lay, "decode", context_tokens=p.input_tokens + p.output_tokens, tokens_per_request=1,
                    logits_per_request=1, reserve_bytes=reserve)
@@ -358,14 +363,15 @@ def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
     batch = min(p.batch, fits)
     if batch < 1:
         return None, cap.reason(1) or "no request fits"
-    context = p.input_tokens + p.output_tokens / 2
-    dec = _step(p, phase="decode", batch=batch, context=context, draft_tokens=0, acceptance=None)
-    pre = _step(p, phase="prefill", batch=batch, new_tokens=batch * p.input_tokens, context=0, acceptance=None)
-    t_dec, t_pre = float(dec.expected_s), float(pre.expected_s)
-    share = p.output_tokens * t_dec / (p.output_tokens * t_dec + t_pre)
-    return float(dec.tokens_per_s_per_gpu) * share, (
-        f"{batch:g} requests per {'rank' if lay.kind == 'dep' else 'instance'} (KV fits {fits:g}); decode step "
-        f"{fmt_time(t_dec)} ({dec.bound}), prefill {fmt_time(t_pre)} per batch: {share:.0%} of the time decoding")
+    mix = RequestMix(isl=p.input_tokens, osl=p.output_tokens)
+    rec = closed_loop(engine(m, hw, lay, mix, draft_tokens=0, max_batch=batch), [p.concurrency]).records()[0]
+    running = float(rec["running_batch_per_rank"])
+    held = ("the requests sent" if running < batch - 0.5 else "the max batch" if p.batch <= fits else "the KV cache")
+    return float(rec["output_tokens_per_s_per_gpu"]), (
+        f"batch {running:.4g} per {'rank' if lay.kind == 'dep' else 'instance'} (max batch "
+        f"{p.batch:g}, KV fits {fits:g}: held by {held}); budget {rec['max_num_batched_tokens']:,.0f} tokens, "
+        f"{rec['prefill_step_share']:.0%} of steps with prefill ({rec['prefill_step_ms']:.3g} vs "
+        f"{rec['decode_step_ms']:.3g} ms)")
 
 
 def _sets(fields: dict) -> list[str]:

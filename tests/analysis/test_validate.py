@@ -133,3 +133,57 @@ def test_every_point_with_a_previous_prediction_says_what_changed(cli):
     recs = {x["id"]: x for x in r.json()}
     for p in with_previous:
         assert recs[p.id]["changed"] == p.changed and recs[p.id]["moved"] is not None
+
+
+def _offline(pid: str):
+    from rubinperf.serving.aggregated import RequestMix
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.select import load_specs
+    from rubinperf.analysis.validate import _sets
+
+    p = next(q for q in POINTS if q.id == pid)
+    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) + _sets(p.run_with))
+    return p, m, hw, parse_layout(p.layout), RequestMix(isl=p.input_tokens, osl=p.output_tokens)
+
+
+def test_offline_rows_run_as_trtllm_bench_runs_them():
+    """trtllm-bench throughput: the dataset sent at once, whole prompts mixed into generation steps within the run's
+    max num tokens. Each row's figure is the closed loop's, by hand from its step times."""
+    from rubinperf.serving.aggregated import closed_loop, engine
+
+    rows = [p for p in POINTS if p.metric == "offline_tokens_per_s_per_gpu"]
+    assert len(rows) == 8
+    for p in rows:
+        assert p.concurrency == 3000 and p.run_with["chunked_prefill"] is False and p.run_with["mixed_prefill_decode"]
+        # trtllm-bench raises max num tokens to at least ISL + max batch when chunked prefill is off
+        assert p.run_with["max_num_batched_tokens"] >= p.input_tokens + p.batch
+    by_id = {r["id"]: r for r in validate(rows)}
+    # Llama-3.3-70B FP8 on H200 TP2: B requests running complete B / (OSL - 1) a step; each needs one whole
+    # 1,000-token prompt, which fits the 2,048-token budget beside the B decode rows, so a share B / 999 of the
+    # steps carries a prompt; output tokens/s/GPU = B / 999 / mean step x 1,000 / 2 GPUs.
+    p, m, hw, lay, mix = _offline("trtllm-llama-70b-fp8-h200-tp2")
+    r = by_id[p.id]
+    rec = closed_loop(engine(m, hw, lay, mix, draft_tokens=0, max_batch=p.batch), [p.concurrency]).records()[0]
+    B = rec["running_batch_per_rank"]
+    assert rec["prefill_step_share"] == pytest.approx(B / 999, rel=1e-9)
+    assert rec["prefill_chunk_tokens"] == pytest.approx(1000.0)
+    step = (1 - B / 999) * rec["decode_step_ms"] + B / 999 * rec["prefill_step_ms"]
+    assert rec["output_tokens_per_s_per_gpu"] == pytest.approx(B / 999 / (step / 1e3) * 1000 / 2, rel=1e-6)
+    assert B < p.batch and "held by the KV cache" in r["detail"]   # the KV cache binds below trtllm-bench's 768
+    assert r["predicted"] <= rec["output_tokens_per_s_per_gpu"] * (1 + 1e-9)   # 95% of the free HBM: no more
+    # gpt-oss-120b on GB200: BuildConfig's max batch of 2048 binds before the KV cache (2.6k requests fit).
+    g = by_id["trtllm-gpt-oss-120b-gb200-tp1"]
+    assert "batch 2048 per instance" in g["detail"] and "held by the max batch" in g["detail"]
+    # B200 DEP2: 3,000 requests over 2 ranks; the engine cannot run more than were sent.
+    d = by_id["trtllm-gpt-oss-120b-b200-dep2"]
+    assert float(d["detail"].split()[1]) <= 1500 and "held by the requests sent" in d["detail"]
+
+
+def test_offline_row_without_concurrency_is_one_line(cli, tmp_path):
+    text = ('[[point]]\nid = "x"\nsource = "s"\nmetric = "offline_tokens_per_s_per_gpu"\nmodel = "llama-3.1-70b"\n'
+            'hardware = "h200"\nlayout = "tp2"\nphase = "serving"\nbatch = 512\ninput_tokens = 1000\n'
+            'output_tokens = 1000\npublished = 1.0\nband = [0.5, 2.0]\n')
+    path = tmp_path / "points.toml"
+    path.write_text(text)
+    res = cli("validate", "--points", str(path))
+    assert res.code == 2 and res.err.count("\n") == 1 and "concurrency" in res.err and "Traceback" not in res.err
