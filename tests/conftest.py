@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72",
                   "h800-cluster", "h100-cluster", "h200-cluster", "b200-cluster"]
 MODEL_NAMES = ["deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3",
-               "deepseek-r1", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b", "llama-3.1-70b", "qwen3-235b-a22b"]
+               "deepseek-r1", "gpt-oss-120b", "kimi-k2", "llama-3.1-405b", "llama-3.1-70b",
+               "llama-3.1-8b", "qwen3-235b-a22b"]
 
 # Bytes per element, derived by hand from the formats (value bits / 8 + scale bytes / block):
 FP4_B = 0.5 + 1 / 32          # e2m1 (4 bits) + one 1-byte ue8m0 scale per 32 values = 0.53125

@@ -164,6 +164,9 @@ BUNDLED = {
     # Llama-3.1-70B: 80 x (150,994,944 attention + 704,643,072 MLP) + 2 x 128,256 x 8,192; HF "70.6B params"
     # (the checkpoint adds 1,318,912 norm weights: 70,553,706,496)
     "llama-3.1-70b": (70_552_387_584, 70.6e9, None),
+    # Llama-3.1-8B: 32 x (41,943,040 attention + 176,160,768 MLP) + 2 x 128,256 x 4,096; HF "8.03B params"
+    # (the checkpoint adds 266,240 norm weights: 8,030,261,248)
+    "llama-3.1-8b": (8_029_995_008, 8.03e9, None),
     # Llama-3.1-405B: 126 x (16384^2 x 2 + 2 x 16384 x 1024 + 3 x 16384 x 53248) + 2 x 128,256 x 16,384; HF "406B"
     "llama-3.1-405b": (405_849_243_648, 406e9, None),
     # Qwen3 technical report: 235B total, 22B activated (active here excludes the embedding table: 21.57B, -2.0%;
@@ -190,6 +193,7 @@ def test_bundled_parameter_counts(name):
 
 @pytest.mark.parametrize("name, per_token", [
     ("llama-3.1-70b", 2 * 80 * 8 * 128 * 2),       # 327,680
+    ("llama-3.1-8b", 2 * 32 * 8 * 128 * 2),        # 131,072
     ("llama-3.1-405b", 2 * 126 * 8 * 128 * 2),     # 516,096
     ("qwen3-235b-a22b", 2 * 94 * 4 * 128 * 2),     # 192,512
     ("gpt-oss-120b", 2 * 18 * 8 * 64 * 2),         # 36,864: the 18 full layers; the 18 window layers hold 128 tokens
