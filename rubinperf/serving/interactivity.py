@@ -19,7 +19,9 @@ the median of u; P90 is the speed 90% of users reach or beat (the 10th percentil
 published figures' statistic); P10 the speed only 10% reach. The quantiles of u / (a / step) do
 not depend on the step, so each is one factor per (k, a, nu, sigma).
 
-They are computed by quadrature, not sampling (deterministic, about a millisecond, no scipy):
+The law of f (its mean, spread and normal limit) is rubinperf/step/latency.py's acceptance_law, which also
+evaluates one percentile of a request's time per token in scalars for `estimate` (no numpy); tests hold the two
+evaluators together. Here they are computed over arrays by quadrature, not sampling (deterministic, about a millisecond, no scipy):
 
     P(u <= x) = E_f[ Phi(ln(x a_mean / a(f)) / sigma) ]
 
@@ -38,12 +40,12 @@ import math
 
 import numpy as np
 
+from rubinperf.step.latency import CF_ITERATIONS, NORMAL_BETA_NU, acceptance_law  # noqa: F401 (the one law of f)
+
 STATS = ("p90", "p50", "mean")
 QUANTILE_OF = {"p90": 0.10, "p50": 0.50, "p10": 0.90}   # user percentile -> quantile of the speed
 CELLS = 2048              # cells of the Beta law of f on [0, 1]
 BISECTIONS = 40           # halvings of the bracket of ln(x) (to 2^-40 of its width)
-NORMAL_BETA_NU = 2000.0   # alpha + beta above which the Beta law of f is taken as normal
-CF_ITERATIONS = 400       # most terms of the incomplete beta's continued fraction (it needs ~sqrt(nu))
 
 
 def per_request_acceptance(k: int, acceptance: float, concentration: float, n: int = 400_000, rng=None) -> np.ndarray:
@@ -92,16 +94,13 @@ def _acceptance_nodes(k: float, acceptance: float, nu: float):
     conditional mean; a one-point law where there is no spread (no drafts, or nu past any width); `normal`
     the (mean, sd) of a / a_mean where the law of f is taken as normal, else None."""
     one = np.ones(1)
-    if k <= 0 or acceptance <= 1.0:
+    law = acceptance_law(k, acceptance, nu)
+    if law is None:
         return one, one, None, None, None
-    mu = min(max((acceptance - 1.0) / k, 1e-9), 1 - 1e-9)
-    sd = math.sqrt(mu * (1 - mu) / (1 + nu))
-    if sd * k < 1e-12 * acceptance:
-        return one, one, None, None, None
+    mu, sd, alpha, beta = law.mu, law.sd, law.alpha, law.beta
     edges = np.linspace(0.0, 1.0, CELLS + 1)
-    alpha, beta = mu * nu, (1 - mu) * nu
     normal = None
-    if alpha + beta > NORMAL_BETA_NU:
+    if law.normal:
         normal = ((1.0 + k * mu) / acceptance, k * sd / acceptance)
         z = (edges - mu) / sd
         cdf = _phi(z)

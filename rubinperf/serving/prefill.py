@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.kernels.memory import kv_load, kv_transfer
+from rubinperf.kernels.memory import kv_load
 from rubinperf.roofline import kernel_time
 from rubinperf.serving.specdecode import check_times
 from rubinperf.specs.layout import Layout, check_layout, max_ranks, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.specs.workload import Workload
-from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_rank, kv_bytes_per_request
+from rubinperf.step.capacity import Capacity, capacity, kv_bytes_per_rank
+from rubinperf.step.latency import kv_link, kv_transfer_bytes, kv_transfer_time
 from rubinperf.step.point import make_point
 from rubinperf.step.result import StepResult
 from rubinperf.step.timing import step
@@ -43,30 +44,16 @@ def prefix_load_s(hw: Platform, nbytes: float, pool: str) -> float:
     return float(kernel_time(kv_load(nbytes, pool), hw).expected_s)
 
 
-def kv_transfer_time(hw: Platform, nbytes: float, link: str) -> float:
-    """Seconds to send `nbytes` of prefilled KV (per GPU) from the prefill to the decode pool over `link`."""
-    return float(kernel_time(kv_transfer(nbytes, link), hw).expected_s)
-
-
 def kv_transfer_link(hw: Platform, w: Workload, prefill_layout: Layout, decode_layout: Layout | None = None) -> str:
-    """The link that carries prefilled KV to the decode pool: the workload's; on a cluster (a rack whose
-    instances may span NVLink domains, max_nvlink_domains > 1) the scale-out NIC whenever a prefill
-    instance and a decode instance cannot sit in one NVLink domain (either spans more than one, or the two
-    together are wider than it). A single-domain rack keeps the workload's link (with NVLink, both pools
-    must fit its domain: Serving.fits_domain)."""
-    d = hw.nvlink_domain_size
-    wide = prefill_layout.ranks > d or (decode_layout is not None and prefill_layout.ranks + decode_layout.ranks > d)
-    cluster = getattr(hw, "max_nvlink_domains", 1) > 1
-    return "scale-out" if wide and cluster else w.kv_transfer_link
+    """The link that carries prefilled KV to the decode pool: the workload's, or the NIC where the two pools
+    cannot share an NVLink domain of a cluster (rubinperf/step/latency.py: kv_link)."""
+    return kv_link(hw, w.kv_transfer_link, prefill_layout, decode_layout)
 
 
 def kv_transfer_s(m: Model, hw: Platform, w: Workload, layout: Layout, seqs: float, link: str) -> float:
-    """Sending one step's prefilled KV (its sequences' whole input, at the family's bytes per token) from each
-    prefill GPU over `link`. The instance's KV goes out once, shared equally by its GPUs: a DEP rank sends its own
-    sequences; TP GPUs send their K/V heads, and a copy that several GPUs hold (a latent, or a K/V head replicated
-    once TP passes the heads) in equal slices (ASSUMPTION: the engine does not send a copy twice)."""
-    sent = layout.per_gpu(seqs * float(kv_bytes_per_request(m, w.input_tokens_per_turn)))
-    return kv_transfer_time(hw, sent, link)
+    """Sending one step's prefilled KV (its sequences' whole input) from each prefill GPU over `link`
+    (rubinperf/step/latency.py: kv_transfer_bytes)."""
+    return kv_transfer_time(hw, kv_transfer_bytes(m, layout, seqs, w.input_tokens_per_turn), link)
 
 
 def prefix_load_bytes(m: Model, layout: Layout, seqs: float, cached_tokens: float) -> float:
