@@ -29,6 +29,7 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     if notes:
         caption += "\n" + "\n".join(notes)
     print_out(table(f"{model}: one engine step", cols, rows, caption=caption))
+    latency_table(records)
     if breakdown:
         for r in records:
             bcols = [col("kernel", "left", min_width=24), col("part", "left", drop=3), col("time"), col("SOL", drop=4),
@@ -43,6 +44,37 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      f"of it exposed {fmt_time(r['exposed_host_time_ms'] / 1e3)})"
                      + (f", {fmt_num(r['kernels_per_step'])} kernels" if "kernels_per_step" in r else ""))
             print_out(table(title, bcols, brows))
+
+
+def latency_table(records: list[dict]) -> None:
+    """What one request sees at each step: TPOT and ITL (mean, P90) of a decode point, TTFT of a prefill one."""
+    recs = [r for r in records if "mean_tpot_ms" in r]
+    if not recs:
+        return
+    cols = [col("hardware", "left"), col("layout", "left"), col("phase", "left"),
+            col("TPOT (mean)", short="TPOT mean"), col("TPOT P90"), col("ITL (mean)", short="ITL mean"),
+            col("ITL P90"), col("GPU/ITL", drop=2), col("TTFT"), col("KV transfer", short="KV", drop=1)]
+    rows = [[r["hardware"], r["layout"], r["phase"],
+             *(_ms(r.get(key)) for key in ("mean_tpot_ms", "p90_tpot_ms", "mean_itl_ms", "p90_itl_ms")),
+             "" if r.get("itl_gpu_share") is None else fmt_pct(r["itl_gpu_share"]),
+             _ms(r.get("mean_ttft_ms")), _ms(r.get("kv_transfer_ms"))] for r in recs]
+    used = [i for i in range(len(cols)) if any(row[i] for row in rows)]   # a phase's columns where it has rows
+    cols, rows = [cols[i] for i in used], [[row[i] for i in used] for row in rows]
+    phases = {r["phase"] for r in recs}
+    lines = []
+    if "decode" in phases:
+        lines += ["TPOT = step / acceptance, its P90 over requests' acceptance and the step's spread",
+                  "ITL = the decode step (an aggregated engine's prefill chunks add to it: `serve`)",
+                  "GPU/ITL = GPU time / step"]
+    if "prefill" in phases:
+        links = sorted({"NVLink" if r["kv_transfer_link"] == "nvlink" else "the NIC" for r in recs
+                        if r.get("kv_transfer_link")})
+        lines += [f"TTFT = the prefill step + its KV sent to the decode pool (over {' or '.join(links)})"]
+    print_out(table("per-request latency at each step", cols, rows, caption="\n".join(lines)))
+
+
+def _ms(value) -> str:
+    return "" if value is None else fmt_time(value / 1e3)
 
 
 def validate_table(records: list[dict]) -> None:

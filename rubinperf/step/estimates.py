@@ -9,6 +9,7 @@ from rubinperf.errors import SpecError
 from rubinperf.specs.defaults import DEFAULT_ENGINES
 from rubinperf.specs.layout import Layout, fits, parse_layout
 from rubinperf.specs.select import load_specs
+from rubinperf.step.latency import step_latency
 from rubinperf.step.point import make_point
 from rubinperf.step.records import step_record
 from rubinperf.step.timing import step
@@ -87,6 +88,7 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
             rec = step_record(r)
             used = cap.fixed_bytes + float(point.batch) * cap.bytes_per_request   # scalar: estimate loads no numpy
             rec.update(hbm_used_bytes=used, hbm_capacity_bytes=cap.hbm_bytes, max_batch_that_fits=cap.max_requests)
+            rec.update(step_latency(m, hw, lay, r))
             note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
             if note:
                 rec["note"] = note

@@ -1,0 +1,115 @@
+"""Per-request latency at one step (`estimate`): TPOT and ITL with their P90, TTFT of a prefill point with its
+KV transfer; the scalar time-per-token factor held to interactivity's array quadrature."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from rubinperf.step.estimates import run_estimates
+from rubinperf.step.latency import time_per_token_factor
+
+Z90 = 1.2815515655446004   # the standard normal's 90th percentile
+
+
+def _one(layout, **kw):
+    (rec,) = run_estimates("deepseek-v4.1-flash", ["gb300-nvl72"], [layout], **kw)
+    return rec
+
+
+def test_no_drafts_leaves_the_step_spread_alone():
+    # k = 0: every request accepts 1 token per step; its time per token is the step's lognormal: exp(z90 sigma).
+    assert time_per_token_factor(0, 1.0, 72.0, 0.0145, 90.0) == pytest.approx(math.exp(Z90 * 0.0145), rel=1e-12)
+    assert time_per_token_factor(0, 1.0, 72.0, 0.0145, 90.0) == pytest.approx(1.018757, rel=1e-6)
+    assert time_per_token_factor(3, 2.0, 72.0, 0.0, 50.0) == pytest.approx(1.0, abs=0.02)
+
+
+def test_uniform_acceptance_by_hand():
+    # k = 1, a = 1.5, nu = 2: f ~ Beta(1, 1), uniform on [0, 1], a_i = 1 + f. With no step spread the slowest
+    # 10% of requests accept at most 1.1 tokens a step: P90 time per token = 1.5 / 1.1 of the mean.
+    assert time_per_token_factor(1, 1.5, 2.0, 0.0, 90.0) == pytest.approx(1.5 / 1.1, rel=1e-9)
+    assert time_per_token_factor(1, 1.5, 2.0, 0.0, 50.0) == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("k,a,nu,sigma", [
+    (5, 3.51, 72.0, 0.0145), (5, 3.51, 10.0, 0.05), (3, 2.0, 72.0, 0.2), (1, 1.3, 10.0, 0.05),
+    (7, 5.5, 500.0, 0.0145), (5, 1.3, 10.0, 0.0145), (1, 2.0, 72.0, 0.0145)])
+def test_scalar_factor_agrees_with_the_array_quadrature(k, a, nu, sigma):
+    from rubinperf.serving.interactivity import time_per_token_factors
+
+    want = time_per_token_factors(k, a, nu, sigma, (50.0, 90.0, 99.0))
+    got = [time_per_token_factor(k, a, nu, sigma, p) for p in (50.0, 90.0, 99.0)]
+    assert got == pytest.approx(list(want), rel=5e-6)   # the arrays' 2048 cells are the coarser of the two
+
+
+def test_scalar_factor_is_the_limit_of_finer_cells(monkeypatch):
+    from rubinperf.serving import interactivity
+
+    monkeypatch.setattr(interactivity, "CELLS", 32768)
+    want = interactivity.time_per_token_factors.__wrapped__(7, 5.5, 500.0, 0.0145, (50.0, 90.0, 99.0))
+    got = [time_per_token_factor(7, 5.5, 500.0, 0.0145, p) for p in (50.0, 90.0, 99.0)]
+    assert got == pytest.approx(list(want), rel=2e-8)
+
+
+def test_scalar_factor_agrees_with_a_monte_carlo():
+    from rubinperf.serving.interactivity import sampled_speed_factors
+
+    mc = sampled_speed_factors(5, 3.51, 72.0, 0.0145, n=2_000_000, seed=11)   # speed's P90 = time per token's P90
+    assert time_per_token_factor(5, 3.51, 72.0, 0.0145, 90.0) == pytest.approx(1.0 / mc["p90"], rel=2e-3)
+
+
+def test_decode_record_by_hand():
+    rec = _one("dep32", batch=16)
+    step_ms, a = rec["step_time_ms"], rec["acceptance"]
+    assert rec["mean_tpot_ms"] == pytest.approx(step_ms / a, rel=1e-12)
+    assert rec["mean_tpot_ms"] == pytest.approx(1e3 / rec["tokens_per_s_per_user"], rel=1e-12)
+    assert rec["mean_itl_ms"] == pytest.approx(step_ms, rel=1e-12)
+    assert rec["p90_itl_ms"] == pytest.approx(step_ms * math.exp(Z90 * 0.0145), rel=1e-9)   # the stack's sigma
+    assert rec["itl_gpu_share"] == pytest.approx(rec["gpu_time_ms"] / step_ms, rel=1e-12)
+    assert rec["p90_tpot_ms"] == pytest.approx(rec["mean_tpot_ms"] * time_per_token_factor(
+        rec["draft_tokens"], a, 72.0, 0.0145, 90.0), rel=1e-12)
+    assert rec["p90_tpot_ms"] > rec["mean_tpot_ms"] and rec["p90_itl_ms"] > rec["mean_itl_ms"]
+    assert rec["mean_ttft_ms"] is None
+
+
+def test_prefill_ttft_is_the_step_and_the_kv_transfer():
+    from rubinperf.serving.prefill import kv_transfer_time
+    from rubinperf.specs.select import load_specs
+    from rubinperf.step.capacity import kv_bytes_per_request
+
+    rec = _one("dep2", phase="prefill", batch=1, new_tokens=32768, context=131072)
+    m, (hw,) = load_specs("deepseek-v4.1-flash", ["gb300-nvl72"])
+    sent = float(kv_bytes_per_request(m, 131072 + 32768))   # one sequence per DEP rank, one GPU each
+    transfer_ms = kv_transfer_time(hw, sent, "nvlink") * 1e3
+    assert rec["kv_transfer_link"] == "nvlink"
+    assert rec["kv_transfer_ms"] == pytest.approx(transfer_ms, rel=1e-12)
+    assert rec["mean_ttft_ms"] == pytest.approx(rec["step_time_ms"] + transfer_ms, rel=1e-12)
+    assert rec["mean_tpot_ms"] is None and rec["p90_itl_ms"] is None
+
+
+def test_ttft_grows_with_the_prompt():
+    ttft = [_one("dep2", phase="prefill", batch=1, new_tokens=n, context=0)["mean_ttft_ms"]
+            for n in (1024, 4096, 16384, 65536)]
+    assert all(x < y for x, y in zip(ttft, ttft[1:]))
+    longer = [_one("dep2", phase="prefill", batch=1, new_tokens=8192, context=c)["mean_ttft_ms"]
+              for c in (0, 32768, 131072)]
+    assert all(x < y for x, y in zip(longer, longer[1:]))
+
+
+def test_tpot_falls_with_acceptance():
+    recs = [_one("tp8", acceptance=a) for a in (1.5, 2.5, 3.5, 4.5)]
+    for key in ("mean_tpot_ms", "p90_tpot_ms"):
+        values = [r[key] for r in recs]
+        assert all(x > y for x, y in zip(values, values[1:])), key
+    assert all(r["p90_tpot_ms"] >= r["mean_tpot_ms"] for r in recs)
+
+
+def test_the_factor_loads_no_numpy():
+    code = ("import sys; from rubinperf.step.latency import time_per_token_factor as f; "
+            "v = [f(5, 3.51, 72.0, 0.0145, 90.0), f(5, 3.51, 10.0, 0.05, 90.0), f(5, 1.3, 10.0, 0.05, 90.0)]; "
+            "sys.exit(1 if 'numpy' in sys.modules else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
