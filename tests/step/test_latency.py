@@ -113,3 +113,16 @@ def test_the_factor_loads_no_numpy():
             "sys.exit(1 if 'numpy' in sys.modules else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_prefill_instance_wider_than_the_nvlink_domain_sends_its_kv_over_the_nic():
+    from rubinperf.serving.prefill import kv_transfer_time
+    from rubinperf.specs.select import load_specs
+    from rubinperf.step.capacity import kv_bytes_per_request
+
+    (rec,) = run_estimates("deepseek-v4.1-flash", ["b200-cluster"], ["dep16"], phase="prefill", batch=1)
+    m, (hw,) = load_specs("deepseek-v4.1-flash", ["b200-cluster"])
+    sent = float(kv_bytes_per_request(m, rec["context_tokens"] + rec["new_tokens_per_rank"]))
+    assert rec["kv_transfer_link"] == "scale-out"
+    assert rec["kv_transfer_ms"] == pytest.approx(kv_transfer_time(hw, sent, "scale-out") * 1e3, rel=1e-12)
+    assert rec["kv_transfer_ms"] > kv_transfer_time(hw, sent, "nvlink") * 1e3
