@@ -45,7 +45,7 @@ from rubinperf.roofline import admission_time
 from rubinperf.serving.interactivity import step_mixture_percentiles, time_per_token_factors
 from rubinperf.serving.prefill import busiest_rank_load
 from rubinperf.serving.specdecode import check_times, default_acceptance
-from rubinperf.specs.layout import Layout
+from rubinperf.specs.layout import Layout, layouts_that_fit, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.step.capacity import capacity
 from rubinperf.step.point import make_point
@@ -187,9 +187,27 @@ def batch_grid_for(top: float) -> np.ndarray:
     return np.unique(np.concatenate([low, mid, high, [top]]))
 
 
+def _kv_capacity(m: Model, hw, layout: Layout, mix: RequestMix, per_req: int):
+    return capacity(m, hw, layout, "decode", context_tokens=mix.mean_input + mix.mean_output, tokens_per_request=per_req,
+                    logits_per_request=per_req, reserve_bytes=DEFAULT_RESERVE_BYTES, engram_placement=m.engram_placement)
+
+
+def layouts_that_hold(m: Model, hw, mix: RequestMix, draft_tokens: int = 0, most: int = 3) -> list[str]:
+    """The narrowest layouts of each kind (tp, tep, dep) whose HBM holds one request of the mix: what to try when
+    the one asked for holds none."""
+    out = []
+    for kind in ("tp", "tep", "dep"):
+        held = [n for n in layouts_that_fit(m, hw, kind)
+                if _kv_capacity(m, hw, parse_layout(n), mix, 1 + draft_tokens).max_requests >= 1]
+        out += held[:most]
+    return out
+
+
 def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
-           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None) -> Engine:
-    """Time the engine's decode and prefill-carrying steps over a grid of running batches."""
+           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None,
+           suggest: bool = False) -> Engine:
+    """Time the engine's decode and prefill-carrying steps over a grid of running batches. With `suggest`, an engine
+    whose HBM holds no request says which layouts would."""
     k = 0 if draft_tokens is None and not m.draft_layers else (m.draft_tokens if draft_tokens is None else int(draft_tokens))
     if k > 0 and not m.draft_layers:
         raise SpecError(f"--draft-tokens: {m.name} has no draft layers")
@@ -201,13 +219,14 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
                         f"maximum context of {m.max_context_tokens:,}")
     budget = float(hw.max_num_batched_tokens)
     per_req = 1 + k
-    cap = capacity(m, hw, layout, "decode", context_tokens=mix.mean_input + mix.mean_output, tokens_per_request=per_req,
-                   logits_per_request=per_req, reserve_bytes=DEFAULT_RESERVE_BYTES, engram_placement=m.engram_placement)
+    cap = _kv_capacity(m, hw, layout, mix, per_req)
     top = min(cap.max_requests, (budget - 1) / per_req, max_batch or math.inf)
     if not top >= 1:
         why = cap.reason(1) or (f"the stack's token budget of {budget:,.0f} leaves no room for one request's "
                                 f"{per_req} decode rows")
-        raise SpecError(f"{hw.name} {layout.name}: no aggregated engine: {why}")
+        hold = layouts_that_hold(m, hw, mix, k) if suggest and cap.max_requests < 1 else []
+        raise SpecError(f"{hw.name} {layout.name}: no aggregated engine: {why}"
+                        + (f" (layouts that hold one: {', '.join(hold)})" if hold else ""))
     B = batch_grid_for(top)
     U, O = mix.uncached, mix.mean_output
     rows = B * per_req

@@ -225,3 +225,13 @@ def test_one_rank_has_no_busiest_rank_term(monkeypatch):
         e, flat = engine(m, hw, lay, MIX), _balanced(monkeypatch, m, hw, lay, MIX)
         assert np.array_equal(e.busiest, e.B)
         assert np.array_equal(e.decode_s, flat.decode_s) and np.array_equal(e.mixed_s, flat.mixed_s)
+
+
+def test_an_engine_that_holds_no_request_says_which_layouts_would():
+    """V4.1-Flash on H200 (141 GB): TP2 holds 154 GB of weights and 101 GB of Engram a GPU; TP4 halves both."""
+    m, (h200,) = load_specs("deepseek-v4.1-flash", ["h200"])
+    with pytest.raises(SpecError, match=r"exceed 141 GB of HBM \(layouts that hold one: tp4, tp8, tep4, tep8, dep8\)"):
+        engine(m, h200, TP2, MIX, suggest=True)
+    with pytest.raises(SpecError) as plain:
+        engine(m, h200, TP2, MIX)
+    assert "layouts that hold" not in str(plain.value)
