@@ -67,7 +67,7 @@ def point_parameters(model, layout, phase: str) -> list[str]:
     """The operating-point parameters that mean something for this engine shape."""
     names = ["batch", "context"]
     names += ["draft_tokens", "acceptance"] if phase == "decode" else ["new_tokens"]
-    if layout.kind == "dep":
+    if layout.ep > 1:
         names.append("balancedness")
         if model.draft_layers:
             names.append("draft_balancedness")

@@ -58,7 +58,8 @@ def list_models(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet 
 
 @list_app.command("layouts")
 def list_layouts(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False):
-    """Parallel layouts: dep<N> (data-parallel attention + expert parallel) and tp<N> (tensor parallel).
+    """Parallel layouts: dep<N> (data-parallel attention + expert parallel), tp<N> (tensor parallel) and tep<N>
+    (tensor-parallel attention + expert-parallel experts).
 
     Example: rubinperf list layouts
     """

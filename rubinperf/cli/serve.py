@@ -74,7 +74,7 @@ def serve(
     check_layout(lay, m, hw)
     if draft_tokens is not None and draft_tokens < 0:
         raise SpecError(f"--draft-tokens: expected 0 or more, got {draft_tokens}")
-    e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb)
+    e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb, suggest=True)
     records = closed_loop(e, levels).records()
     from rubinperf.render.aggregated import serve_tables
 

@@ -42,7 +42,7 @@ def models_table(rs: list[dict]) -> None:
 
 
 def layouts_table(rs: list[dict]) -> None:
-    print_out(table("Layouts (any N that divides the model: dep<N>, tp<N>)", [("layout", "left"), ("meaning", "left")],
+    print_out(table("Layouts (any N that divides the model: dep<N>, tp<N>, tep<N>)", [("layout", "left"), ("meaning", "left")],
                     [[r["name"], r["description"]] for r in rs]))
 
 

@@ -14,7 +14,8 @@ Steady state, per scheduler (a DEP rank, a TP instance), as a function of the ru
     prefill per step       W = c U                  (U uncached prompt tokens per request)
     chunk of a prefill step  C = min(budget - B (1 + k), max(U, W))   (chunked prefill; else whole prompts)
     share of steps with prefill  f = min(1, W / C);  DEP: the step waits for every rank: F = 1 - (1 - f)^n
-    mean step              t = (1 - F) t_decode(B) + F t_mixed(B, C)
+    busiest rank (DEP)     B_max = E[max of n Binomial(n B, 1/n) counts]   (prefill.busiest_rank_sequences)
+    mean step              t = (1 - F) t_decode(B_max) + F max(t_mixed(B, C), t_decode(B_max))
     requests/s             lambda = c / t
     TTFT (no queue)        t / 2 + chunks(U) t_mixed      (the wait for the next step, then the chunks)
     concurrency            N(B) = B + lambda TTFT + lambda gap   (Little's law: in prefill, in decode, between turns)
@@ -42,8 +43,9 @@ import numpy as np
 from rubinperf.errors import SpecError
 from rubinperf.roofline import admission_time
 from rubinperf.serving.interactivity import step_mixture_percentiles, time_per_token_factors
+from rubinperf.serving.prefill import busiest_rank_load
 from rubinperf.serving.specdecode import check_times, default_acceptance
-from rubinperf.specs.layout import Layout
+from rubinperf.specs.layout import Layout, layouts_that_fit, parse_layout
 from rubinperf.specs.model import Model
 from rubinperf.step.capacity import capacity
 from rubinperf.step.point import make_point
@@ -118,6 +120,7 @@ class Engine:
     acceptance: float
     budget: float
     B: np.ndarray              # running decode requests per scheduler
+    busiest: np.ndarray        # DEP: the busiest rank's expected running requests (B on a TP instance)
     chunk: np.ndarray          # prefill tokens of a step that carries prefill, per rank
     prefill_share: np.ndarray  # F: share of the engine's steps that carry prefill (any rank)
     decode_s: np.ndarray       # a step without prefill
@@ -184,9 +187,27 @@ def batch_grid_for(top: float) -> np.ndarray:
     return np.unique(np.concatenate([low, mid, high, [top]]))
 
 
+def _kv_capacity(m: Model, hw, layout: Layout, mix: RequestMix, per_req: int):
+    return capacity(m, hw, layout, "decode", context_tokens=mix.mean_input + mix.mean_output, tokens_per_request=per_req,
+                    logits_per_request=per_req, reserve_bytes=DEFAULT_RESERVE_BYTES, engram_placement=m.engram_placement)
+
+
+def layouts_that_hold(m: Model, hw, mix: RequestMix, draft_tokens: int = 0, most: int = 3) -> list[str]:
+    """The narrowest layouts of each kind (tp, tep, dep) whose HBM holds one request of the mix: what to try when
+    the one asked for holds none."""
+    out = []
+    for kind in ("tp", "tep", "dep"):
+        held = [n for n in layouts_that_fit(m, hw, kind)
+                if _kv_capacity(m, hw, parse_layout(n), mix, 1 + draft_tokens).max_requests >= 1]
+        out += held[:most]
+    return out
+
+
 def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
-           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None) -> Engine:
-    """Time the engine's decode and prefill-carrying steps over a grid of running batches."""
+           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None,
+           suggest: bool = False) -> Engine:
+    """Time the engine's decode and prefill-carrying steps over a grid of running batches. With `suggest`, an engine
+    whose HBM holds no request says which layouts would."""
     k = 0 if draft_tokens is None and not m.draft_layers else (m.draft_tokens if draft_tokens is None else int(draft_tokens))
     if k > 0 and not m.draft_layers:
         raise SpecError(f"--draft-tokens: {m.name} has no draft layers")
@@ -198,13 +219,14 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
                         f"maximum context of {m.max_context_tokens:,}")
     budget = float(hw.max_num_batched_tokens)
     per_req = 1 + k
-    cap = capacity(m, hw, layout, "decode", context_tokens=mix.mean_input + mix.mean_output, tokens_per_request=per_req,
-                   logits_per_request=per_req, reserve_bytes=DEFAULT_RESERVE_BYTES, engram_placement=m.engram_placement)
+    cap = _kv_capacity(m, hw, layout, mix, per_req)
     top = min(cap.max_requests, (budget - 1) / per_req, max_batch or math.inf)
     if not top >= 1:
         why = cap.reason(1) or (f"the stack's token budget of {budget:,.0f} leaves no room for one request's "
                                 f"{per_req} decode rows")
-        raise SpecError(f"{hw.name} {layout.name}: no aggregated engine: {why}")
+        hold = layouts_that_hold(m, hw, mix, k) if suggest and cap.max_requests < 1 else []
+        raise SpecError(f"{hw.name} {layout.name}: no aggregated engine: {why}"
+                        + (f" (layouts that hold one: {', '.join(hold)})" if hold else ""))
     B = batch_grid_for(top)
     U, O = mix.uncached, mix.mean_output
     rows = B * per_req
@@ -226,24 +248,32 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     point = make_point(m, hw, layout, phase="decode", batch=1, context=context, draft_tokens=k, acceptance=a, eplb=eplb,
                        engram_placement=m.engram_placement)
     steps_at = np.maximum(B, 1.0)   # a step's decode rows are whole requests (below 1: one request, part of the time)
+    # DEP: the ranks step together and each step waits for its busiest rank. The running requests sit on the ranks
+    # as routed at random (the expected busiest of dp ranks holding dp x B requests: prefill.busiest_rank_sequences,
+    # the formula of the disaggregated prefill pool's imbalance), so a decode step is timed at the busiest rank's
+    # rows; a step that carries prefill waits for the rank with the chunk (its rows the mean) or for the busiest
+    # decode rank, whichever is slower.
+    busiest = busiest_rank_load(B, layout.dp) if layout.dp > 1 else B
     # The scheduler admits the requests that replace the finished ones (B a / (O - 1) a step), host work that grows
     # with each prompt's length, as a disaggregated decode engine's admissions do (roofline.admission_time).
     admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
-    decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=steps_at)), extra_cpu_s=admit)
+    decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=np.maximum(busiest, 1.0))),
+                                 extra_cpu_s=admit)
+    decode_s = np.broadcast_to(np.asarray(decode.expected_s, dtype=float), B.shape).copy()
     if hw.mixed_prefill_decode:
         mixed = step(m, hw, layout, dataclasses.replace(point, batch=steps_at, chunk_tokens=chunk, chunk_seqs=seqs,
                                                         chunk_context=chunk_context))
         mixed = dataclasses.replace(mixed, extra_cpu_s=admit)
-        mixed_s = np.asarray(mixed.expected_s, dtype=float)
+        mixed_s = np.maximum(np.asarray(mixed.expected_s, dtype=float), decode_s)
     else:
         pf = make_point(m, hw, layout, phase="prefill", batch=1, context=min(cached, m.max_context_tokens - U),
                         new_tokens=U, eplb=eplb, engram_placement=m.engram_placement)
         alone = step(m, hw, layout, dataclasses.replace(pf, batch=seqs, new_tokens=chunk, context=chunk_context))
-        mixed_s = np.asarray(decode.expected_s, dtype=float) + np.asarray(alone.expected_s, dtype=float)
-    decode_s = np.broadcast_to(np.asarray(decode.expected_s, dtype=float), B.shape).copy()
+        mixed_s = decode_s + np.asarray(alone.expected_s, dtype=float)
     mixed_s = np.broadcast_to(mixed_s, B.shape).copy()
     check_times(hw, m, f"{layout.name} aggregated", decode_s, mixed_s)
-    return Engine(model=m, hw=hw, layout=layout, mix=mix, draft_tokens=k, acceptance=a, budget=budget, B=B, chunk=chunk,
+    return Engine(model=m, hw=hw, layout=layout, mix=mix, draft_tokens=k, acceptance=a, budget=budget, B=B,
+                  busiest=np.broadcast_to(np.asarray(busiest, dtype=float), B.shape).copy(), chunk=chunk,
                   prefill_share=share, decode_s=decode_s, mixed_s=mixed_s,
                   chunks_per_request=_chunks(mix, float(room[0]), bool(hw.chunked_prefill)), saturated=saturated,
                   max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape))
@@ -314,7 +344,8 @@ def closed_loop(e: Engine, concurrency) -> ClosedLoop:
     e2e = ttft + (O - 1) * tpot
     req_s = lam * dp
     c: dict = {
-        "running_batch_per_rank": b, "queued_per_rank": queue, "prefill_step_share": F,
+        "running_batch_per_rank": b, "busiest_rank_batch": at(e.busiest), "queued_per_rank": queue,
+        "prefill_step_share": F,
         "decode_step_ms": t0 * 1e3, "prefill_step_ms": t1 * 1e3, "mean_step_ms": step_s * 1e3,
         "prefill_chunk_tokens": at(e.chunk), "saturated": ~inside,
         "limited_by": np.where(inside, "", limit),

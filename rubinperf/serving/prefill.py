@@ -160,11 +160,18 @@ def busiest_rank_sequences(seqs_per_rank: float, ranks: int) -> float:
     S = int(round(seqs_per_rank * ranks))
     if ranks <= 1 or S <= 1:
         return float(seqs_per_rank)
-    k = np.arange(S + 1)
-    log_pmf = (math.lgamma(S + 1) - np.array([math.lgamma(i + 1) + math.lgamma(S - i + 1) for i in k])
-               + k * math.log(1 / ranks) + (S - k) * math.log(1 - 1 / ranks))
+    # log pmf(k) by the binomial's ratio pmf(k+1) / pmf(k) = (S - k) / (k + 1) x p / (1 - p), from pmf(0) = (1 - p)^S
+    p = 1.0 / ranks
+    k = np.arange(S)
+    log_pmf = S * math.log1p(-p) + np.concatenate(([0.0], np.cumsum(np.log((S - k) / (k + 1)) + math.log(p / (1 - p)))))
     cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
     return float(np.sum(1.0 - cdf[:-1] ** ranks))
+
+
+def busiest_rank_load(per_rank, ranks: int):
+    """busiest_rank_sequences over an array of mean loads per rank (requests or sequences), element by element."""
+    flat = np.atleast_1d(np.asarray(per_rank, dtype=float))
+    return np.array([busiest_rank_sequences(float(x), ranks) for x in flat]).reshape(np.shape(per_rank))
 
 
 def dp_prefill_imbalance(m: Model, hw, w: Workload, layout: Layout, eplb: bool = True) -> dict:

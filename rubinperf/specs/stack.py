@@ -80,7 +80,7 @@ class Stack:
     # [placement] where the engine keeps its weights on a GPU of two memory domains
     die_local_expert_weights: bool = _field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
-    decode_layouts: tuple[str, ...] = _field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>): the layouts pareto, compare and validate sweep by default")
+    decode_layouts: tuple[str, ...] = _field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>, tep<N>): the layouts pareto, compare and validate sweep by default")
     admission_cpu_per_prompt_token_s: float = _field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
     max_kv_loads_per_step: int = _field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
     # [aggregated] one engine that serves prefill and decode together (rubinperf/serving/aggregated.py)
@@ -102,7 +102,7 @@ class Stack:
         from rubinperf.specs.layout import parse_layout
 
         if not self.decode_layouts:
-            raise SpecError(f"{self.path}: serving.decode_layouts: expected at least one layout (dep<N> or tp<N>)")
+            raise SpecError(f"{self.path}: serving.decode_layouts: expected at least one layout (dep<N>, tp<N> or tep<N>)")
         for name in self.decode_layouts:
             try:
                 parse_layout(name)

@@ -31,7 +31,7 @@ class Workload:
                                         doc="fraction of a turn's input found in the prefix cache")
     output_tokens_per_turn: float = spec_field("workload", "tokens", doc="mean generated tokens per turn")
     # [serving] deployment assumptions
-    prefill_layout: str = spec_field("serving", doc="engine shape of the prefill pool (dep<N> or tp<N>)")
+    prefill_layout: str = spec_field("serving", doc="engine shape of the prefill pool (dep<N>, tp<N> or tep<N>)")
     prefill_tokens_per_rank: float = spec_field("serving", "tokens", at_most=MAX_CHUNK_TOKENS,
                                                 doc="chunked-prefill token budget of one step, per rank (DEP) or per instance (TP)")
     prefix_pool: str = spec_field("serving", doc="where cached prefixes are loaded from: host (C2C), peer-hbm (NVLink) or hbm")

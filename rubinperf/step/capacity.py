@@ -7,7 +7,8 @@ Weights per rank follow the same splits as `graph.py`: DEP holds every dense wei
 1/N of the routed experts (target and draft); TP divides the head-split and
 expert-column-split weights by N (query up-projection, output projection, indexer
 query, shared expert, routed experts' columns, dense FFN, LM head) and replicates the
-rest (down-projections, KV projections, routers, mHC, Engram projection, embedding).
+rest (down-projections, KV projections, routers, mHC, Engram projection, embedding);
+TEP splits as TP, but holds 1/N of the routed experts whole (the same bytes).
 
 KV per token of one request: over the KV source layers, (KV entry + index key on indexer
 layers) / compression ratio; plus, per request, the sliding window's uncompressed
@@ -46,6 +47,8 @@ def _rank_share(w: Weight, layout: Layout) -> float:
     """Bytes of `w` one rank of `layout` holds."""
     if layout.kind == "dep":
         return weight_bytes(w) / layout.ranks if w.kind == "routed" else weight_bytes(w)
+    if layout.kind == "tep" and w.kind == "routed":   # n-th of the experts, whole
+        return weight_bytes(w) / layout.ep
     if w.name == "kv_heads_proj":  # GQA K/V heads split over TP ranks, one head each once TP passes them
         return weight_bytes(w) * kv_heads_share(w.n // 2, layout)
     return weight_bytes(w) / layout.tp if w.name in TP_SPLIT else weight_bytes(w)
@@ -126,7 +129,9 @@ def workspace_bytes_per_token(m: Model, layout: Layout) -> float:
     dispatch buffer and expert intermediate (top-k copies), and the attention's query/output."""
     residual = m.hc_routes * m.hidden_size * (RESIDUAL_BYTES if m.hc_routes > 1 else ACT_BYTES) * 2
     act = PRECISIONS[m.activation_dtype].bytes_per_element
-    moe = m.experts_per_token * (m.hidden_size * act + 2 * m.moe_intermediate_size / layout.tp * ACT_BYTES)
+    moe = m.experts_per_token * (m.hidden_size * act + 2 * m.moe_intermediate_size / layout.expert_tp * ACT_BYTES)
+    if layout.kind == "tep":   # no dispatch buffer: the tokens are local; a GPU's experts take top-k / n rows a token
+        moe = m.experts_per_token / layout.ep * (m.hidden_size * act + 2 * m.moe_intermediate_size * ACT_BYTES)
     attention = m.num_heads / layout.tp * (m.qk_head_dim + m.v_head_dim) * ACT_BYTES
     if not m.num_routed_experts:  # a dense model: the FFN's gate and up outputs instead of the experts'
         return residual + 2 * m.dense_intermediate_size / layout.tp * ACT_BYTES + attention

@@ -260,7 +260,8 @@ def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
 def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
     """Router, routed experts with EP dispatch/combine (MegaMoE, or dispatch, routed GEMMs and combine as kernels of
     their own when the stack's moe_kernels says routed-gemms; the draft's by all-gather + reduce-scatter when the
-    stack says so), shared expert; or a dense FFN."""
+    stack says so), or, under TP attention, each GPU's local experts (TEP) or every expert's TP slice (TP); shared
+    expert; or a dense FFN."""
     draft = part == "draft"
     ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
     if "dense_ffn" in ws:
@@ -311,15 +312,31 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         name = ("MegaMoE (dispatch + experts + combine" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
                 + ")")
         ops.append(Op(name, moe, part=part, die_local_weights=True, stretch=1 / bal))
+    elif layout.kind == "tep":
+        # TP attention leaves every token on every GPU: no dispatch. A GPU runs its E / n whole experts over the
+        # tokens routed to them (tokens x top-k / n rows on average; its experts touched by all the tokens), and
+        # the MoE all-reduce below sums the GPUs' partial outputs (the combine). The busiest GPU's experts set the
+        # pace (balancedness), as on DEP.
+        n = layout.ranks
+        touched = K.experts_touched_topk(tokens, k, E, local_experts=E // n)
+        if p.moe_kernels == "routed-gemms":
+            gemms = K.routed_gemms(tokens, k / n, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype,
+                                   act=act, touched=touched)
+            ops.append(Op("routed experts (local, GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True,
+                          stretch=1 / bal))
+        else:
+            gemms = K.grouped_gemm(tokens * k / n, E // n, inter3, m.hidden_size, weight=experts.dtype, act=act,
+                                   touched=touched)
+            ops.append(Op("MegaMoE (local experts)", gemms, part=part, die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
         if p.moe_kernels == "routed-gemms":
-            gemms = K.routed_gemms(tokens, k, E, inter3 // 3 // layout.tp, m.hidden_size, weight=experts.dtype,
+            gemms = K.routed_gemms(tokens, k, E, inter3 // 3 // layout.expert_tp, m.hidden_size, weight=experts.dtype,
                                    act=act, touched=touched)
             ops.append(Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True))
         else:
-            gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.tp, m.hidden_size, weight=experts.dtype, act=act,
-                                   touched=touched)
+            gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.expert_tp, m.hidden_size, weight=experts.dtype,
+                                   act=act, touched=touched)
             ops.append(Op("MegaMoE (experts)", gemms, part=part, die_local_weights=True))
     if "shared_expert" in ws:
         shared = _ffn(ws["shared_expert"], tokens, layout)

@@ -152,14 +152,14 @@ def make_point(model, hw: Platform, layout: Layout, phase: str | None = None, ba
         raise SpecError(f"--acceptance: expected between 1 and draft tokens + 1 = {k + 1}, got {acceptance}")
     bal, draft_bal = stack_balancedness(hw, eplb)
     if balancedness is not None:
-        lowest = 1 / layout.ranks if layout.kind == "dep" else 0.01
+        lowest = 1 / layout.ranks if layout.ep > 1 else 0.01
         if not lowest <= balancedness <= 1:
-            why = (f"mean/max load over {layout.ranks} ranks is at least 1/{layout.ranks}" if layout.kind == "dep"
+            why = (f"mean/max load over {layout.ranks} ranks is at least 1/{layout.ranks}" if layout.ep > 1
                    else "TP has no expert imbalance; the value is not used")
             raise SpecError(f"--balancedness: expected a value in [{lowest:.3g}, 1] for {layout.name} ({why}), got {balancedness:g}")
         bal = balancedness
-    if layout.kind == "tp":
-        bal = draft_bal = 1.0  # every rank holds a slice of every expert: no expert imbalance
+    if layout.ep == 1:
+        bal = draft_bal = 1.0  # every rank holds a slice of every expert (or all of them): no expert imbalance
     from rubinperf.specs.model import ENGRAM_PLACEMENTS
 
     placement = engram_placement or ENGRAM_PLACEMENT[phase]

@@ -76,7 +76,7 @@ def step_record(r) -> dict:
         "new_tokens_per_rank": None if decode else float(p.new_tokens),
         "draft_tokens": float(p.k(m)) if decode else None,
         "acceptance": float(p.accepted(m)) if decode else None,
-        "balancedness": float(p.balancedness) if r.layout.kind == "dep" else 1.0,
+        "balancedness": float(p.balancedness) if r.layout.ep > 1 else 1.0,
         "step_time_ms": total * 1e3, "sol_step_time_ms": float(r.sol_s) * 1e3,
         "gpu_time_ms": float(r.gpu_s) * 1e3, "cpu_time_ms": float(r.cpu_s) * 1e3,
         "exposed_host_time_ms": float(r.exposed_s) * 1e3,

@@ -31,7 +31,8 @@ def _layer_ops(hw, layout: str, batch):
 
 def _by_hand(hw, lay, tokens) -> int:
     """The layer's kernels from the stack's [fusion] fields, counted as the posts and the public kernels run them."""
-    tp = lay.kind == "tp" and lay.tp > 1
+    tp = lay.tp > 1                 # TP attention (tp<N>, tep<N>): an all-reduce after attention and after the MoE
+    tp_path = tp and lay.kind == "tp"   # the stack's TP-engine fusions; tep<N> runs the plain all-reduces
     attention = (2        # q down and up projections
                  + 2      # KV projection and compression (the insert in the last one's epilogue when fused)
                  + (0 if hw.rope_kv_insert_fused else 2)   # KV insert + query RoPE of their own
@@ -40,20 +41,21 @@ def _by_hand(hw, lay, tokens) -> int:
                  + 1      # DeepSelect top-k
                  + 1      # sparse attention (a split-KV reduction is the GPU's: not the graph's)
                  + 2      # grouped output projection, down then up
-                 + (1 if tp and not hw.tp_allreduce_fused else 0))
-    if tp and hw.tp_mhc_in_epilogue:
+                 + (1 if tp and not (tp_path and hw.tp_allreduce_fused) else 0))
+    if tp_path and hw.tp_mhc_in_epilogue:
         per_boundary = 0
     else:
         per_boundary = 4 if hw.mhc_kernels == "tilelang" else 1
     mhc = 2 * per_boundary   # before attention, before the FFN
-    routed = 1                   # MegaMoE (on DEP with its dispatch and combine inside)
+    routed = 1                   # MegaMoE (on DEP with its dispatch and combine inside; on TEP the local experts)
     if hw.moe_kernels == "routed-gemms":
         routed = 3 + (2 if lay.kind == "dep" else 0)   # GEMM1, GEMM2, finalize; DeepEP's dispatch and combine on DEP
+                                                       # (none on TEP: every GPU holds every token)
     shared_fused = lay.kind == "tp" and tokens < hw.tp_shared_expert_fused_below_rows
     moe = (2              # router GEMM, top-k
            + routed
            + (0 if shared_fused else 2)   # shared expert gate+up, down
-           + (1 if tp and not hw.tp_allreduce_fused else 0))
+           + (1 if tp and not (tp_path and hw.tp_allreduce_fused) else 0))
     return attention + mhc + moe
 
 
@@ -68,6 +70,8 @@ CASES = [
     ("gb300-nvl72", "pytorch-2.11", "tp4", 1, 31),
     ("gb300-nvl72", "sglang-deepep-hopper", "dep32", 16, 31),
     ("gb300-nvl72", "sglang-blackwell", "dep4", 16, 31),  # DeepEP dispatch, routed GEMMs + finalize, combine
+    ("vr-nvl72", None, "tep8", 1, 21),    # TP8 attention, EP8 experts: the two all-reduces as kernels, Mega-mHC
+    ("gb300-nvl72", "sglang-blackwell", "tep8", 16, 31),  # local routed GEMMs + finalize, no dispatch or combine
 ]
 
 

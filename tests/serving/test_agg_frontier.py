@@ -23,7 +23,7 @@ SETUPS = {
 
 
 @settings(max_examples=12, deadline=None)
-@given(rack=st.sampled_from(sorted(SETUPS)), layout=st.sampled_from(["tp8", "dep8"]),
+@given(rack=st.sampled_from(sorted(SETUPS)), layout=st.sampled_from(["tp8", "tep8", "dep8"]),
        isl=st.integers(64, 32768), osl=st.integers(2, 4096), hit=st.floats(0.0, 0.97))
 def test_aggregated_decode_never_faster_than_disaggregated_at_the_same_batch(rack, layout, isl, osl, hit):
     """At every running batch: the mixed step >= the decode-only step of the same engine >= the P/D decode engine's

@@ -176,3 +176,62 @@ def test_dep4_prefill_loses_more_than_dep2():
     two, four = (dp_prefill_imbalance(m, hw, w, parse_layout(x))["loss"] for x in ("dep2", "dep4"))
     assert 0.03 < two < four < 0.25
     assert 1.5 < four / two < 3.0
+
+
+def test_busiest_rank_of_three_by_hand():
+    # three ranks, three requests, each rank's count Binomial(3, 1/3) taken as independent: F(0) = 8/27,
+    # F(1) = 20/27, F(2) = 26/27, E[max] = 3 - (8^3 + 20^3 + 26^3) / 27^3 = 1.6746 (the exact multinomial
+    # maximum is 17/9: independence understates it at a handful of requests)
+    assert busiest_rank_sequences(1.0, 3) == pytest.approx(3 - (8 ** 3 + 20 ** 3 + 26 ** 3) / 27 ** 3)
+
+
+def _balanced(monkeypatch, *args, **kw):
+    """The same engine with every rank at the mean batch (the busiest-rank term off)."""
+    from rubinperf.serving import aggregated
+
+    with monkeypatch.context() as mp:
+        mp.setattr(aggregated, "busiest_rank_load", lambda B, ranks: B)
+        return engine(*args, **kw)
+
+
+@pytest.mark.parametrize("hw_name, layout, mix", [("h200", "dep8", RequestMix(1024, 1024)),
+                                                   ("gb300-nvl72", "dep16", RequestMix(8192, 1024)),
+                                                   ("gb300-nvl72", "dep4", RequestMix(2048, 256, prefix_hit=0.5))])
+def test_dep_engine_waits_for_its_busiest_rank(monkeypatch, hw_name, layout, mix):
+    """A DEP step is timed at the busiest rank's running requests: never faster than the balanced step, and slower
+    where the step grows with rows; a prefill-carrying step waits for the slower of the chunk's rank and the busiest."""
+    m = V3 if hw_name == "h200" else V41
+    _, (hw,) = load_specs(m.name, [hw_name])
+    lay = parse_layout(layout)
+    e, flat = engine(m, hw, lay, mix), _balanced(monkeypatch, m, hw, lay, mix)
+    assert np.all(e.busiest >= e.B - 1e-12)
+    at17 = e.B == 17.0   # the integer grid holds 17 requests per rank
+    assert e.busiest[at17] == pytest.approx(busiest_rank_sequences(17.0, lay.dp))
+    assert np.all(e.decode_s >= flat.decode_s * (1 - 1e-12))
+    assert np.all(e.mixed_s >= flat.mixed_s * (1 - 1e-12))
+    assert np.all(e.step_s >= flat.step_s * (1 - 1e-12))
+    assert np.all(e.mixed_s >= e.decode_s * (1 - 1e-12))
+    assert np.any(e.decode_s > flat.decode_s * 1.001)
+    a, b = (closed_loop(x, [64]).records()[0] for x in (e, flat))
+    assert a["median_tpot_ms"] >= b["median_tpot_ms"] and a["total_tokens_per_s_per_gpu"] <= b["total_tokens_per_s_per_gpu"]
+    assert a["busiest_rank_batch"] > a["running_batch_per_rank"]
+
+
+def test_one_rank_has_no_busiest_rank_term(monkeypatch):
+    """DEP1 (gpt-oss-120b fits one GB300) and a TP instance: one scheduler, the engine is the balanced one."""
+    m, (hw,) = load_specs("gpt-oss-120b", ["gb300-nvl72"])
+    for name in ("dep1", "tp2"):
+        lay = parse_layout(name)
+        e, flat = engine(m, hw, lay, MIX), _balanced(monkeypatch, m, hw, lay, MIX)
+        assert np.array_equal(e.busiest, e.B)
+        assert np.array_equal(e.decode_s, flat.decode_s) and np.array_equal(e.mixed_s, flat.mixed_s)
+
+
+def test_an_engine_that_holds_no_request_says_which_layouts_would():
+    """V4.1-Flash on H200 (141 GB): TP2 holds 154 GB of weights and 101 GB of Engram a GPU; TP4 halves both."""
+    m, (h200,) = load_specs("deepseek-v4.1-flash", ["h200"])
+    with pytest.raises(SpecError, match=r"exceed 141 GB of HBM \(layouts that hold one: tp4, tp8, tep4, tep8, dep8\)"):
+        engine(m, h200, TP2, MIX, suggest=True)
+    with pytest.raises(SpecError) as plain:
+        engine(m, h200, TP2, MIX)
+    assert "layouts that hold" not in str(plain.value)

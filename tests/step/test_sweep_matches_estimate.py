@@ -22,7 +22,7 @@ FIELDS = {"step_s": ("step_time_ms", 1e3), "sol_s": ("sol_step_time_ms", 1e3),
 
 
 @pytest.mark.parametrize("rack", ["gb300-nvl72", "vr-nvl72"])
-@pytest.mark.parametrize("layout", ["dep32", "tp8"])
+@pytest.mark.parametrize("layout", ["dep32", "tp8", "tep8"])
 def test_the_sweep_of_estimates_point_is_estimate(rack, layout):
     m, (hw,) = load_specs(DEFAULT_MODEL, [rack])
     lay = parse_layout(layout)
