@@ -389,11 +389,20 @@ def explain_op(ss: SymbolicStep, name: str, timed: list | None = None) -> Explan
     ctx = _step_context(ss)
     ctx["part"] = timed[0].op.part
     ctx["occurrences"] = round(evaluate(sympy.sympify(sum(rep for _, _, rep, _ in items)), ss.values))
+    if _attends_kv(timed[0].op):
+        m = ss.model
+        ctx["formats"] = (f"KV cache {m.kv_cache_dtype or 'as stated'} ({m.cache_entry_bytes:g} B per entry), "
+                          f"attention MMA {ss.point.attention_mma_dtype}")
     stretched = any(st != 1 for *_, st in items)
     rule = ("expected = sum over its kernels and layers of latency + max(compute, memory + parallelism, link)"
             + (", stretched by 1/balancedness (the busiest rank sets the pace)" if stretched else "")
             + "; SOL = sum of max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
     return Explanation(name, ctx, _cost_exprs(items), ss.values, rule)
+
+
+def _attends_kv(op) -> bool:
+    """An attention op over the KV cache (not the indexer's logits over its keys)."""
+    return any(k.family == "attention" for k in op.kernels) and "logits" not in op.name.lower()
 
 
 def _step_context(ss: SymbolicStep) -> dict:

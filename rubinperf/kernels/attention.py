@@ -22,8 +22,10 @@ def attended_per_query(q_len, kv_len, causal: bool):
 
 
 def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_heads=None, causal: bool = False,
-              v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None) -> Kernel:
-    """FLOPs: 2 x (QK^T width + PV width) per query, head and attended entry.
+              v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None,
+              mma_dtype: str | None = None) -> Kernel:
+    """FLOPs: 2 x (QK^T width + PV width) per query, head and attended entry, at the rate of `mma_dtype`
+    (None: `dtype`, the queries' and outputs' format).
 
     K/V are shared by groups of heads (GQA/MQA) when `kv_heads` < `heads`; with `shared_kv`
     K and V are one latent tensor (V4 MQA, absorbed MLA) read once. `kv_entry_bytes`
@@ -45,7 +47,7 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     flops = 2 * batch * heads * q_len * attended * (head_dim + v_head_dim)
     if kv_entry_bytes is None:
         kv_entry_bytes = (head_dim if shared_kv else head_dim + v_head_dim) * kvp.bytes_per_element
-    cost = Cost.of_flops(p.peak, flops,
+    cost = Cost.of_flops(PRECISIONS[mma_dtype or dtype].peak, flops,
         kv_bytes=batch * kv_heads * kv_len * kv_entry_bytes,
         activation_bytes=batch * q_len * heads * (head_dim + v_head_dim) * p.bytes_per_element,
         launches=1,
@@ -66,7 +68,7 @@ def visible_positions(context, q_per_seq, prefill: bool):
 
 
 def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
-                     prefill: bool, tokens_per_cta=2) -> Kernel:
+                     prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2) -> Kernel:
     """MegaAttn over a compressed KV cache: each query attends its indexer's `topk` compressed
     entries (None: every compressed entry, or none when `ratio` is 0) plus a sliding `window`.
 
@@ -74,6 +76,11 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     gathers its own selection; a sequence's window is read once for all its queries; in
     prefill no more than the whole cache is read. Decode runs one or two tokens per CTA (MegaAttn,
     as the November 2026 Rubin post describes it): the chain of an index load, then a KV gather, before each block's MMA.
+
+    The QK and PV products run at the rate of `mma_dtype` (the cache dequantised to it). A decode CTA gathering a
+    top-k selection keeps `entries_in_flight_per_cta` scattered entries in flight (its gathered entries per stage x
+    the stages it buffers): with few CTAs the gather, not the bytes or the MMA, sets the time, at
+    CTAs x entries in flight x entry bytes per HBM latency (the roofline's parallelism term, Little's law).
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
@@ -87,7 +94,7 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
         selected = entries
         kv_read = seqs * (entries + win) * entry_bytes
     attended = selected + win
-    cost = Cost.of_flops("bf16", 2 * tokens * heads * attended * (qk_dim + v_dim),
+    cost = Cost.of_flops(PRECISIONS[mma_dtype].peak, 2 * tokens * heads * attended * (qk_dim + v_dim),
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
     # Decode CTAs: a query gathering its own top-k selection runs one or two tokens per CTA (MegaAttn); a dense
     # pass over a whole cache (no top-k: MLA, full attention) splits the KV over CTAs and fills the GPU
@@ -96,7 +103,9 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     ctas = None if prefill or dense else sceil(tokens / tokens_per_cta)
     # a dense decode pass splits the KV when its (sequence, query tile) groups are too few, then reduces the splits
     groups = seqs * sceil(q_per_seq * heads / FLASH_QUERY_TILE) if dense and not prefill else None
-    return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1, split_kv_groups=groups)
+    gather = entries_in_flight_per_cta * entry_bytes if ctas is not None else None
+    return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1, split_kv_groups=groups,
+                  in_flight_bytes_per_cta=gather)
 
 
 def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,

@@ -30,6 +30,8 @@ def _header(ex) -> list[str]:
     if "layout" in c:
         lines = _wrap([f"{ex.kernel}: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, "
                        f"{c['occurrences']} occurrence(s) per step on one rank"])
+        if "formats" in c:
+            lines += _wrap([f"formats: {c['formats']}"])
     else:
         shape = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items() if k != "hardware")
         lines = _wrap([f"{ex.kernel} on {c['hardware']} ({shape})"])

@@ -307,6 +307,7 @@ def _gqa_attention(cfg: Fields, kv_bytes: tuple) -> dict:
         "compress_ratios": (ratios, ratio_src),
         "kv_source_layers": ((), "every layer writes its own KV"),
         "kv_entry_bytes": (2 * kv_heads * hd * b, f"K and V: 2 x num_key_value_heads x head_dim x {b} B ({b_src})"),
+        **_KV_AS_STATED,
     }
 
 
@@ -332,6 +333,7 @@ def _mla_attention(cfg: Fields, kv_bytes: tuple) -> dict:
         "compress_ratios": ((), "every layer full (uncompressed) latent"),
         "kv_source_layers": ((), "every layer writes its own KV"),
         "kv_entry_bytes": ((latent + rope) * b, f"(kv_lora_rank + qk_rope_head_dim) x {b} B ({b_src})"),
+        **_KV_AS_STATED,
     }
 
 
@@ -429,6 +431,11 @@ def spec_fields_from_config(cfg: Fields, quant_file: dict | None) -> dict:
     fields.update(_no_engram())
     fields.update(_mtp(cfg, m) if mt in MLA and moe else _no_draft())
     return fields
+
+
+# The cache as kv_entry_bytes states it (no format set: `--set model.kv_cache_dtype=fp8` derives another).
+_KV_AS_STATED = {"kv_cache_dtype": ("", "the entry as kv_entry_bytes states it"),
+                 "kv_cache_formats": ((), "no packed entry formats"), "kv_cache_format_bytes": ((), "")}
 
 
 def _document(cls, fields: dict, name: str, description: str, cited: str) -> tuple[dict, dict]:

@@ -49,7 +49,10 @@ class Model:
     sliding_window_tokens: int = spec_field("attention", "tokens", positive=False)
     compress_ratios: tuple[int, ...] = spec_field("attention", doc="per layer: 0 = window only, r = one entry per r tokens")
     kv_source_layers: tuple[int, ...] = spec_field("attention", doc="layers that write KV; empty = every layer")
-    kv_entry_bytes: int = spec_field("attention", "bytes", typical=(16, 1e5), doc="one cached KV entry of one layer")
+    kv_entry_bytes: int = spec_field("attention", "bytes", positive=False, typical=(16, 1e5), default=0, doc="one cached KV entry of one layer as stored, where kv_cache_dtype is empty (a set kv_cache_dtype decides the entry)")
+    kv_cache_dtype: str = spec_field("attention", default="", positive=False, doc="format the KV cache is stored in: its entry is then the listed kv_cache_format_bytes, else its elements (gqa: K and V; mla: latent + RoPE; sparse-mqa: the latent) at the format's bits (per-tensor scales, not counted; sparse-mqa: a listed format only); empty: kv_entry_bytes as stated")
+    kv_cache_formats: tuple[str, ...] = spec_field("attention", default=(), positive=False, doc="cache formats of a packed entry layout (FlashMLA's), with their entry sizes in kv_cache_format_bytes")
+    kv_cache_format_bytes: tuple[int, ...] = spec_field("attention", "bytes", default=(), positive=False, typical=(16, 1e5), doc="one cached entry in each of kv_cache_formats (values, scales and the RoPE part)")
     # [indexer]
     indexer_layers: tuple[int, ...] = spec_field("indexer", doc="layers that compute indexer logits and top-k")
     topk_layers: tuple[int, ...] = spec_field("indexer", doc="layers that attend only the selected top-k entries")
@@ -106,6 +109,24 @@ class Model:
             bad("attention.attention_kind", f"expected one of {', '.join(ATTENTION_KINDS)}, got {self.attention_kind!r}")
         if self.engram_placement not in ENGRAM_PLACEMENTS:
             bad("engram.engram_placement", f"expected one of {', '.join(ENGRAM_PLACEMENTS)}, got {self.engram_placement!r}")
+        if len(self.kv_cache_formats) != len(self.kv_cache_format_bytes):
+            bad("attention.kv_cache_format_bytes", f"expected one size per format of kv_cache_formats "
+                f"({len(self.kv_cache_formats)}), got {len(self.kv_cache_format_bytes)}")
+        for fmt in self.kv_cache_formats:
+            if fmt not in PRECISIONS:
+                bad("attention.kv_cache_formats", f"expected formats of {', '.join(PRECISIONS)}, got {fmt!r}")
+        if self.kv_cache_dtype and self.kv_cache_dtype not in PRECISIONS:
+            bad("attention.kv_cache_dtype", f"expected one of {', '.join(PRECISIONS)} (or empty), got {self.kv_cache_dtype!r}")
+        if not self.kv_cache_dtype and not self.kv_entry_bytes:
+            bad("attention.kv_entry_bytes", "expected the bytes of one cached entry, or a kv_cache_dtype to derive them")
+        if self.kv_cache_dtype and self.kv_entry_bytes and self.attention_kind == "sparse-mqa":
+            bad("attention.kv_entry_bytes", f"a packed sparse-mqa entry is the kv_cache_format_bytes of kv_cache_dtype "
+                f"({self.kv_cache_dtype}): set kv_cache_dtype empty to give kv_entry_bytes instead")
+        if (self.kv_cache_dtype and self.attention_kind == "sparse-mqa"
+                and self.kv_cache_dtype not in self.kv_cache_formats):
+            bad("attention.kv_cache_dtype", f"a sparse-mqa cache is a packed layout (values, scales, the RoPE part): "
+                f"expected one of its listed kv_cache_formats ({', '.join(self.kv_cache_formats) or 'none'}), got "
+                f"{self.kv_cache_dtype!r}; to use another, set kv_cache_formats and kv_cache_format_bytes")
         for key in ("dense_dtype", "embedding_dtype", "expert_dtype", "activation_dtype", "router_dtype", "indexer_dtype"):
             if getattr(self, key) not in PRECISIONS:
                 bad(key, f"expected one of {', '.join(PRECISIONS)}, got {getattr(self, key)!r}")
@@ -153,6 +174,27 @@ class Model:
             bad("moe.dense_intermediate_size", "expected a positive size when first_dense_layers > 0")
         if self.o_groups and self.num_heads % self.o_groups:
             bad("attention.o_groups", f"expected a divisor of num_heads ({self.num_heads})")
+
+    @property
+    def kv_entry_elements(self) -> int:
+        """Values of one cached entry of one layer: K and V of every KV head (gqa), the latent and its RoPE part
+        (mla), or the shared latent, RoPE part included (sparse-mqa)."""
+        if self.attention_kind == "gqa":
+            return 2 * self.kv_latent_dim
+        if self.attention_kind == "mla":
+            return self.kv_latent_dim + self.rope_dim
+        return self.kv_latent_dim
+
+    @property
+    def cache_entry_bytes(self) -> float:
+        """Bytes of one cached KV entry of one layer in the cache's format (kv_cache_dtype): the packed layout's
+        listed size, else its elements at the format's bits; kv_entry_bytes when no format is set."""
+        fmt = self.kv_cache_dtype
+        if not fmt:
+            return self.kv_entry_bytes
+        if fmt in self.kv_cache_formats:
+            return self.kv_cache_format_bytes[self.kv_cache_formats.index(fmt)]
+        return self.kv_entry_elements * PRECISIONS[fmt].bits / 8
 
     def compress_ratio(self, layer: int) -> int:
         """Compression ratio of a layer (main layers first, then draft layers); 1 when none is listed."""

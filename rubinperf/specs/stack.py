@@ -77,6 +77,9 @@ class Stack:
     moe_kernels: str = _field("fusion", doc="routed experts: megamoe (one grouped kernel; on DEP with the EP dispatch and combine inside it) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels; on DEP beside a dispatch and a combine kernel of their own, as DeepEP runs them); the router GEMM and its top-k are kernels of their own on both")
     tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
+    # [attention] the decode attention kernels the engine runs
+    attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
+    sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
     # [placement] where the engine keeps its weights on a GPU of two memory domains
     die_local_expert_weights: bool = _field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
@@ -101,6 +104,11 @@ class Stack:
     def validate(self) -> None:
         from rubinperf.specs.layout import parse_layout
 
+        from rubinperf.specs.precision import PRECISIONS
+
+        if self.attention_mma_dtype not in PRECISIONS:
+            raise SpecError(f"{self.path}: attention.attention_mma_dtype: expected one of {', '.join(PRECISIONS)}, "
+                            f"got {self.attention_mma_dtype!r}")
         if not self.decode_layouts:
             raise SpecError(f"{self.path}: serving.decode_layouts: expected at least one layout (dep<N>, tp<N> or tep<N>)")
         for name in self.decode_layouts:

@@ -88,7 +88,7 @@ def kv_bytes_per_token(m: Model) -> float:
     for layer in range(m.num_layers):
         ratio = m.compress_ratio(layer)
         if m.is_kv_source(layer) and ratio:
-            total += (m.kv_entry_bytes + m.index_key_bytes * (layer in m.indexer_layers)) / ratio
+            total += (m.cache_entry_bytes + m.index_key_bytes * (layer in m.indexer_layers)) / ratio
     return total
 
 
@@ -98,7 +98,7 @@ def draft_kv_bytes_per_token(m: Model) -> float:
     for i in range(m.draft_layers):
         ratio = m.compress_ratio(m.num_layers + i)
         if ratio:
-            total += m.kv_entry_bytes / ratio
+            total += m.cache_entry_bytes / ratio
     return total
 
 
@@ -107,9 +107,9 @@ def kv_window_bytes_per_request(m: Model) -> float:
     only the sliding-window layers (compress ratio 0) keep a window, the others hold every token."""
     if m.attention_kind == "gqa":
         writers = sum(1 for layer in range(m.num_layers + m.draft_layers) if not m.compress_ratio(layer))
-        return m.sliding_window_tokens * m.kv_entry_bytes * writers
+        return m.sliding_window_tokens * m.cache_entry_bytes * writers
     writers = sum(1 for layer in range(m.num_layers) if m.is_kv_source(layer)) + m.draft_layers
-    return m.sliding_window_tokens * m.kv_entry_bytes * writers
+    return m.sliding_window_tokens * m.cache_entry_bytes * writers
 
 
 def kv_bytes_per_request(m: Model, context):

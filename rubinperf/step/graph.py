@@ -154,11 +154,11 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         keys = m.index_key_bytes if layer in m.indexer_layers else 0
         if p.rope_kv_insert_fused:
             # The last projection's epilogue inserts the compressed entries (and index keys) into the cache.
-            kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.kv_entry_bytes, ratio, index_key_bytes=keys))
+            kv[-1] = kv[-1].plus(K.kv_insert(kv_tokens, m.cache_entry_bytes, ratio, index_key_bytes=keys))
         ops.append(Op("KV projection + compression", tuple(kv), part=part))
         if not p.rope_kv_insert_fused:
             # Its own kernel: reads the projection's BF16 output (the key's RoPE applied on the way), writes the entries.
-            ops.append(Op("KV insert (+ key RoPE)", K.kv_insert_kernel(kv_tokens, m.kv_entry_bytes, ratio, keys,
+            ops.append(Op("KV insert (+ key RoPE)", K.kv_insert_kernel(kv_tokens, m.cache_entry_bytes, ratio, keys,
                                                                        read_bytes_per_token=kv[-1].n * ACT_BYTES),
                           part=part))
     if not p.rope_kv_insert_fused:
@@ -184,7 +184,8 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
 
     topk = m.indexer_topk if ratio and layer in m.topk_layers else None
     att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
-               m.kv_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill)
+               m.cache_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill, p.attention_mma_dtype,
+               p.sparse_entries_in_flight_per_cta)
     ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:
@@ -214,7 +215,7 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
     w = {x.name: x for x in attention_weights(m, layer)}
     heads = m.num_heads // layout.tp
     kv_heads = max(1, m.num_kv_heads // layout.tp)
-    head_bytes = m.kv_entry_bytes / m.num_kv_heads   # one cached token of one K/V head (K and V)
+    head_bytes = m.cache_entry_bytes / m.num_kv_heads   # one cached token of one K/V head (K and V)
     entry_bytes = head_bytes * kv_heads               # one cached token of the rank's K/V heads
     kvw = w["kv_heads_proj"]
     act = "fp8" if kvw.dtype in ("fp8", "fp4") else kvw.dtype
@@ -233,10 +234,10 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
     if window:
         seen = smin(K.visible_positions(p.context, q_per_seq, prefill), m.sliding_window_tokens)
         att = K.attention(seqs, heads, q_per_seq, seen, m.qk_head_dim, kv_heads=kv_heads, v_head_dim=m.v_head_dim,
-                          kv_entry_bytes=head_bytes)
+                          kv_entry_bytes=head_bytes, mma_dtype=p.attention_mma_dtype)
     else:
         att = K.attention(seqs, heads, q_per_seq, cached, m.qk_head_dim, kv_heads=kv_heads, causal=prefill,
-                          v_head_dim=m.v_head_dim, kv_entry_bytes=head_bytes)
+                          v_head_dim=m.v_head_dim, kv_entry_bytes=head_bytes, mma_dtype=p.attention_mma_dtype)
     ops.append(Op("attention (GQA" + (", sliding window)" if window else ")"), att, part=part))
     ops.append(Op("output projection", _linear(w["o_proj"], tokens, layout, split="k"), part=part))
     if layout.tp > 1:

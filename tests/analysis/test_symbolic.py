@@ -269,3 +269,21 @@ def test_a_formula_that_is_not_a_number_at_the_point_is_one_line(cli):
     r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3")
     assert r.code == 2 and r.out == ""
     assert r.err.count("\n") == 1 and "not a number at these values" in r.err and "internal" not in r.err
+
+
+def test_explain_names_the_attention_precisions_and_fp8_mma_halves_the_compute_term():
+    import dataclasses
+
+    lay = parse_layout("dep32")
+    name = "MegaAttn (sparse attention)"
+    ss = S.symbolic_step(V41, GB300, lay, make_point(V41, GB300, lay))
+    ex = S.explain_op(ss, name)
+    assert ex.context["formats"] == "KV cache fp4 (288 B per entry), attention MMA bf16"
+    assert "bf16_dense_flops_per_s" in ex.symbols and "fp8_dense_flops_per_s" not in ex.symbols
+    assert "formats" not in S.explain_op(ss, "MQA logits (indexer)").context
+    fp8 = dataclasses.replace(GB300, attention_mma_dtype="fp8")
+    v41_fp8 = dataclasses.replace(V41, kv_cache_dtype="fp8")
+    ex8 = S.explain_op(S.symbolic_step(v41_fp8, fp8, lay, make_point(v41_fp8, fp8, lay)), name)
+    assert ex8.context["formats"] == "KV cache fp8 (528 B per entry), attention MMA fp8"
+    assert ex8.numbers["compute_s"] == pytest.approx(ex.numbers["compute_s"] / 2, rel=1e-9)
+    assert ex8.numbers["kv_bytes"] > ex.numbers["kv_bytes"]

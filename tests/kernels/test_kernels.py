@@ -363,3 +363,51 @@ def test_ep_exchange_phases_add_up_to_the_dispatch_and_combine():
     assert float(dispatch.cost.nvlink_bytes + combine.cost.nvlink_bytes) == pytest.approx(float(both.nvlink_bytes))
     assert dispatch.cost.nvlink_hops + combine.cost.nvlink_hops == both.nvlink_hops
     assert dispatch.cost.collectives == combine.cost.collectives == 1
+
+
+def test_sparse_decode_gather_keeps_its_kernels_entries_in_flight():
+    from rubinperf.kernels.attention import sparse_attention
+    from rubinperf.roofline import bytes_in_flight, kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    # 2 decode tokens -> one CTA (two tokens per CTA); FlashMLA's 64 entries per stage x 2 stages in flight.
+    kern = sparse_attention(2, 2, 1, 131072, 64, 2, 512, 128, 288, 512, 512, prefill=False)
+    assert kern.in_flight_bytes_per_cta == 128 * 288 == 36864
+    vr, gb = load_platform("vr-nvl72"), load_platform("gb300-nvl72")
+    assert bytes_in_flight(kern, vr, kern.ctas) == 36864            # under Rubin's 64 KB per SM
+    assert bytes_in_flight(kern, gb, kern.ctas) == 32768            # GB300's 32 KB cap per SM binds
+    # the gather term by Little's law: 2 x (512 + 128) entries x 288 B = 368,640 B of KV and 262,144 B of BF16
+    # queries and outputs, at 36,864 B per 0.5 us (73.7 GB/s) = 8.56 us, less the same bytes at the streaming rate
+    # (interleaved over Rubin's two dies)
+    t = kernel_time(kern, vr)
+    hbm = 2 * 640 * 288 + 2 * 64 * 1024 * 2
+    stream = hbm / (vr.hbm_bandwidth_bytes_per_s * vr.hbm_stream_efficiency * vr.hbm_interleaved_bandwidth_factor)
+    assert t.parallelism_s == pytest.approx(hbm / (36864 / vr.hbm_latency_s) - stream, rel=1e-9)
+    assert hbm / (36864 / 0.5e-6) == pytest.approx(8.56e-6, rel=1e-3)
+    # fewer entries in flight per CTA: the gather slows in proportion
+    few = sparse_attention(2, 2, 1, 131072, 64, 2, 512, 128, 288, 512, 512, False, "bf16", 8)
+    assert few.in_flight_bytes_per_cta == 8 * 288
+    assert kernel_time(few, vr).parallelism_s == pytest.approx(hbm / (8 * 288 / vr.hbm_latency_s) - stream,
+                                                               rel=1e-9)
+    # prefill and a dense decode pass (no top-k) fill the GPU and keep the SMs' own cap
+    assert sparse_attention(2, 2, 1, 131072, 64, 2, 512, 128, 288, 512, 512, prefill=True).in_flight_bytes_per_cta is None
+    assert sparse_attention(12, 2, 6, 131072, 128, 1, None, 0, 656, 576, 512, prefill=False).in_flight_bytes_per_cta \
+        is None
+
+
+def test_attention_compute_term_halves_from_bf16_to_fp8_mma():
+    from rubinperf.kernels.attention import sparse_attention
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    gb = load_platform("gb300-nvl72")
+    args = (384, 64, 6, 131072, 64, 2, 512, 128, 288, 512, 512, False)
+    bf16, fp8 = (sparse_attention(*args, dtype) for dtype in ("bf16", "fp8"))
+    assert bf16.cost.flops == fp8.cost.flops == 2 * 384 * 64 * 640 * 1024
+    tb, tf = kernel_time(bf16, gb), kernel_time(fp8, gb)
+    # 2.5 vs 5.0 PFLOP/s dense (GB300 datasheet): the MMA term halves, the bytes do not move
+    assert tf.compute_s == pytest.approx(tb.compute_s / 2, rel=1e-12)
+    assert tf.memory_s == tb.memory_s
+    fp8_gqa, bf16_gqa = attention(1, 8, 1, 4096, 128, mma_dtype="fp8"), attention(1, 8, 1, 4096, 128)
+    assert fp8_gqa.fp8_flops == bf16_gqa.bf16_flops == 2 * 8 * 4096 * 256 and not fp8_gqa.bf16_flops
+    assert fp8_gqa.activation_bytes == bf16_gqa.activation_bytes   # queries and outputs stay BF16

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import get_type_hints
 
 import pytest
@@ -182,3 +183,37 @@ def test_set_applies_to_explain_and_sensitivity(cli):
     k = cli("kernel", "copy", "--bytes", "1e9", "--json", "--set", "hbm_bandwidth=16TB/s").json()
     k0 = cli("kernel", "copy", "--bytes", "1e9", "--json").json()
     assert k["memory_ms"] == pytest.approx(k0["memory_ms"] * GB300.hbm_bandwidth_bytes_per_s / 16e12, rel=1e-12)
+
+
+def test_kv_cache_precision_sets_the_entry_and_the_capacity():
+    from rubinperf.specs.model import load_model
+    from rubinperf.step.capacity import kv_bytes_per_token
+
+    v41 = load_model("deepseek-v4.1-flash")
+    assert (v41.kv_cache_dtype, v41.cache_entry_bytes) == ("fp4", 288)
+    # FP4: 3 x (288 + 68) / 2 + (288 + 68) = 890 B per token (the posts' figure); FP8: 3 x (528 + 68) / 2 + 596 = 1,490
+    assert kv_bytes_per_token(v41) == 890
+    fp8 = apply_overrides(["model.kv_cache_dtype=fp8"], model=v41)["model"]
+    assert fp8.cache_entry_bytes == 528 and kv_bytes_per_token(fp8) == 1490
+    # MLA and GQA caches: the values at the format's bits. DeepSeek-V3 FP8: 512 + 64 latent values at one byte;
+    # Llama 3.1 70B FP8: K and V of 8 heads x 128 at one byte; FP4: half of that
+    v3 = apply_overrides(["model.kv_cache_dtype=fp8"], model=load_model("deepseek-v3"))["model"]
+    assert v3.cache_entry_bytes == 576 and kv_bytes_per_token(v3) == 61 * 576
+    llama = load_model("llama-3.1-70b")
+    assert llama.cache_entry_bytes == 4096   # as stated, BF16
+    for fmt, want in (("fp8", 2048), ("fp4", 1024)):
+        assert apply_overrides([f"model.kv_cache_dtype={fmt}"], model=llama)["model"].cache_entry_bytes == want
+
+
+@pytest.mark.parametrize("setting, why", [
+    ("model.kv_cache_dtype=bf16", "expected one of its listed kv_cache_formats (fp8, fp4)"),
+    ("model.kv_cache_dtype=fp9", "expected one of fp4"),
+    ("model.kv_entry_bytes=300", "set kv_cache_dtype empty to give kv_entry_bytes instead"),
+    ("stack.attention_mma_dtype=int8", "attention.attention_mma_dtype: expected one of"),
+])
+def test_attention_precisions_reject_what_cannot_be_stored(setting, why):
+    from rubinperf.specs.model import load_model
+    from rubinperf.specs.stack import load_platform
+
+    with pytest.raises(SpecError, match=re.escape(why)):
+        apply_overrides([setting], model=load_model("deepseek-v4.1-flash"), hardware=load_platform("gb300-nvl72"))
