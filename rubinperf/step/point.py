@@ -45,6 +45,7 @@ class Point:
                                         # the EP dispatch and combine as kernels of their own)
     tp_shared_expert_fused_below_rows: object = 0   # TP path: the shared expert inside the routed GEMMs below these rows
     rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
+    activation_quant_fused: bool = True   # FP8/FP4 activations of dense GEMMs quantised in other kernels, or a kernel each
     # Aggregated serving: a chunk of pending prefill that shares a decode step (0: a pure decode step)
     chunk_tokens: object = 0      # prefill rows of the step, per rank
     chunk_seqs: object = 1        # sequences those rows belong to
@@ -184,7 +185,8 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
 
 # Point fields a stack sets under the same name (a rack without them keeps the Point's default).
 _STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
-                       "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards")
+                       "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
+                       "activation_quant_fused")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
 # Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its shared
 # expert inside its routed GEMMs).
