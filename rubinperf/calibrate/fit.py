@@ -220,8 +220,14 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes,
              "stream_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
 
+    # A precision's rate that is not fitted on its own moves with the GEMM rate (one rate for every precision)
+    tied = [f for f in PRECISION_FIELDS if f not in free] if "mma_compute_efficiency" in free else []
+
+    def with_tied(vals: dict) -> dict:
+        return {**vals, **{f: vals["mma_compute_efficiency"] for f in tied}}
+
     def value(vals: dict) -> float:
-        return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **vals))))
+        return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **with_tied(vals)))))
 
     loss0 = measure(np.log(t / stacked.times(hw)))
     width = math.log(4.0)
@@ -244,7 +250,7 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
             if losses[i] < losses[-1] - 1e-15:  # move only on a strict improvement
                 x[f] = float(grid[i])
         width *= 0.6
-    rounded = {f: (_round(f, v) if f in free else v) for f, v in x.items()}
+    rounded = with_tied({f: (_round(f, v) if f in free else v) for f, v in x.items()})
     after = {**base, **probes, **rounded}
     if after["kernel_launch_cold_s"] < after["kernel_launch_stream_s"]:
         # no cold row constrained the lone launch, and the measured stream boundary is slower than the
@@ -253,7 +259,7 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
         notes.append("kernel_launch_cold_s: below the measured stream boundary and not constrained; set equal to it")
     unconstrained = [f for f in list(fields) + list(DISCRETE_FIELDS) if f not in constrained]
     notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in unconstrained]
-    fitted = tuple(probes) + tuple(free) + tuple(discrete)
+    fitted = tuple(probes) + tuple(free) + tuple(tied) + tuple(discrete)
     if after["kernel_launch_cold_s"] != base["kernel_launch_cold_s"] and "kernel_launch_cold_s" not in fitted:
         fitted += ("kernel_launch_cold_s",)  # raised to the stream boundary above: written with the others
     result = FitResult(before=base, after=after, fitted=fitted,
