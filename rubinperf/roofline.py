@@ -47,6 +47,9 @@ LAUNCH_MODES = ("graph", "eager", "stream", "cold")
 # Tensor-core families and the efficiency their MMAs run at (others: the CUDA-core vector rate).
 TENSOR_CORE = {"gemm": "mma", "grouped_gemm": "mma", "fused_moe": "mma", "attention": "attention"}
 GROUPED = ("grouped_gemm", "fused_moe")
+# Dense GEMMs of these operand precisions run at a rate of their own (the library's kernels for that precision);
+# others at mma_compute_efficiency.
+MMA_PRECISION_EFFICIENCY = {"bf16": "mma_bf16_compute_efficiency", "fp4": "mma_fp4_compute_efficiency"}
 BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
 
 # The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
@@ -234,12 +237,15 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
 
 def compute_efficiency(family: str, peak: str, hw: Platform):
     """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
-    (FP8, FP4: scales applied per block in the main loop) has its own; other MMAs the GEMM rate. FP32
+    (FP8, FP4: scales applied per block in the main loop) has its own; a dense GEMM of BF16 or FP4 operands the
+    stack's rate for that precision; other MMAs the GEMM rate. FP32
     operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
     if peak == "fp32":
         return hw.vector_compute_efficiency
     if family in GROUPED and peak in BLOCK_SCALED:
         return hw.grouped_compute_efficiency
+    if family == "gemm" and peak in MMA_PRECISION_EFFICIENCY:
+        return getattr(hw, MMA_PRECISION_EFFICIENCY[peak])
     return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")
 
 

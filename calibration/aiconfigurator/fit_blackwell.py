@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     hw = load_platform("gb300-nvl72", str(STACK))
     _, rows = read_csv(HERE / "gb300-sglang.csv")
-    res = fit.fit_kernels(rows, hw)
+    res = fit.fit_kernels(rows, hw, fields=fit.FIT_FIELDS + fit.PRECISION_FIELDS)
     h = res.heldout
     print(f"GB300 SGLang rows: {res.n}; mean |ln| {res.loss_before:.3f} -> {res.loss_after:.3f}; held-out half: "
           f"median |ln| {h['median_abs_log']:.3f}, worst {h['worst_abs_log']:.3f} ({h['worst_row']})")

@@ -7,8 +7,12 @@ step_compare.md, "Commands"); this recomputes rubinperf's side on the committed 
 rows only (the like-for-like ones): `rubinperf estimate -m deepseek-v4-flash -H <rack> --stack sglang-blackwell
 -l <layout> --phase decode --batch B --context 8192 --draft-tokens 0`. aiconfigurator sums GPU time of the ops
 alone (no host, no DP synchronisation), so the like-for-like figure is rubinperf's GPU time; the whole step
-(GPU + exposed host work) is shown beside it. --write puts both into the CSV's rubinperf_ms / ratio columns
-(ratio on GPU time) and prints the markdown table of step_compare.md.
+(GPU + exposed host work) is shown beside it. The ratio is taken against `aiconfigurator_kept_ms`: aiconfigurator's
+step on its tables with the rows this folder's outlier rules reject replaced by the rule's reference (the GB300 SGLang
+TP8 custom all-reduce rows by the same rows on B200; step_compare.md, "Commands"); `aiconfigurator_ms` is its step as
+shipped, `aiconfigurator_balanced_ms` its step with balanced MoE routing (the routing of the MoE rows the fit uses).
+--write puts rubinperf's GPU time and the ratio into the CSV's rubinperf_ms / ratio columns and prints the markdown
+tables of step_compare.md.
 """
 
 from __future__ import annotations
@@ -40,15 +44,17 @@ def main(argv=None) -> int:
     with CSV.open() as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0])
-    table = {}
+    table, others = {}, {}
     for r in rows:
         if r["model"] != "deepseek-v4-flash":
             continue
         res = rubinperf(r["system"], r["layout"], int(r["batch"]), int(r["context"]))
-        aic = float(r["aiconfigurator_ms"])
+        aic = float(r["aiconfigurator_kept_ms"])
         gpu, whole = res["gpu_time_ms"], res["step_time_ms"]
         r["rubinperf_ms"], r["ratio"] = f"{gpu:.4f}", f"{gpu / aic:.3f}"
         table[(r["system"], r["layout"], int(r["batch"]))] = (aic, gpu, whole)
+        others[(r["system"], r["layout"], int(r["batch"]))] = (float(r["aiconfigurator_ms"]),
+                                                               float(r["aiconfigurator_balanced_ms"]))
     ratios = [g / a for a, g, _ in table.values()]
     whole_ratios = [w / a for a, _, w in table.values()]
     print("| system | layout | batch 1: aiconfigurator / rubinperf GPU / ratio (whole step) | batch 16 | batch 64 |")
@@ -65,6 +71,15 @@ def main(argv=None) -> int:
           f"within 20% at {within} of {len(ratios)}; whole step: median {statistics.median(whole_ratios):.2f}, "
           f"range {min(whole_ratios):.2f}-{max(whole_ratios):.2f}, within 20% at "
           f"{sum(1 for x in whole_ratios if abs(x - 1) <= 0.2)} of {len(whole_ratios)}")
+    print("\nrubinperf GPU time over aiconfigurator's step as shipped (its power-law routing, every table row) / with "
+          "balanced routing:\n")
+    print("| system | layout | batch 1 | batch 16 | batch 64 |")
+    print("|---|---|---|---|---|")
+    for system in ("gb300", "gb200"):
+        for layout in ("tp4", "tp8", "dep4"):
+            cells = [f"{table[(system, layout, b)][1] / others[(system, layout, b)][0]:.2f} / "
+                     f"{table[(system, layout, b)][1] / others[(system, layout, b)][1]:.2f}" for b in (1, 16, 64)]
+            print(f"| {system} | {layout} | " + " | ".join(cells) + " |")
     if a.write:
         with CSV.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")

@@ -38,7 +38,7 @@ from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
-from rubinperf.roofline import TENSOR_CORE, kernel_time
+from rubinperf.roofline import MMA_PRECISION_EFFICIENCY, TENSOR_CORE, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -49,7 +49,10 @@ FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_
 DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16, 32, 64), "split_k_min_depth": (256, 512, 1024, 2048, 4096),
                    "wave_quantization": (0.0, 0.25, 0.5, 0.75, 1.0)}
 PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_stream_s", "host_dispatch_s")
-KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + tuple(DISCRETE_FIELDS)
+# A dense GEMM's rate per operand precision (roofline.MMA_PRECISION_EFFICIENCY): fitted when asked for
+# (fit_kernels(fields=FIT_FIELDS + PRECISION_FIELDS)) on rows of dense GEMMs of that precision; else each keeps its value.
+PRECISION_FIELDS = tuple(MMA_PRECISION_EFFICIENCY.values())
+KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + PRECISION_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
 BOUNDS = {"mma_prologue_cycles": (0.0, 1e6), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
           "mma_bytes_in_flight_per_sm": (1024.0, None), "stream_bytes_in_flight_per_sm": (1024.0, None),
@@ -160,6 +163,10 @@ def probe_values(rows: list[dict]) -> tuple[dict, list]:
     return vals, notes
 
 
+def _nonzero_flops(x) -> bool:
+    return bool(np.any(np.asarray(x, dtype=float) > 0))
+
+
 def _constrained(rows: list[dict]) -> list[str]:
     """The fit fields some row constrains."""
     fams = {r["family"] for r in rows}
@@ -174,6 +181,8 @@ def _constrained(rows: list[dict]) -> list[str]:
     if any(k.is_mma for k in kernels):
         out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max", "split_k_min_depth",
                 "wave_quantization"]
+    out += [f for p, f in MMA_PRECISION_EFFICIENCY.items()
+            if any(k.family == "gemm" and _nonzero_flops(getattr(k.cost, f"{p}_flops")) for k in kernels)]
     if any(k.family in ("grouped_gemm", "fused_moe") for k in kernels):
         out += ["grouped_compute_efficiency", "grouped_hbm_efficiency"]
     if any(row_mode(r) == "cold" for r in rows):
@@ -211,8 +220,14 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes,
              "stream_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
 
+    # A precision's rate that is not fitted on its own moves with the GEMM rate (one rate for every precision)
+    tied = [f for f in PRECISION_FIELDS if f not in free] if "mma_compute_efficiency" in free else []
+
+    def with_tied(vals: dict) -> dict:
+        return {**vals, **{f: vals["mma_compute_efficiency"] for f in tied}}
+
     def value(vals: dict) -> float:
-        return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **vals))))
+        return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **with_tied(vals)))))
 
     loss0 = measure(np.log(t / stacked.times(hw)))
     width = math.log(4.0)
@@ -235,7 +250,7 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
             if losses[i] < losses[-1] - 1e-15:  # move only on a strict improvement
                 x[f] = float(grid[i])
         width *= 0.6
-    rounded = {f: (_round(f, v) if f in free else v) for f, v in x.items()}
+    rounded = with_tied({f: (_round(f, v) if f in free else v) for f, v in x.items()})
     after = {**base, **probes, **rounded}
     if after["kernel_launch_cold_s"] < after["kernel_launch_stream_s"]:
         # no cold row constrained the lone launch, and the measured stream boundary is slower than the
@@ -244,7 +259,7 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
         notes.append("kernel_launch_cold_s: below the measured stream boundary and not constrained; set equal to it")
     unconstrained = [f for f in list(fields) + list(DISCRETE_FIELDS) if f not in constrained]
     notes += [f"{f}: no measurement constrains it; kept {getattr(hw, f)!r}" for f in unconstrained]
-    fitted = tuple(probes) + tuple(free) + tuple(discrete)
+    fitted = tuple(probes) + tuple(free) + tuple(tied) + tuple(discrete)
     if after["kernel_launch_cold_s"] != base["kernel_launch_cold_s"] and "kernel_launch_cold_s" not in fitted:
         fitted += ("kernel_launch_cold_s",)  # raised to the stream boundary above: written with the others
     result = FitResult(before=base, after=after, fitted=fitted,

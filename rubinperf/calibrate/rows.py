@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rubinperf.kernels import empty, stream_probe
+from rubinperf.kernels import activation_quant, empty, stream_probe
 from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
 
@@ -56,6 +56,8 @@ def row_kernels(row: dict) -> tuple:
         ops = [dataclasses.replace(row_kernel(row), dependent_loads=torch_topk_passes(row["dtype"]), ctas=row["m"])]
     elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
         ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
+    elif row["family"] == "gemm" and (row.get("impl") or "") in QUANT_IN_CALL:
+        ops = [activation_quant(row["m"], row["k"], QUANT_IN_CALL[row["impl"]]), row_kernel(row)]
     else:
         ops = [row_kernel(row)]
     out = [(k, i == 0) for i, k in enumerate(ops)]
@@ -65,17 +67,21 @@ def row_kernels(row: dict) -> tuple:
     return tuple(out)
 
 
-# Kernels one timed call of an implementation runs, where its source says more than its row's operations: DeepGEMM's
-# FP8 block-scaled GEMM in SGLang 0.5.14 is timed with the per-token-group FP8 quantisation of its activations before
-# it (aiconfigurator 0.12.0, systems/data/<system>/gemm/sglang/0.5.14/collection_meta.yaml: "the timed op is act-quant
-# + gemm"): two kernels.
+# Kernels one timed call of an implementation runs, where its source says more than its row's operations.
 # A MoE layer's timed call runs its routing and the permutation or reduction around the two grouped GEMMs:
 # FlashInfer's TRT-LLM MoE runner (SGLang's FP4 MoE rows) routing, permute + GEMM1, GEMM2, finalize, four kernels
 # (flashinfer/fused_moe, trtllm-gen runner); SGLang's Triton fused MoE (its FP8 rows) moe_align_block_size, the
 # gate-up fused_moe_kernel, silu_and_mul, the down fused_moe_kernel and moe_sum_reduce, five kernels
 # (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py).
-KERNELS_PER_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": 2, "sglang_mxfp4_flashinfer_trtllm_moe": 4,
-                    "sglang_fused_moe_triton": 5}
+KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_triton": 5}
+# GEMM calls timed with the quantisation of their BF16 activations before the GEMM (a kernel of its own, then the
+# GEMM), and the format it writes. aiconfigurator 0.12.0's SGLang collector (ai-dynamo/aiconfigurator,
+# collector/sglang/collect_gemm.py, run_gemm) times per call: fp8_block, SGLang's per-token-group FP8 quantisation
+# (groups of 128) then DeepGEMM's gemm_nt_f8f8bf16 (and systems/data/<system>/gemm/sglang/0.5.14/collection_meta.yaml:
+# "the timed op is act-quant + gemm"); fp8, sgl-kernel's per-token FP8 quantisation then fp8_scaled_mm; nvfp4,
+# FlashInfer's fp4_quantize (e2m1, one e4m3 scale per 16) then mm_fp4; bfloat16/float16, F.linear alone.
+QUANT_IN_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": "fp8", "sglang_sgl_kernel_fp8_scaled_mm": "fp8",
+                 "sglang_flashinfer_cutedsl_nvfp4": "nvfp4"}
 # torch.topk over a short row (PyTorch 2.11, aten/src/ATen/native/cuda/SortingRadixSelect.cuh): gatherTopK, one CTA per
 # row, finds the k-th value by a radix select of RADIX_BITS = 2 per pass over the key's bits, each pass counting the row's
 # digits (a read of the row and a block-wide reduction) before the next can start; then bitonicSortKVInPlace sorts the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.specs.precision import PRECISIONS
 
 
 def copy(nbytes) -> Kernel:
@@ -30,6 +31,13 @@ def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "f
     `ctas`: the CTAs a row-wise kernel launches (a norm runs one row per CTA); None: enough to fill the GPU."""
     return Kernel("stream", Cost.of_flops(peak, flops,
         activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1), ctas=ctas)
+
+
+def activation_quant(rows, k, fmt: str, act_bytes=2) -> Kernel:
+    """Quantisation of a GEMM's activations before it, as a kernel of its own: `rows` x `k` BF16 values read once,
+    written once in `fmt` (its values and block scales: specs.precision's bytes per element), each scale block
+    reduced in registers (one pass)."""
+    return elementwise(read_bytes=rows * k * act_bytes, write_bytes=rows * k * PRECISIONS[fmt].bytes_per_element)
 
 
 def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:

@@ -52,7 +52,9 @@ class Stack:
     pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
-    mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches")
+    mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches (FP8 operands, and those without a rate of their own below)")
+    mma_bf16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of BF16 operands reaches (its library's kernels for that precision)")
+    mma_fp4_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of FP4 operands (W4A4) reaches")
     grouped_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel")
     grouped_hbm_efficiency: float = _field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
     attention_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
@@ -76,6 +78,7 @@ class Stack:
     tp_mhc_in_epilogue: bool = _field("fusion", doc="TP path: the mHC work runs in the GEMM epilogues with the one-shot all-reduce (no kernel of its own; its bytes stay); needs tp_allreduce_fused")
     moe_kernels: str = _field("fusion", doc="routed experts: megamoe (one grouped kernel; on DEP with the EP dispatch and combine inside it) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels; on DEP beside a dispatch and a combine kernel of their own, as DeepEP runs them); the router GEMM and its top-k are kernels of their own on both")
     tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
+    activation_quant_fused: bool = _field("fusion", doc="a dense GEMM's FP8 or FP4 activations are quantised inside another kernel (the GEMM's prologue, the previous kernel's epilogue): no kernel of their own; false: a quantisation kernel before each such GEMM")
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
     # [attention] the decode attention kernels the engine runs
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")

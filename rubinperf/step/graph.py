@@ -468,10 +468,30 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None, context_k
         cp = dataclasses.replace(p, phase="prefill", context=p.chunk_context, chunk_tokens=0)
         ops += _draft_pass(m, layout, cp, p.chunk_seqs, p.chunk_tokens, p.chunk_tokens / p.chunk_seqs, p.chunk_seqs,
                            1, gpus_per_tray, context_kernel, head=False)
+    if not p.activation_quant_fused:
+        ops = [_with_activation_quant(o) for o in ops]
     ops.append(Op("CPU overhead (scheduler, sampling)", K.host_step(), part="cpu"))
     if layout.dp > 1:
         ops.append(Op("DP sync", K.dp_sync(layout.dp), part="cpu", barrier=True))
     return ops
+
+
+# The format a dense GEMM's activations are quantised to, by the MMA rate it runs at.
+QUANT_FORMATS = {"fp8": "fp8", "fp8_fp4": "fp8", "fp4": "nvfp4"}
+
+
+def _with_activation_quant(op: Op) -> Op:
+    """An op whose dense GEMMs of FP8 or FP4 activations each run after a quantisation kernel of their BF16 input
+    (a stack that does not fuse it: activation_quant_fused false)."""
+    kernels = []
+    for k in op.kernels:
+        fmt = next((f for peak, f in QUANT_FORMATS.items() if k.family == "gemm"
+                    and not (type(getattr(k.cost, f"{peak}_flops")) in (int, float) and getattr(k.cost, f"{peak}_flops") == 0)),
+                   None)
+        if fmt is not None:
+            kernels.append(K.activation_quant(k.rows * k.groups, k.k, fmt))
+        kernels.append(k)
+    return dataclasses.replace(op, kernels=tuple(kernels)) if len(kernels) > len(op.kernels) else op
 
 
 def has_chunk(p: Point) -> bool:

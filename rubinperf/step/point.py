@@ -47,6 +47,7 @@ class Point:
     rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
     attention_mma_dtype: str = "bf16"   # attention's QK and PV MMA format (a quantised KV cache dequantised to it)
     sparse_entries_in_flight_per_cta: object = 128   # top-k entries one sparse decode CTA keeps in flight
+    activation_quant_fused: bool = True   # FP8/FP4 activations of dense GEMMs quantised in other kernels, or a kernel each
     # Aggregated serving: a chunk of pending prefill that shares a decode step (0: a pure decode step)
     chunk_tokens: object = 0      # prefill rows of the step, per rank
     chunk_seqs: object = 1        # sequences those rows belong to
@@ -187,7 +188,7 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
 # Point fields a stack sets under the same name (a rack without them keeps the Point's default).
 _STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
-                       "attention_mma_dtype", "sparse_entries_in_flight_per_cta")
+                       "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
 # Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its shared
 # expert inside its routed GEMMs).

@@ -109,3 +109,37 @@ def test_tilelang_mhc_rows_are_their_kernels_at_two_sites():
 def test_collective_csv_reads_all_gather_rows():
     kind, rows = read_csv(HERE / "gb300-collectives.csv")
     assert kind == "collectives" and {"all_reduce", "all_gather"} <= {r["collective"] for r in rows}
+
+
+def test_quantising_gemm_calls_time_a_quantisation_kernel_before_the_gemm():
+    # The collector times SGLang's FP8 and NVFP4 GEMMs with their activation quantisation; F.linear alone.
+    fp8 = {"family": "gemm", "impl": "sglang_deepgemm_gemm_nt_f8f8bf16", "dtype": "fp8", "m": 16, "n": 5120, "k": 4096}
+    quant, gemm_ = (k for k, _ in row_kernels(fp8))
+    assert quant.family == "stream" and gemm_.family == "gemm"
+    # 16 x 4096 BF16 values read (131,072 B), written as FP8 with one FP32 scale per 128 x 128 (1.000244 B each)
+    assert float(quant.cost.hbm_bytes) == pytest.approx(16 * 4096 * 2 + 16 * 4096 * (1 + 4 / 16384))
+    nvfp4 = {**fp8, "impl": "sglang_flashinfer_cutedsl_nvfp4", "dtype": "nvfp4"}
+    assert float(row_kernels(nvfp4)[0][0].cost.hbm_bytes) == 16 * 4096 * 2 + 16 * 4096 * 0.5625
+    bf16 = {**fp8, "impl": "sglang_torch_linear", "dtype": "bf16"}
+    assert [k.family for k, _ in row_kernels(bf16)] == ["gemm"]
+
+
+def test_a_dense_gemm_runs_at_its_precisions_rate():
+    import dataclasses
+
+    from rubinperf.kernels import gemm, grouped_gemm
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    hw = load_platform("gb300-nvl72", "sglang-blackwell")
+    hw = dataclasses.replace(hw, mma_compute_efficiency=0.5, mma_bf16_compute_efficiency=0.8,
+                             mma_fp4_compute_efficiency=0.25)
+    m, n, k = 5120, 8192, 8192   # 160 x 64 tiles of 32 x 128: 64 whole waves on 160 SMs, no padding
+    flops = 2 * m * n * k
+    assert float(kernel_time(gemm(m, n, k, weight="bf16"), hw).compute_s) == pytest.approx(flops / (2.5e15 * 0.8))
+    assert float(kernel_time(gemm(m, n, k, weight="fp8"), hw).compute_s) == pytest.approx(flops / (5e15 * 0.5))
+    assert float(kernel_time(gemm(m, n, k, weight="nvfp4"), hw).compute_s) == pytest.approx(flops / (15e15 * 0.25))
+    # a grouped FP4 kernel keeps the grouped rate
+    g = kernel_time(grouped_gemm(m, 8, n, k, weight="fp4", act="fp8"), hw)
+    assert float(g.compute_s) == float(kernel_time(grouped_gemm(m, 8, n, k, weight="fp4", act="fp8"),
+                                                   dataclasses.replace(hw, mma_fp4_compute_efficiency=0.9)).compute_s)

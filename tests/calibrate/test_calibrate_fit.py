@@ -27,7 +27,9 @@ from rubinperf.specs.loader import build_spec, tomllib
 TRUE_KERNELS = dict(hbm_stream_efficiency=0.85, hbm_latency_s=5e-7, stream_bytes_in_flight_per_sm=20000.0,
                     mma_prologue_cycles=3000.0, mma_compute_efficiency=0.66, mma_bytes_in_flight_per_sm=70000.0,
                     grouped_compute_efficiency=0.5, grouped_hbm_efficiency=0.75, attention_compute_efficiency=0.55,
-                    kernel_launch_cold_s=1.2e-5, tensor_core_dispatch_s=1.5e-5)
+                    kernel_launch_cold_s=1.2e-5, tensor_core_dispatch_s=1.5e-5,
+                    # one GEMM rate for every operand precision (what a fit that does not fit them apart assumes)
+                    mma_bf16_compute_efficiency=0.66, mma_fp4_compute_efficiency=0.66)
 TRUE_GRAPH_LAUNCH_S = 0.7e-6
 TRUE_STREAM_LAUNCH_S = 2.8e-6
 TRUE_HOST_DISPATCH_S = 9e-6
@@ -292,3 +294,16 @@ def test_a_row_that_fails_on_the_gpu_is_logged_and_skipped():
     assert log.getvalue() == "[2/2] gemm fp8 m=2: SKIPPED (RuntimeError: no kernel for this shape)\n"
     assert calls == ["empty", "sync", "empty"]
     assert shape_text({"family": "gemm", "dtype": "fp8", "m": 16, "n": 4096, "k": None, "launches": 1}) == "m=16 n=4096"
+
+
+def test_precision_rates_are_fitted_apart_only_when_asked(h200):
+    truth = {**TRUE_KERNELS, "mma_bf16_compute_efficiency": 0.8}
+    rows = [r for r in synthetic_kernels(h200, truth, sigma=0.0) if r["family"] == "gemm" or r["family"] in
+            ("launch", "pointer_chase")]
+    apart = fit.fit_kernels(rows, h200, fields=fit.FIT_FIELDS + fit.PRECISION_FIELDS, heldout=False)
+    assert apart.after["mma_bf16_compute_efficiency"] == pytest.approx(0.8, rel=0.03)
+    assert apart.after["mma_compute_efficiency"] == pytest.approx(0.66, rel=0.03)
+    # not asked: one rate for all, written to every precision's field
+    tied = fit.fit_kernels(rows, h200, heldout=False)
+    assert tied.after["mma_bf16_compute_efficiency"] == tied.after["mma_compute_efficiency"]
+    assert "mma_bf16_compute_efficiency" in tied.fitted

@@ -106,11 +106,13 @@ def test_torch_topk_is_a_radix_select_of_dependent_passes():
 
 
 def test_an_implementations_kernel_count_adds_boundaries():
-    row = {"family": "gemm", "dtype": "fp8", "m": 16, "n": 4096, "k": 4096, "impl": "sglang_deepgemm_gemm_nt_f8f8bf16",
-           "launches": 1, "mode": "graph"}
-    assert KERNELS_PER_CALL[row["impl"]] == 2
+    # FlashInfer's TRT-LLM MoE runner: routing, permute + GEMM1, GEMM2, finalize: two launches beyond the two GEMMs
+    row = {"family": "moe", "dtype": "fp4", "m": 16, "n": 4096, "k": 2048, "groups": 256, "rows": 96, "touched": 96,
+           "impl": "sglang_mxfp4_flashinfer_trtllm_moe", "mode": "graph"}
+    assert KERNELS_PER_CALL[row["impl"]] == 4
     kernels = row_kernels(row)
-    assert len(kernels) == 2 and kernels[1][0].cost.launches == 1   # the activation quantisation before the GEMM
+    assert [k.family for k, _ in kernels] == ["grouped_gemm", "grouped_gemm", "stream"]
+    assert kernels[2][0].cost.launches == 2 and float(kernels[2][0].cost.hbm_bytes) == 0
 
 
 def test_pdl_never_hides_more_than_the_boundary_and_prologue(pinned_gb300):

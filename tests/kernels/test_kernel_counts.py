@@ -171,3 +171,21 @@ def test_dspark_parallel_block_is_one_forward_of_k_rows_per_request():
     assert a.kernels_per_step("target") == b.kernels_per_step("target")
     head = [o for o in b.ops if o.op.name == "draft: LM head"][0]
     assert head.op.kernels[0].rows == 64 * k and head.op.repeat == 1
+
+
+def test_an_unfused_stack_quantises_each_dense_low_precision_gemms_input_in_a_kernel_of_its_own():
+    lay = parse_layout("tp4")
+    counts = {}
+    for stack in ("sglang-blackwell", "vllm-gb300-oct2026"):
+        hw = load_platform("gb300-nvl72", stack)
+        ops = build_step(V41, lay, make_point(V41, hw, lay, batch=16), hw.gpus_per_tray)
+        kernels = [k for o in ops for k in o.kernels]
+        low = [i for i, k in enumerate(kernels) if k.family == "gemm" and (float(k.cost.fp8_flops) > 0
+                                                                           or float(k.cost.fp4_flops) > 0)]
+        quant = [i - 1 for i in low if i > 0 and kernels[i - 1].family == "stream"
+                 and float(kernels[i - 1].cost.hbm_bytes) == pytest.approx(kernels[i].rows * kernels[i].groups
+                                                                            * kernels[i].k * 3, rel=1e-3)]
+        counts[stack] = (len(low), len(quant))
+    low, quant = counts["sglang-blackwell"]
+    assert low > 0 and quant == low            # each FP8 GEMM after its quantisation (BF16 read, FP8 written)
+    assert counts["vllm-gb300-oct2026"][1] == 0   # the fused stack: none
