@@ -13,7 +13,7 @@ import math
 
 
 def _is_symbolic(values) -> bool:
-    return any(hasattr(v, "free_symbols") for v in values)
+    return any(hasattr(type(v), "free_symbols") for v in values)   # (the class: the property walks the tree)
 
 
 def _is_array(values) -> bool:

@@ -47,12 +47,14 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
         raise SpecError(f"--swing: expected a fraction in (0, 1), got {swing}")
     ss = S.symbolic_step(model, hw, layout, point)
     expr = ss.metric(metric)
-    base = S.evaluate(expr, ss.values)
-    smooth = S.active_branch(expr, ss.values)   # the piece that holds here: its derivative is the elasticity
+    numbers: dict = {}   # each node's number at the operating point, shared by the walks below
+    base = S.evaluate(expr, ss.values, numbers)
+    smooth = S.active_branch(expr, ss.values, numbers)   # the piece that holds here: its derivative is the elasticity
     order = list(ss.values)
     at = S.lambdify(expr, order)
     x0 = [float(ss.values[s]) for s in order]
-    used = expr.free_symbols
+    derivatives = _Derivatives(smooth)
+    used = derivatives.free_symbols(expr)   # (memoised per node: the tree shares its sub-expressions)
     label, unit = S.METRICS[metric]
     common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
               "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
@@ -67,7 +69,6 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
                for name in point_parameters(model, layout, point.phase)]
     floats = S.hardware_fields()
 
-    derivatives = _Derivatives(smooth)
     records = []
     for group, name, u, doc in params:
         rec = {**common, "parameter": name, "group": group, "unit": u, "doc": doc}
@@ -80,7 +81,7 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
         s = S.hardware_symbol(name) if group in ("hardware", "stack") else S.point_symbol(name)
         value = float(ss.values[s])
         if s in used and value != 0:
-            e = S.evaluate(derivatives.of(s), ss.values) * value / base
+            e = S.evaluate(derivatives.of(s), ss.values, numbers) * value / base
             i = order.index(s)
             lo, hi = list(x0), list(x0)
             lo[i], hi[i] = value * (1 - swing), value * (1 + swing)

@@ -109,7 +109,7 @@ def point_values(point: Point, model) -> dict:
 def evaluate(expr, values: dict, memo: dict | None = None) -> float:
     """The number an expression takes at `values` (every free symbol must have one); `memo` (node -> its
     number) shares the work between the calls of one walk over sub-expressions of one expression."""
-    if not hasattr(expr, "free_symbols"):
+    if not isinstance(expr, sympy.Basic):
         return float(expr)
     return float(_Numbers(values, memo).of(expr))
 
@@ -395,13 +395,14 @@ def replace(expr, mapping: dict):
     return walk(sympy.sympify(expr))
 
 
-def active_branch(expr, values: dict):
+def active_branch(expr, values: dict, numbers: dict | None = None):
     """The smooth piece of a piecewise expression that holds at `values`: every Max (Min) is
     replaced by its argument that is largest (smallest) there, and every ceiling or floor (whole
     tiles, waves, K splits) by its value there. Same value at `values`, and the same derivatives
-    away from a kink or a step (at a tie the first tied term is taken: one-sided)."""
+    away from a kink or a step (at a tie the first tied term is taken: one-sided). `numbers`: an
+    `evaluate` memo at these values, to share."""
     memo: dict = {}
-    numbers: dict = {}   # node -> its number at `values` (shared by the evaluations below)
+    numbers = {} if numbers is None else numbers   # node -> its number at `values` (shared by the evaluations below)
 
     def walk(e):
         if not e.args:
