@@ -13,7 +13,7 @@ import math
 
 
 def _is_symbolic(values) -> bool:
-    return any(hasattr(v, "free_symbols") for v in values)
+    return any(hasattr(type(v), "free_symbols") for v in values)   # (the class: the property walks the tree)
 
 
 def _is_array(values) -> bool:
@@ -38,7 +38,47 @@ def _symbolic_extreme(func, values):
 
 
 def _nonnegative(v) -> bool:
-    return v.is_nonnegative is True if hasattr(v, "is_nonnegative") else v >= 0
+    return v >= 0 if type(v) in _PLAIN else _sign(v) > 0
+
+
+_POSITIVE, _NONNEGATIVE, _UNKNOWN = 2, 1, 0
+
+
+def _sign(v) -> int:
+    """What the structure of a sympy expression tells of its sign: _POSITIVE, _NONNEGATIVE or _UNKNOWN,
+    by sympy's own rules (a sum or product of non-negative terms is non-negative, and positive when every
+    factor, or one term, is; a positive base to any power is positive; max is positive when one argument
+    is, min when all are; ceiling keeps its argument's positivity, floor its non-negativity) read off the
+    tree, so that sympy's assumption system is not asked about each term of a step, which costs seconds."""
+    if type(v) in _PLAIN:
+        return _POSITIVE if v > 0 else _NONNEGATIVE if v == 0 else _UNKNOWN
+    if v.is_Number:
+        return _POSITIVE if v.is_positive else _NONNEGATIVE if v.is_zero else _UNKNOWN
+    if v.is_Symbol:
+        return _POSITIVE if v.is_positive else _NONNEGATIVE if v.is_nonnegative else _UNKNOWN
+    if v.is_Add or v.is_Mul:
+        signs = [_sign(a) for a in v.args]
+        if _UNKNOWN in signs:
+            return _UNKNOWN
+        if v.is_Add:
+            return _POSITIVE if _POSITIVE in signs else _NONNEGATIVE
+        return _NONNEGATIVE if _NONNEGATIVE in signs else _POSITIVE
+    if v.is_Pow:
+        base, exp = v.args
+        if exp.is_Number and exp.is_real:
+            b = _sign(base)
+            if b == _POSITIVE or (b == _NONNEGATIVE and exp.is_positive):
+                return b
+        return _UNKNOWN
+    kind = type(v).__name__
+    if kind in ("Max", "Min"):
+        signs = [_sign(a) for a in v.args]
+        return max(signs) if kind == "Max" else min(signs)
+    if kind == "ceiling":
+        return _POSITIVE if _sign(v.args[0]) == _POSITIVE else _UNKNOWN
+    if kind == "floor":
+        return _NONNEGATIVE if _sign(v.args[0]) > _UNKNOWN else _UNKNOWN
+    return _POSITIVE if v.is_positive else _NONNEGATIVE if v.is_nonnegative else _UNKNOWN
 
 
 _PLAIN = (int, float)
@@ -56,40 +96,29 @@ def _numpy_only(values) -> bool:
     return seen
 
 
-def smax(*values):
+def _extreme(values, pick, numpy_name: str, sympy_name: str):
+    """max (min) of numbers, numpy arrays or sympy expressions: `pick` is the builtin, `numpy_name` the
+    elementwise ufunc, `sympy_name` the sympy function (left unevaluated, see _symbolic_extreme)."""
     if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
-        return builtins.max(values)
-    if _numpy_only(values):
-        import numpy as np
-
-        return functools.reduce(np.maximum, values)
-    if _is_symbolic(values):
+        return pick(values)
+    numpy_only = _numpy_only(values)
+    if not numpy_only and _is_symbolic(values):
         import sympy
 
-        return _symbolic_extreme(sympy.Max, values)
-    if _is_array(values):
+        return _symbolic_extreme(getattr(sympy, sympy_name), values)
+    if numpy_only or _is_array(values):
         import numpy as np
 
-        return functools.reduce(np.maximum, values)
-    return builtins.max(values)
+        return functools.reduce(getattr(np, numpy_name), values)
+    return pick(values)
+
+
+def smax(*values):
+    return _extreme(values, builtins.max, "maximum", "Max")
 
 
 def smin(*values):
-    if all(type(v) in _PLAIN for v in values):
-        return builtins.min(values)
-    if _numpy_only(values):
-        import numpy as np
-
-        return functools.reduce(np.minimum, values)
-    if _is_symbolic(values):
-        import sympy
-
-        return _symbolic_extreme(sympy.Min, values)
-    if _is_array(values):
-        import numpy as np
-
-        return functools.reduce(np.minimum, values)
-    return builtins.min(values)
+    return _extreme(values, builtins.min, "minimum", "Min")
 
 
 def scap(x, cap):
@@ -105,34 +134,28 @@ def scap(x, cap):
     return smin(cap, x)
 
 
-def sceil(x):
-    """Ceiling for numbers and arrays; sympy's ceiling for symbols."""
-    if type(x) in _PLAIN:
-        return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
+def _rounded(x, name: str, sympy_name: str):
+    """math.`name` (ceil or floor) for numbers, as a float (inf and nan pass through, to be reported); numpy's for
+    arrays; sympy's `sympy_name` for symbols."""
     if type(x).__module__ == "numpy":
         import numpy as np
 
-        return np.ceil(x)
-    if _is_symbolic((x,)):
+        return getattr(np, name)(x)
+    if type(x) not in _PLAIN and _is_symbolic((x,)):
         import sympy
 
-        return sympy.ceiling(x)
-    return float(math.ceil(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
+        return getattr(sympy, sympy_name)(x)
+    return float(getattr(math, name)(x)) if math.isfinite(x) else float(x)
+
+
+def sceil(x):
+    """Ceiling for numbers and arrays; sympy's ceiling for symbols."""
+    return _rounded(x, "ceil", "ceiling")
 
 
 def sfloor(x):
     """Floor for numbers and arrays; sympy's floor for symbols."""
-    if type(x) in _PLAIN:
-        return float(math.floor(x)) if math.isfinite(x) else float(x)  # inf and nan pass through, to be reported
-    if type(x).__module__ == "numpy":
-        import numpy as np
-
-        return np.floor(x)
-    if _is_symbolic((x,)):
-        import sympy
-
-        return sympy.floor(x)
-    return float(math.floor(x)) if math.isfinite(x) else float(x)
+    return _rounded(x, "floor", "floor")
 
 
 def ssum(values):

@@ -19,6 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 import sympy
+from sympy.ntheory.multinomial import multinomial_coefficients_iterator
 
 from rubinperf.analysis import symbolic as S
 from rubinperf.errors import SpecError
@@ -46,12 +47,14 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
         raise SpecError(f"--swing: expected a fraction in (0, 1), got {swing}")
     ss = S.symbolic_step(model, hw, layout, point)
     expr = ss.metric(metric)
-    base = S.evaluate(expr, ss.values)
-    smooth = S.active_branch(expr, ss.values)   # the piece that holds here: its derivative is the elasticity
+    numbers: dict = {}   # each node's number at the operating point, shared by the walks below
+    base = S.evaluate(expr, ss.values, numbers)
+    smooth = S.active_branch(expr, ss.values, numbers)   # the piece that holds here: its derivative is the elasticity
     order = list(ss.values)
     at = S.lambdify(expr, order)
     x0 = [float(ss.values[s]) for s in order]
-    used = expr.free_symbols
+    derivatives = _Derivatives(smooth)
+    used = derivatives.free_symbols(expr)   # (memoised per node: the tree shares its sub-expressions)
     label, unit = S.METRICS[metric]
     common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
               "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
@@ -66,7 +69,6 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
                for name in point_parameters(model, layout, point.phase)]
     floats = S.hardware_fields()
 
-    terms = [(a, a.free_symbols) for a in smooth.args] if isinstance(smooth, sympy.Add) else None
     records = []
     for group, name, u, doc in params:
         rec = {**common, "parameter": name, "group": group, "unit": u, "doc": doc}
@@ -79,7 +81,7 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
         s = S.hardware_symbol(name) if group in ("hardware", "stack") else S.point_symbol(name)
         value = float(ss.values[s])
         if s in used and value != 0:
-            e = S.evaluate(_derivative(smooth, s, terms), ss.values) * value / base
+            e = S.evaluate(derivatives.of(s), ss.values, numbers) * value / base
             i = order.index(s)
             lo, hi = list(x0), list(x0)
             lo[i], hi[i] = value * (1 - swing), value * (1 + swing)
@@ -94,12 +96,47 @@ def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", s
 
 
 
-def _derivative(expr, s, terms):
-    """d expr / d s. Of a sum (`terms`: its terms and the symbols of each), the sum of the derivatives of the
-    terms that hold s: the expression sympy.diff gives, without sympy asking each of a step's terms in turn."""
-    if terms is None:
-        return sympy.diff(expr, s)
-    return expr.func(*[a.diff(s) for a, symbols in terms if s in symbols])
+class _Derivatives:
+    """d expr / d s of one smooth expression (sums, products and numeric powers of symbols: an active branch)
+    for many s: the expressions sympy.diff builds, by its own rules (the sum rule, the Leibniz rule over a
+    product's factors, the power rule), without the bookkeeping of sympy's Derivative around each sub-expression
+    (it walks the whole sub-expression again for its free symbols and its derivatives, at every level: most of
+    the time of `sensitivity`). A node of another kind is left to sympy.diff."""
+
+    def __init__(self, expr):
+        self.expr = expr
+        self._free: dict = {}
+
+    def free_symbols(self, e) -> set:
+        free = self._free.get(e)
+        if free is None:
+            free = {e} if e.is_Symbol else set().union(*map(self.free_symbols, e.args)) if e.args else set()
+            self._free[e] = free
+        return free
+
+    def of(self, s):
+        return self._d(self.expr, s, {})
+
+    def _d(self, e, s, memo: dict):
+        if s not in self.free_symbols(e):
+            return sympy.S.Zero
+        if e is s:
+            return sympy.S.One
+        out = memo.get(e)
+        if out is not None:
+            return out
+        if e.is_Add:
+            out = e.func(*[self._d(a, s, memo) for a in e.args])
+        elif e.is_Mul:
+            args = e.args
+            out = sympy.Add(*[c * sympy.Mul(*[self._d(a, s, memo) if k else a for k, a in zip(ks, args)])
+                              for ks, c in multinomial_coefficients_iterator(len(args), 1)])
+        elif e.is_Pow and e.exp.is_Number:   # d(b^n) = b^n (0 + db n / b): the terms sympy's Pow builds (0 log b: 0)
+            out = e * (sympy.S.Zero + self._d(e.base, s, memo) * e.exp / e.base)
+        else:
+            out = e.diff(s)
+        memo[e] = out
+        return out
 
 
 def _p90_sensitivity(model, hw: Platform, layout, point, swing: float) -> list[dict]:

@@ -30,6 +30,7 @@ from sympy.printing.latex import LatexPrinter
 from sympy.printing.pretty import pretty_symbology, stringpict
 from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
+from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.str import StrPrinter
 
 from rubinperf.errors import SpecError
@@ -105,20 +106,97 @@ def point_values(point: Point, model) -> dict:
     return {point_symbol(name): v for name, v in values.items()}
 
 
-def evaluate(expr, values: dict) -> float:
-    """The number an expression takes at `values` (every free symbol must have one)."""
-    if not hasattr(expr, "free_symbols"):
+def evaluate(expr, values: dict, memo: dict | None = None) -> float:
+    """The number an expression takes at `values` (every free symbol must have one); `memo` (node -> its
+    number) shares the work between the calls of one walk over sub-expressions of one expression."""
+    if not isinstance(expr, sympy.Basic):
         return float(expr)
-    free = expr.free_symbols
-    missing = [s.name for s in free if s not in values]
-    if missing:
-        raise SpecError(f"no value for symbol(s) {', '.join(sorted(missing))}")
-    return float(expr.xreplace({s: sympy.Float(float(values[s])) for s in free}))
+    return float(_Numbers(values, memo).of(expr))
+
+
+class _Numbers:
+    """`expr.xreplace({symbol: Float(value)})`, node by node from the leaves up, each node rebuilt from its
+    arguments' numbers as sympy rebuilds it: a sum or product of numbers by sympy's number arithmetic in the
+    order of its arguments (as Add and Mul fold their numbers), any other node by its own constructor (a
+    power, max, ceiling). The same Float, without Add's and Mul's work on symbolic terms (ordering,
+    assumption queries), which dominates when a step's expression is evaluated whole."""
+
+    def __init__(self, values: dict, memo: dict | None = None):
+        self.values = values
+        self.memo = {} if memo is None else memo
+        self.missing: set = set()
+
+    def of(self, expr):
+        out = self._walk(expr)
+        if self.missing:
+            raise SpecError(f"no value for symbol(s) {', '.join(sorted(s.name for s in self.missing))}")
+        return out
+
+    def _walk(self, e):
+        if e.is_Number:
+            return e
+        if e.is_Symbol:
+            if e not in self.values:
+                self.missing.add(e)
+                return e
+            out = self.memo.get(e)
+            if out is None:
+                out = self.memo[e] = sympy.Float(float(self.values[e]))
+            return out
+        out = self.memo.get(e)
+        if out is not None:
+            return out
+        args = [self._walk(a) for a in e.args]
+        if all(a is b for a, b in zip(args, e.args)):   # no symbol below: left as it stands, as xreplace leaves it
+            out = e
+        elif (e.is_Add or e.is_Mul) and all(a.is_Number for a in args):
+            out = sympy.S.Zero if e.is_Add else sympy.S.One
+            for a in args:
+                out = out + a if e.is_Add else out * a
+        else:
+            out = e.func(*args)
+        self.memo[e] = out
+        return out
 
 
 def lambdify(expr, symbols: list):
-    """A fast numeric function of `symbols` for the same expression (for repeated evaluation)."""
-    return sympy.lambdify(symbols, expr, modules="math")
+    """A fast numeric function of `symbols` for the same expression (for repeated evaluation): the function
+    `sympy.lambdify(symbols, expr, modules="math")` makes (the same source text, so the same float arithmetic),
+    its text printed with each distinct sub-expression printed once (`_CodeText`): a step's expression shares
+    its sub-expressions about ten times over, and lambdify prints and walks every copy."""
+    text = _CodeText().doprint(expr)
+    if "\n" in text:
+        text = f"({text})"
+    source = f"def _lambdifygenerated({', '.join(s.name for s in symbols)}):\n    return {text}\n"
+    namespace = dict(_math_namespace())
+    exec(compile(source, "<lambdified>", "exec"), namespace)
+    return namespace["_lambdifygenerated"]
+
+
+@functools.lru_cache(maxsize=1)
+def _math_namespace() -> dict:
+    """The names lambdify's generated code sees with modules="math"."""
+    from sympy.utilities.lambdify import _get_namespace
+
+    return {**_get_namespace("math"), "builtins": __import__("builtins"), "range": range}
+
+
+class _CodeText(PythonCodePrinter):
+    """The printer lambdify uses for modules="math", printing each distinct sub-expression once (a printed
+    node's text does not depend on where it stands: its parent adds any parentheses)."""
+
+    def __init__(self):
+        super().__init__({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                          "user_functions": {}})
+        self._texts: dict = {}
+
+    def _print(self, expr, **kwargs):
+        if kwargs or not isinstance(expr, sympy.Basic):
+            return super()._print(expr, **kwargs)
+        text = self._texts.get(expr)
+        if text is None:
+            text = self._texts[expr] = super()._print(expr)
+        return text
 
 
 # ---------------------------------------------------------------- generic kernels
@@ -317,12 +395,14 @@ def replace(expr, mapping: dict):
     return walk(sympy.sympify(expr))
 
 
-def active_branch(expr, values: dict):
+def active_branch(expr, values: dict, numbers: dict | None = None):
     """The smooth piece of a piecewise expression that holds at `values`: every Max (Min) is
     replaced by its argument that is largest (smallest) there, and every ceiling or floor (whole
     tiles, waves, K splits) by its value there. Same value at `values`, and the same derivatives
-    away from a kink or a step (at a tie the first tied term is taken: one-sided)."""
+    away from a kink or a step (at a tie the first tied term is taken: one-sided). `numbers`: an
+    `evaluate` memo at these values, to share."""
     memo: dict = {}
+    numbers = {} if numbers is None else numbers   # node -> its number at `values` (shared by the evaluations below)
 
     def walk(e):
         if not e.args:
@@ -330,12 +410,12 @@ def active_branch(expr, values: dict):
         if e in memo:
             return memo[e]
         if isinstance(e, (sympy.ceiling, sympy.floor)):  # whole tiles, waves, splits: constant between steps
-            out = sympy.Float(evaluate(e, values))
+            out = sympy.Float(evaluate(e, values, numbers))
             memo[e] = out
             return out
         args = [walk(a) for a in e.args]
         if isinstance(e, (sympy.Max, sympy.Min)):
-            nums = [evaluate(a, values) for a in args]
+            nums = [evaluate(a, values, numbers) for a in args]
             best = max(nums) if isinstance(e, sympy.Max) else min(nums)
             out = args[nums.index(best)]
         elif tuple(args) == e.args:

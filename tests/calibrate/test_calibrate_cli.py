@@ -48,10 +48,13 @@ def test_help_lists_calibrate_and_its_options(capsys):
         assert opt in out
 
 
-def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys):
+def test_from_csv_fits_and_writes_a_calibrated_spec(tmp_path, capsys, committed_fit_reused):
+    # the fit of these two CSVs is the committed fit (tests/calibrate/conftest.py): made once, shared with
+    # test_calibration.py, which checks it against the committed files field by field
     code, out, err = run(capsys, "calibrate", "--hardware", "h200", "--from-csv", str(SHAPES), "--from-csv", str(CSV),
                          "--out-dir", str(tmp_path), "--json")
     assert code == 0, err
+    assert len(committed_fit_reused) == 1
     rec = json.loads(out)
     assert rec["kind"] == "kernels" and rec["gpu"] == "NVIDIA H200"
     fitted = {f["field"]: f["after"] for f in rec["fit"] if f["fitted"]}

@@ -31,13 +31,8 @@ ORIGINAL_H200 = dict(hbm_stream_efficiency=0.90, hbm_latency_s=0.7e-6, stream_by
 
 
 @pytest.fixture(scope="module")
-def rows():
-    out = []
-    for path in CSVS:
-        kind, rs = read_csv(path)
-        assert kind == "kernels"
-        out += rs
-    return out
+def rows(committed_rows):
+    return committed_rows   # the rows of CSVS (tests/calibrate/conftest.py reads the same files, in this order)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +41,8 @@ def h200():
 
 
 @pytest.fixture(scope="module")
-def result(rows, h200):
-    return fit.fit_kernels(rows, h200)
+def result(committed_fit):
+    return committed_fit[2]   # fit.fit_kernels(rows, h200), made once per session (tests/calibrate/conftest.py)
 
 
 def test_the_csvs_cover_every_family_in_every_mode(rows):
