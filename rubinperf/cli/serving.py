@@ -10,14 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, Csv, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
-                                   MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
-                                   SaveDir, ServingMode, Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide,
-                                   Workload, apply_wide, check_output_flags)
+from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, shared_options
 from rubinperf.errors import SpecError, shorten
 
-DEFAULT_WORKLOAD = "agentx"
-DEFAULT_MAX_BATCH = 1024
 
 
 MAX_TOTAL_GPUS = 10_000  # about 140 NVL72 racks: a deployment's size is searched instance by instance
@@ -198,28 +193,10 @@ def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_
     return chosen, notes, {"disagg": disagg, "agg": agg}, sw
 
 
+@shared_options(SWEEP)
 def pareto(
-    model: Model = DEFAULT_MODEL,
-    hardware: Racks = None,
-    stack: Stacks = None,
-    workload: Workload = DEFAULT_WORKLOAD,
-    decode_layout: DecodeLayouts = None,
-    prefill_layout: PrefillLayouts = None,
-    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
-    draft_tokens: DraftLength = None,
-    acceptance: SweepAcceptance = None,
-    eplb: SweepEplb = True,
-    interactivity_stat: InteractivityStat = "p90",
-    ttft: Ttft = None,
-    tpot: Tpot = None,
-    total_gpus: TotalGpus = None,
-    isl: Isl = None,
-    osl: Osl = None,
-    prefix_hit: PrefixHit = None,
-    sets: RackSets = None,
-    serving: ServingMode = "disagg",
-    as_json: JsonRecords = False,
-    as_csv: Csv = False,
+    *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, sets, serving, as_json, as_csv,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
@@ -229,8 +206,7 @@ def pareto(
     chart: Annotated[bool, typer.Option(
         "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
     quiet: QuietPlot = False,
-    wide: Wide = False,
-    save_dir: SaveDir = None,
+    wide, save_dir,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -322,35 +298,16 @@ def _records_out(records, as_csv: bool) -> None:
     emit_text(to_csv(records)) if as_csv else _json(records)
 
 
+@shared_options(SWEEP)
 def compare(
-    model: Model = DEFAULT_MODEL,
-    hardware: Racks = None,
-    stack: Stacks = None,
-    workload: Workload = DEFAULT_WORKLOAD,
+    *, model, hardware, stack, workload,
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
-    decode_layout: DecodeLayouts = None,
-    prefill_layout: PrefillLayouts = None,
-    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
-    draft_tokens: DraftLength = None,
-    acceptance: SweepAcceptance = None,
-    eplb: SweepEplb = True,
-    interactivity_stat: InteractivityStat = "p90",
-    ttft: Ttft = None,
-    tpot: Tpot = None,
-    total_gpus: TotalGpus = None,
-    isl: Isl = None,
-    osl: Osl = None,
-    prefix_hit: PrefixHit = None,
-    sets: RackSets = None,
-    serving: ServingMode = "disagg",
+    decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
+    total_gpus, isl, osl, prefix_hit, sets, serving,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
-    as_json: JsonRecords = False,
-    as_csv: Csv = False,
-    quiet: Quiet = False,
-    wide: Wide = False,
-    save_dir: SaveDir = None,
+    as_json, as_csv, quiet, wide, save_dir,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
