@@ -56,38 +56,57 @@ def parse_tokens(text: str) -> float:
         raise ValueError(f"expected a token count such as 131072, 128K or 1M (K = 1024), got {text!r}") from None
 
 
-class TokensType(_click.ParamType):
-    name = "TOKENS"
+class _CountType(_click.ParamType):
+    """A count given with its unit: `parse` reads the text (a ValueError carries the message), `allowed` says
+    whether the value is in range (`outside` the message when not); a number passes through as a float."""
+
+    outside = ""
+
+    def parse(self, text: str) -> float:
+        raise NotImplementedError
+
+    def allowed(self, v: float) -> bool:
+        raise NotImplementedError
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, float)):
             return float(value)
         try:
-            v = parse_tokens(value)
+            v = self.parse(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-        if v != 0 and not 1 <= abs(v) <= 1e12:   # sizes from one token up: 1e-320 is no count
-            self.fail(f"expected 0 or a count from 1 to 1e12 tokens, got {value!r}", param, ctx)
+        if not self.allowed(v):
+            self.fail(f"{self.outside}, got {value!r}", param, ctx)
         return v
 
 
-class BytesType(_click.ParamType):
+class TokensType(_CountType):
+    name = "TOKENS"
+    outside = "expected 0 or a count from 1 to 1e12 tokens"
+
+    def parse(self, text):
+        return parse_tokens(text)
+
+    def allowed(self, v):
+        return v == 0 or 1 <= abs(v) <= 1e12   # sizes from one token up: 1e-320 is no count
+
+
+class BytesType(_CountType):
     """A byte count: 4e9, 4GB (SI: 4e9), 4GiB (2^32), as `--set` parses sizes."""
 
     name = "BYTES"
+    outside = "expected 1 byte to 1PB"
 
-    def convert(self, value, param, ctx):
-        if isinstance(value, (int, float)):
-            return float(value)
+    def parse(self, text):
         from rubinperf.units import parse_value
 
         try:
-            v = parse_value(str(value), "copy_bytes")
+            return parse_value(str(text), "copy_bytes")
         except SpecError:
-            self.fail(f"expected a byte count such as 4e9, 4GB or 4GiB, got {value!r}", param, ctx)
-        if not 1 <= v <= 1e15:   # sizes from one byte up
-            self.fail(f"expected 1 byte to 1PB, got {value!r}", param, ctx)
-        return v
+            raise ValueError(f"expected a byte count such as 4e9, 4GB or 4GiB, got {text!r}") from None
+
+    def allowed(self, v):
+        return 1 <= v <= 1e15   # sizes from one byte up
 
 
 TOKENS = TokensType()
@@ -157,6 +176,7 @@ RackSets = _sweep("sets", None, Annotated[Optional[List[str]], typer.Option("--s
 
 
 # ---------------------------------------------------------------- the operating point of one step
+# (the serving sweeps take --draft-tokens, --acceptance and --eplb with their own help: each follows the step's)
 
 Layout = Annotated[str, typer.Option("--layout", "-l", help="dep<N> or tp<N>.", autocompletion=complete_words(*LAYOUT_WORDS))]
 Phase = _shared("phase", None, Annotated[Optional[str], typer.Option(
@@ -171,12 +191,18 @@ NewTokens = _shared("new_tokens", None, Annotated[Optional[float], typer.Option(
     "--new-tokens", click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")])
 DraftTokens = _shared("draft_tokens", None, Annotated[Optional[int], typer.Option(
     "--draft-tokens", help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash).")])
+DraftLength = _sweep("draft_tokens", None, Annotated[Optional[int], typer.Option(
+    "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")])
 Acceptance = _shared("acceptance", None, Annotated[Optional[float], typer.Option(
     "--acceptance", help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash).")])
+SweepAcceptance = _sweep("acceptance", None, Annotated[Optional[float], typer.Option(
+    "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5).")])
 Balancedness = _shared("balancedness", None, Annotated[Optional[float], typer.Option(
     "--balancedness", help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")])
 Eplb = _shared("eplb", True, Annotated[bool, typer.Option(
     "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness.")])
+SweepEplb = _sweep("eplb", True, Annotated[bool, typer.Option(
+    "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets the decode and prefill balancedness.")])
 
 
 # ---------------------------------------------------------------- one kernel
@@ -205,12 +231,6 @@ PrefillLayouts = _shared("prefill_layout", None, Annotated[Optional[List[str]], 
     autocompletion=complete_words(*LAYOUT_WORDS))])
 MaxBatch = _shared("max_batch", DEFAULT_MAX_BATCH, Annotated[int, typer.Option(
     "--max-batch", help="Largest decode batch swept (requests per rank for DEP, per instance for TP).")])
-DraftLength = _sweep("draft_tokens", None, Annotated[Optional[int], typer.Option(
-    "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")])
-SweepAcceptance = _sweep("acceptance", None, Annotated[Optional[float], typer.Option(
-    "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5).")])
-SweepEplb = _sweep("eplb", True, Annotated[bool, typer.Option(
-    "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets the decode and prefill balancedness.")])
 InteractivityStat = _shared("interactivity_stat", "p90", Annotated[str, typer.Option(
     "--interactivity-stat", help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the "
                                  "speed 90% of users reach; the published figures' statistic), p50 or mean.",

@@ -193,6 +193,21 @@ def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_
     return chosen, notes, {"disagg": disagg, "agg": agg}, sw
 
 
+def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit, serving, decode_layout,
+           prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat, ttft, tpot, total_gpus):
+    """pareto's and compare's sweep, after their own checks: --save-dir checked, the setups built, the statistic
+    checked, then (setups, _summaries(...))."""
+    from rubinperf.cli.bundles import check_save_dir
+
+    check_save_dir(save_dir)
+    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
+    from rubinperf.serving.interactivity import check_stat
+
+    check_stat(stat)
+    return setups, _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                              quiet, stat, _limits(ttft, tpot), total_gpus, workload_note)
+
+
 @shared_options(SWEEP)
 def pareto(
     *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
@@ -238,16 +253,9 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
-    from rubinperf.cli.bundles import check_save_dir
-
-    check_save_dir(save_dir)
-    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
-    from rubinperf.serving.interactivity import check_stat
-
-    check_stat(interactivity_stat)
-    summaries, notes, _, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                         acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
-                                         workload_note)
+    setups, (summaries, notes, _, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+                                               serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                               acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
     if sw is not None:
         _check_limits_leave_points(sw)
         line = limits_line(sw, interactivity_stat, total_gpus)
@@ -335,16 +343,9 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    from rubinperf.cli.bundles import check_save_dir
-
-    check_save_dir(save_dir)
-    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
-    from rubinperf.serving.interactivity import check_stat
-
-    check_stat(interactivity_stat)
-    summaries, notes, per, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                           acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
-                                           workload_note)
+    setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+                                                 serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
     stacks, swapped = {hw.name: hw.stack for _, hw, _ in setups}, {}
     if serving != "agg":   # the silicon/software split is between P/D deployments
         stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
