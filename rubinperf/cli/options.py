@@ -1,10 +1,12 @@
 """Every command option shared by two or more commands, declared once, and the rules between them.
 
-Each option is a typer `Annotated` type: a command takes it as `model: Model = DEFAULT_MODEL`,
-so its flags, help and completion are written here once and its default stays in the command's
-signature (typer prints it as `[default: ...]`). Options of one command only are declared in
-that command. Also here: the rules between output options (--json, --csv, --quiet, --wide), the
-one place records are printed in the format asked for, and numbers with units (128K, 4GB).
+Each option is a typer `Annotated` type, entered with its default under the parameter name that
+takes it: a command decorated with `@shared_options()` writes that name bare (`*, model, hardware`)
+and gets the option, its flags, help, completion and default (typer prints it as `[default: ...]`);
+a command that means something else by a name writes `name: Type = default` itself. Options of one
+command only are declared in that command. Also here: the rules between output options (--json,
+--csv, --quiet, --wide), the one place records are printed in the format asked for, and numbers
+with units (128K, 4GB).
 
 Light at import time (typer, click and re only): every command's module imports this.
 """
