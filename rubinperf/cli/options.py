@@ -291,23 +291,19 @@ SWEEP = {**SHARED, **_SWEEP_ONLY}   # the serving sweeps' table
 
 
 def shared_options(table: dict = SHARED):
-    """Decorator: each bare keyword-only parameter of the command takes its option and default from `table`
-    (SHARED or SWEEP), in place, in the order the signature lists them (the order --help shows). typer reads
-    the signature; a direct call gets the same defaults."""
+    """Decorator: each bare keyword-only parameter of the command (no type, no default) takes its option and
+    default from `table` (SHARED or SWEEP), in place, in the order the signature lists them (the order --help
+    shows). typer reads the signature; a direct call gets the same defaults. Nothing is evaluated here: a
+    command's own annotations stay as written until typer builds the one command a run needs."""
     def fill(command):
-        import inspect
-
-        sig = inspect.signature(command, eval_str=True)
-        params, defaults = [], dict(command.__kwdefaults__ or {})
-        for p in sig.parameters.values():
-            if p.kind is p.KEYWORD_ONLY and p.annotation is p.empty and p.default is p.empty:
-                if p.name not in table:
-                    raise TypeError(f"{command.__qualname__}: no shared option {p.name!r}")
-                annotation, defaults[p.name] = table[p.name]
-                command.__annotations__[p.name] = annotation
-                p = p.replace(annotation=annotation, default=defaults[p.name])
-            params.append(p)
-        command.__signature__ = sig.replace(parameters=params)
+        code, given = command.__code__, command.__annotations__
+        defaults = dict(command.__kwdefaults__ or {})
+        for name in code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]:
+            if name in given or name in defaults:
+                continue
+            if name not in table:
+                raise TypeError(f"{command.__qualname__}: no shared option {name!r}")
+            given[name], defaults[name] = table[name]
         command.__kwdefaults__ = defaults
         return command
     return fill
