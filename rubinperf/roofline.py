@@ -32,12 +32,11 @@ Works on numbers, numpy arrays and sympy symbols.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rubinperf.kernels.cost import PEAKS, Kernel, _field_sums
+from rubinperf.kernels.cost import PEAKS, FieldArithmetic, Kernel
 from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
@@ -64,7 +63,7 @@ def binding_term(seconds: dict) -> str:
 
 
 @dataclass(frozen=True)
-class KernelTime:
+class KernelTime(FieldArithmetic):
     """Seconds. Every term is named so a reader can see which one sets the time.
 
     - compute_s: MMA / vector work on whole tiles and waves, at the family's efficiency;
@@ -113,26 +112,9 @@ class KernelTime:
             return 1.0
         return self.sol_s / self.expected_s
 
-    def __add__(self, other: "KernelTime") -> "KernelTime":
-        return KernelTime(*_field_sums(self, other))
-
-    def __radd__(self, other):
-        if other == 0:
-            return self
-        return NotImplemented
-
     def map(self, fn) -> "KernelTime":
         """The same times with `fn` applied to every term (one element of a sweep's arrays)."""
         return KernelTime(**{f: fn(v) for f, v in self.__dict__.items()})
-
-    def __mul__(self, k) -> "KernelTime":
-        a = self.__dict__
-        return KernelTime(*[a[f] * k for f in _TIME_FIELDS])
-
-    __rmul__ = __mul__
-
-
-_TIME_FIELDS = tuple(f.name for f in dataclasses.fields(KernelTime))
 
 
 def occupancy(kern: Kernel, hw: Platform):

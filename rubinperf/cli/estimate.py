@@ -7,27 +7,20 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, LAYOUT_WORDS, Acceptance, Csv, Balancedness, Batch, Context, DraftTokens,
-                                   Eplb, JsonRecords, Model, NewTokens, Phase, Quiet, SaveDir, Sets, Stacks, Wide,
-                                   apply_wide, check_output_flags, complete_names, complete_words, emit)
+from rubinperf.cli.options import (LAYOUT_WORDS, Stacks, apply_wide, check_output_flags, complete_names, complete_words,
+                                   emit, shared_options)
 
 
+@shared_options()
 def estimate(
-    model: Model = DEFAULT_MODEL,
+    *, model,
     hardware: Annotated[Optional[List[str]], typer.Option(
         "--hardware", "-H", help="Hardware (repeatable). Default: gb300-nvl72 and vr-nvl72.",
         autocompletion=complete_names("hardware"))] = None,
     layout: Annotated[Optional[List[str]], typer.Option(
         "--layout", "-l", help="dep<N> or tp<N> (repeatable). Default: dep2 prefill, dep32 and tp8 decode.",
         autocompletion=complete_words(*LAYOUT_WORDS))] = None,
-    phase: Phase = None,
-    batch: Batch = None,
-    context: Context = None,
-    new_tokens: NewTokens = None,
-    draft_tokens: DraftTokens = None,
-    acceptance: Acceptance = None,
-    balancedness: Balancedness = None,
-    eplb: Eplb = True,
+    phase, batch, context, new_tokens, draft_tokens, acceptance, balancedness, eplb,
     stack: Stacks = None,
     engram_placement: Annotated[Optional[str], typer.Option(
         help="Engram tables: hbm (split over the instance's ranks), host (C2C) or peer-hbm (NVLink). "
@@ -35,12 +28,7 @@ def estimate(
         autocompletion=complete_words("hbm", "host", "peer-hbm"))] = None,
     breakdown: Annotated[bool, typer.Option(
         "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
-    as_json: JsonRecords = False,
-    as_csv: Csv = False,
-    quiet: Quiet = False,
-    sets: Sets = None,
-    wide: Wide = False,
-    save_dir: SaveDir = None,
+    as_json, as_csv, quiet, sets, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 

@@ -12,9 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_MODEL, DEFAULT_RACK, Acceptance, Balancedness, Batch, Context, Csv,
-                                   DraftTokens, Eplb, Hardware, Layout, Model, NewTokens, Phase, Quiet, QuietPlot, Sets,
-                                   SaveDir, Stack, Wide, apply_wide, check_output_flags)
+from rubinperf.cli.options import BYTES, Layout, QuietPlot, apply_wide, check_output_flags, shared_options
 from rubinperf.errors import SpecError
 from rubinperf.kernels.catalog import CATALOG  # (no numpy or sympy behind it)
 
@@ -42,25 +40,19 @@ def _step_setup(model, hardware, layout, sets, stack=None, **point):
 # ---------------------------------------------------------------- explain
 
 
+@shared_options()
 def explain(
     kernel: Annotated[str, typer.Argument(help="gemm, grouped-gemm, attention, copy, all-reduce, all-to-all, all-gather; "
                                           "'step'; "
                                           "or an op of the step as `estimate --breakdown` names it, or a prefix of it "
                                           "(case-insensitive): megamoe, 'mqa logits', 'draft: lm head'.")],
-    model: Model = DEFAULT_MODEL,
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
+    *, model, hardware, stack,
     layout: Layout = DEFAULT_LAYOUT,
-    phase: Phase = None,
+    phase,
     batch: Annotated[Optional[float], typer.Option(
         help="Step: requests (decode) or sequences (prefill) per rank; default 16 for dep32 decode, else 1. "
              "attention: sequences.")] = None,
-    context: Context = None,
-    new_tokens: NewTokens = None,
-    draft_tokens: DraftTokens = None,
-    acceptance: Acceptance = None,
-    balancedness: Balancedness = None,
-    eplb: Eplb = True,
+    context, new_tokens, draft_tokens, acceptance, balancedness, eplb,
     m: Annotated[Optional[float], typer.Option("--m", help="gemm: rows of the activations (tokens).")] = None,
     n: Annotated[Optional[float], typer.Option("--n", help="gemm, grouped-gemm: output width.")] = None,
     k: Annotated[Optional[float], typer.Option("--k", help="gemm, grouped-gemm: reduction width.")] = None,
@@ -86,8 +78,7 @@ def explain(
     latex: Annotated[bool, typer.Option("--latex", help="Print the formulas as LaTeX.")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print a JSON record (formulas as text and LaTeX, values).")] = False,
-    sets: Sets = None,
-    quiet: Quiet = False,
+    sets, quiet,
 ):
     """Formulas of a kernel: FLOPs and bytes in symbols named after spec fields and shapes,
     the same with numbers substituted, speed of light, expected time and the binding term.
@@ -253,19 +244,11 @@ def resolve_op(name: str, names: list[str]) -> str:
 # ---------------------------------------------------------------- sensitivity
 
 
+@shared_options()
 def sensitivity(
-    model: Model = DEFAULT_MODEL,
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
+    *, model, hardware, stack,
     layout: Layout = DEFAULT_LAYOUT,
-    phase: Phase = None,
-    batch: Batch = None,
-    context: Context = None,
-    new_tokens: NewTokens = None,
-    draft_tokens: DraftTokens = None,
-    acceptance: Acceptance = None,
-    balancedness: Balancedness = None,
-    eplb: Eplb = True,
+    phase, batch, context, new_tokens, draft_tokens, acceptance, balancedness, eplb,
     metric: Annotated[str, typer.Option("--metric", help="step-time, tokens-per-gpu, tokens-per-user (the mean) or "
                                                          "tokens-per-user-p90 (the mean x the P90 factor: also ranks the "
                                                          "acceptance and step-time spreads).")] = "step-time",
@@ -277,11 +260,9 @@ def sensitivity(
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records, one per parameter.")] = False,
-    sets: Sets = None,
+    sets,
     quiet: QuietPlot = False,
-    wide: Wide = False,
-    as_csv: Csv = False,
-    save_dir: SaveDir = None,
+    wide, as_csv, save_dir,
 ):
     """Elasticity d ln(metric) / d ln(parameter) of a step metric to every hardware, stack and
     operating-point parameter, largest first: +1 means the metric moves 1% with a 1% rise.

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (BYTES, DEFAULT_RACK, DTYPE_WORDS, DTYPES, Csv, Hardware, JsonRecord, Launch, Quiet,
-                                   Sets, Stack, complete_words, emit)
+from rubinperf.cli.options import BYTES, DTYPE_WORDS, DTYPES, SHARED, JsonRecord, complete_words, emit, shared_options
 from rubinperf.errors import SpecError
 
 kernel_app = typer.Typer(help="Time one kernel on one GPU: speed of light, expected time, and the bound.\n\n"
@@ -79,87 +78,73 @@ WeightDtype = Annotated[str, typer.Option(help=f"Weight format: {DTYPES} (activa
                                           autocompletion=complete_words(*DTYPE_WORDS))]
 QkvDtype = Annotated[str, typer.Option(help=f"Format of Q, K, V: {DTYPES}.", autocompletion=complete_words(*DTYPE_WORDS))]
 
+KERNEL_OPTIONS = {**SHARED, "as_json": (JsonRecord, False)}   # a kernel is one record
 
-@kernel_app.command("gemm")
-def kernel_gemm(
-    m: Annotated[int, typer.Option(help="Rows of the activations (tokens).")],
-    n: Annotated[int, typer.Option(help="Output width (weight columns).")],
-    k: Annotated[int, typer.Option(help="Reduction width.")],
-    dtype: OperandDtype = "bf16",
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
-    launch: Launch = "eager",
-    as_json: JsonRecord = False,
-    as_csv: Csv = False,
-    sets: Sets = None,
-    quiet: Quiet = False,
-):
+
+def _kernel(kind: str, **shape):
+    """Decorator: register the command as `kernel KIND`. Each of `shape` is a positional parameter left bare: a
+    help text makes it a required whole-number option, anything else is its annotation. The bare keyword-only
+    parameters (rack, stack, launch, output) take KERNEL_OPTIONS'."""
+    def register(command):
+        for name, how in shape.items():
+            command.__annotations__[name] = Annotated[int, typer.Option(help=how)] if isinstance(how, str) else how
+        kernel_app.command(kind)(shared_options(KERNEL_OPTIONS)(command))
+        return command
+    return register
+
+
+def _positives(**sizes):
+    """Each size positive and finite, checked in the order given (the first bad one is the error)."""
+    for name, v in sizes.items():
+        _positive(name.replace("_", "-"), v)
+
+
+@_kernel("gemm", m="Rows of the activations (tokens).", n="Output width (weight columns).", k="Reduction width.")
+def kernel_gemm(m, n, k, dtype: OperandDtype = "bf16", *, hardware, stack, launch, as_json, as_csv, sets, quiet):
     """Dense GEMM [m, k] x [k, n]: 2mnk FLOPs; weights, inputs and outputs moved once.
 
     Example: rubinperf kernel gemm --m 16 --n 7168 --k 2048 --dtype fp8 --hardware h200 --json
     """
-    for name, v in (("m", m), ("n", n), ("k", k)):
-        _positive(name, v)
+    _positives(m=m, n=n, k=k)
     d = _dtype(dtype)
     _run_kernel("gemm", dict(m=m, n=n, k=k), d, hardware, as_json, dict(m=m, n=n, k=k, dtype=d), sets=sets, quiet=quiet,
                 launch=launch, stack=stack, as_csv=as_csv)
 
 
-@kernel_app.command("grouped-gemm")
-def kernel_grouped_gemm(
-    tokens: Annotated[int, typer.Option(help="Routed rows: tokens already multiplied by top-k.")],
-    groups: Annotated[int, typer.Option(help="Experts the rows are spread over, uniformly at random.")],
-    n: Annotated[int, typer.Option(help="Output width of each expert.")],
-    k: Annotated[int, typer.Option(help="Reduction width of each expert.")],
-    dtype: WeightDtype = "fp4",
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
-    launch: Launch = "eager",
-    as_json: JsonRecord = False,
-    as_csv: Csv = False,
-    sets: Sets = None,
-    quiet: Quiet = False,
-):
+@_kernel("grouped-gemm", tokens="Routed rows: tokens already multiplied by top-k.",
+         groups="Experts the rows are spread over, uniformly at random.", n="Output width of each expert.",
+         k="Reduction width of each expert.")
+def kernel_grouped_gemm(tokens, groups, n, k, dtype: WeightDtype = "fp4", *, hardware, stack, launch, as_json, as_csv,
+                        sets, quiet):
     """Grouped (MoE) GEMM: only the experts touched are read; E[touched] = G(1 - (1 - 1/G)^rows).
 
     Example: rubinperf kernel grouped-gemm --tokens 768 --groups 256 --n 4096 --k 7168 --dtype fp8
     """
     from rubinperf.kernels import experts_touched
 
-    for name, v in (("tokens", tokens), ("groups", groups), ("n", n), ("k", k)):
-        _positive(name, v)
+    _positives(tokens=tokens, groups=groups, n=n, k=k)
     d = _dtype(dtype)
     shape = dict(tokens=tokens, groups=groups, n=n, k=k, dtype=d, experts_touched=float(experts_touched(tokens, groups)))
     _run_kernel("grouped-gemm", dict(tokens=tokens, groups=groups, n=n, k=k), d, hardware, as_json, shape, sets=sets,
                 quiet=quiet, launch=launch, stack=stack, as_csv=as_csv)
 
 
-@kernel_app.command("attention")
+@_kernel("attention", batch="Sequences.", heads="Query heads.", q_len="Query tokens per sequence (1 for decode).",
+         kv_len="KV tokens per sequence.", head_dim="Head dimension of Q/K and V.")
 def kernel_attention(
-    batch: Annotated[int, typer.Option(help="Sequences.")],
-    heads: Annotated[int, typer.Option(help="Query heads.")],
-    q_len: Annotated[int, typer.Option(help="Query tokens per sequence (1 for decode).")],
-    kv_len: Annotated[int, typer.Option(help="KV tokens per sequence.")],
-    head_dim: Annotated[int, typer.Option(help="Head dimension of Q/K and V.")],
+    batch, heads, q_len, kv_len, head_dim,
     kv_heads: Annotated[Optional[int], typer.Option(
         help="KV heads (below --heads: groups of heads share K/V, GQA/MQA).")] = None,
     dtype: QkvDtype = "bf16",
     causal: Annotated[bool, typer.Option(
         "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions.")] = False,
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
-    launch: Launch = "eager",
-    as_json: JsonRecord = False,
-    as_csv: Csv = False,
-    sets: Sets = None,
-    quiet: Quiet = False,
+    *, hardware, stack, launch, as_json, as_csv, sets, quiet,
 ):
     """Attention with flash-style I/O: K/V read once per KV head, Q read and O written once.
 
     Example: rubinperf kernel attention --batch 8 --heads 64 --kv-heads 8 --q-len 1 --kv-len 32768 --head-dim 128
     """
-    for name, v in (("batch", batch), ("heads", heads), ("q-len", q_len), ("kv-len", kv_len), ("head-dim", head_dim), ("kv-heads", kv_heads)):
-        _positive(name, v)
+    _positives(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, kv_heads=kv_heads)
     if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
         raise SpecError(f"--kv-heads: expected a divisor of --heads ({heads}), got {kv_heads}")
     if q_len > kv_len:
@@ -171,18 +156,13 @@ def kernel_attention(
                 causal=causal, stack=stack, as_csv=as_csv)
 
 
-@kernel_app.command("copy")
-def kernel_copy(
-    nbytes: Annotated[float, typer.Option(
-        "--bytes", click_type=BYTES, help="Bytes copied (each read once and written once): 4e9, 4GB, 4GiB.")],
-    hardware: Hardware = DEFAULT_RACK,
-    stack: Stack = None,
-    launch: Launch = "eager",
-    as_json: JsonRecord = False,
-    as_csv: Csv = False,
-    sets: Sets = None,
-    quiet: Quiet = False,
-):
+def _bytes(help_text: str):
+    """--bytes, read with units (4e9, 4GB, 4GiB), with this kind's help."""
+    return Annotated[float, typer.Option("--bytes", click_type=BYTES, help=help_text)]
+
+
+@_kernel("copy", nbytes=_bytes("Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."))
+def kernel_copy(nbytes, *, hardware, stack, launch, as_json, as_csv, sets, quiet):
     """Device-to-device memory copy: 2 x bytes through HBM.
 
     Example: rubinperf kernel copy --bytes 4e9 --hardware h200
@@ -192,13 +172,10 @@ def kernel_copy(
                 launch=launch, stack=stack, as_csv=as_csv)
 
 
-CollectiveBytes = Annotated[float, typer.Option("--bytes", click_type=BYTES)]  # each kind sets its own help below
-
-
 def _collective_command(kind: str, what: str, bytes_help: str, example: str):
     """`kernel all-to-all|all-reduce|all-gather`: one catalog kind over a group of ranks on a rack or cluster."""
     def command(
-        nbytes: CollectiveBytes,
+        nbytes,
         ranks: Annotated[int, typer.Option(help="Ranks (GPUs) in the group.")] = 8,
         gpus_per_domain: Annotated[Optional[int], typer.Option(
             help="GPUs per NVLink domain (default: the hardware's nvlink_domain_size); a wider group also crosses "
@@ -207,17 +184,10 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
             help="all-to-all across domains: direct (DeepEP low-latency: RDMA to every rank) or hierarchical "
                  "(DeepEP normal: RDMA to one GPU per domain, NVLink forward).",
             autocompletion=complete_words("direct", "hierarchical"))] = "direct",
-        hardware: Hardware = DEFAULT_RACK,
-        stack: Stack = None,
-        launch: Launch = "eager",
-        as_json: JsonRecord = False,
-        as_csv: Csv = False,
-        sets: Sets = None,
-        quiet: Quiet = False,
+        *, hardware, stack, launch, as_json, as_csv, sets, quiet,
     ):
         _positive("bytes", nbytes)
-        for name, v in (("ranks", ranks), ("gpus-per-domain", gpus_per_domain)):
-            _positive(name, v)
+        _positives(ranks=ranks, gpus_per_domain=gpus_per_domain)
         if ranks < 2:
             raise SpecError(f"--ranks: expected at least 2, got {ranks}")
         if mode not in ("direct", "hierarchical"):
@@ -230,9 +200,7 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
                     ranks=ranks, as_csv=as_csv)
 
     command.__doc__ = f"{what}\n\nExample: {example}"
-    # the help of --bytes is this kind's (annotations are strings read in this module's globals: set it as an object)
-    command.__annotations__["nbytes"] = Annotated[float, typer.Option("--bytes", click_type=BYTES, help=bytes_help)]
-    kernel_app.command(kind)(command)
+    _kernel(kind, nbytes=_bytes(bytes_help))(command)   # --bytes: this kind's help
 
 
 _collective_command(

@@ -3,9 +3,11 @@ to rubinperf.render.lists)."""
 
 from __future__ import annotations
 
+import inspect
+
 import typer
 
-from rubinperf.cli.options import Csv, JsonRecords, Quiet, Wide, apply_wide, emit
+from rubinperf.cli.options import apply_wide, emit, shared_options
 
 list_app = typer.Typer(help="List bundled specs: hardware, stacks, models, workloads, layouts, and the spec fields.\n\n"
                        "Example: rubinperf list hardware --json")
@@ -20,73 +22,34 @@ def _table(name: str):
     return render
 
 
-@list_app.command("hardware")
-def list_hardware(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
-    """Bundled hardware specs with their headline peaks.
+def _list_command(name: str, records: str, what: str, example: str, takes_wide: bool = True):
+    """Register `list NAME`: rubinperf.step.records' `records()` printed as asked, the table by rubinperf.render.lists'
+    `NAME_table`; `takes_wide`: the table takes --wide (else it is narrow enough for any terminal)."""
+    @shared_options()
+    def command(*, as_json, as_csv, quiet, wide):
+        from rubinperf.step import records as built
 
-    Example: rubinperf list hardware --json
-    """
-    from rubinperf.step.records import hardware_records
+        if takes_wide:
+            apply_wide(wide)
+        emit(getattr(built, records)(), as_json, _table(f"{name}_table"), as_csv=as_csv, quiet=quiet)
 
-    apply_wide(wide)
-    emit(hardware_records(), as_json, _table("hardware_table"), as_csv=as_csv, quiet=quiet)
-
-
-@list_app.command("stacks")
-def list_stacks(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
-    """Bundled software stacks: kernel library and engine facts, and which racks name each as their default.
-
-    Example: rubinperf list stacks --json
-    """
-    from rubinperf.step.records import stack_records
-
-    apply_wide(wide)
-    emit(stack_records(), as_json, _table("stacks_table"), as_csv=as_csv, quiet=quiet)
+    if not takes_wide:
+        sig = inspect.signature(command)
+        command.__signature__ = sig.replace(parameters=[p for n, p in sig.parameters.items() if n != "wide"])
+    command.__doc__ = f"{what}\n\nExample: {example}"
+    command.__name__ = command.__qualname__ = f"list_{name}"
+    list_app.command(name)(command)
 
 
-@list_app.command("models")
-def list_models(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
-    """Bundled model specs with total and active parameters implied by their shapes.
-
-    Example: rubinperf list models
-    """
-    from rubinperf.step.records import model_records
-
-    apply_wide(wide)
-    emit(model_records(), as_json, _table("models_table"), as_csv=as_csv, quiet=quiet)
-
-
-@list_app.command("layouts")
-def list_layouts(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False):
-    """Parallel layouts: dep<N> (data-parallel attention + expert parallel), tp<N> (tensor parallel) and tep<N>
-    (tensor-parallel attention + expert-parallel experts).
-
-    Example: rubinperf list layouts
-    """
-    from rubinperf.step.records import layout_records
-
-    emit(layout_records(), as_json, _table("layouts_table"), as_csv=as_csv, quiet=quiet)
-
-
-@list_app.command("workloads")
-def list_workloads(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
-    """Bundled workloads: tokens per turn, prefix hit rate, prefill engine.
-
-    Example: rubinperf list workloads
-    """
-    from rubinperf.step.records import workload_records
-
-    apply_wide(wide)
-    emit(workload_records(), as_json, _table("workloads_table"), as_csv=as_csv, quiet=quiet)
-
-
-@list_app.command("fields")
-def list_fields(as_json: JsonRecords = False, as_csv: Csv = False, quiet: Quiet = False, wide: Wide = False):
-    """Every spec field --set can change: its unit and documented range (a value more than 100x outside is refused).
-
-    Example: rubinperf list fields --json
-    """
-    from rubinperf.step.records import field_records
-
-    apply_wide(wide)
-    emit(field_records(), as_json, _table("fields_table"), as_csv=as_csv, quiet=quiet)
+_list_command("hardware", "hardware_records", "Bundled hardware specs with their headline peaks.",
+              "rubinperf list hardware --json")
+_list_command("stacks", "stack_records", "Bundled software stacks: kernel library and engine facts, and which racks "
+              "name each as their default.", "rubinperf list stacks --json")
+_list_command("models", "model_records", "Bundled model specs with total and active parameters implied by their "
+              "shapes.", "rubinperf list models")
+_list_command("layouts", "layout_records", "Parallel layouts: dep<N> (data-parallel attention + expert parallel), tp<N> (tensor "
+              "parallel) and tep<N> (tensor-parallel attention + expert-parallel experts).", "rubinperf list layouts", takes_wide=False)
+_list_command("workloads", "workload_records", "Bundled workloads: tokens per turn, prefix hit rate, prefill engine.",
+              "rubinperf list workloads")
+_list_command("fields", "field_records", "Every spec field --set can change: its unit and documented range (a value "
+              "more than 100x outside is refused).", "rubinperf list fields --json")

@@ -12,9 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, DecodeLayouts, DraftLength, InteractivityStat, Layout, MaxBatch,
-                                   Model, PrefillLayouts, Quiet, Racks, RackSets, SaveDir, Stacks, SweepAcceptance,
-                                   SweepEplb, TotalGpus, Tpot, Ttft, Workload)
+from rubinperf.cli.options import SWEEP, Layout, shared_options
 from rubinperf.cli.bundles import (limit_lines, page, sources_part, spec_files, check_save_dir, frontier_figure,
                                    frontier_parts, new_bundle)
 from rubinperf.errors import SpecError
@@ -49,31 +47,19 @@ def tornado_records(points, swing: float = SWING) -> list[list[dict]]:
     return [numeric_sensitivity(m, hw, lay, point, metric="step-time", swing=swing) for m, hw, lay, point in points]
 
 
+@shared_options(SWEEP)
 def report(
-    model: Model = DEFAULT_MODEL,
-    hardware: Racks = None,
-    stack: Stacks = None,
-    workload: Workload = "agentx",
+    *, model, hardware, stack, workload,
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity",
         help="Comma-separated tokens/s per user: the targets drawn and compared at.")] = "196,387",
-    decode_layout: DecodeLayouts = None,
-    prefill_layout: PrefillLayouts = None,
-    max_batch: MaxBatch = 1024,
-    draft_tokens: DraftLength = None,
-    acceptance: SweepAcceptance = None,
-    eplb: SweepEplb = True,
-    interactivity_stat: InteractivityStat = "p90",
-    ttft: Ttft = None,
-    tpot: Tpot = None,
-    total_gpus: TotalGpus = None,
-    sets: RackSets = None,
+    decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
+    total_gpus, sets,
     layout: Layout = STEP_LAYOUT,
     output: Annotated[str, typer.Option(
         "--output", "-o",
         help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
-    save_dir: SaveDir = None,
-    quiet: Quiet = False,
+    save_dir, quiet,
 ):
     """Write one self-contained HTML report: the Pareto frontier of every rack with the published points and the
     interactivity targets, the racks compared, one engine step's kernels, the sensitivity tornado, the source of

@@ -7,37 +7,28 @@ from typing import Annotated
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, Acceptance, DraftTokens, Eplb, Hardware, Isl, JsonRecords, Layout,
-                                   Model, Osl, PrefixHit, Quiet, Sets, Stack, Wide, apply_wide, check_output_flags, emit)
+from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, shared_options
 from rubinperf.errors import SpecError
 
 
+@shared_options()
 def serve(
-    hardware: Hardware = "gb300-nvl72",
+    *, hardware,
     layout: Layout = "tp2",
     concurrency: Annotated[str, typer.Option(
         "--concurrency", "-c", help="Clients, each sending its next request when the last one ends: 64, 4,16,64 or a "
                                     "series a,b,...,z (1,2,...,256 doubles).")] = "64",
-    isl: Isl = None,
-    osl: Osl = None,
+    isl, osl,
     random_range_ratio: Annotated[float, typer.Option(
         "--random-range-ratio", help="Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench serve), or "
                                      "[L R, L] with --range-convention inferencex.")] = 0.0,
     range_convention: Annotated[str, typer.Option(
         "--range-convention", help="vllm (current vllm bench serve) or inferencex (older benchmark_serving, "
                                    "InferenceMAX).")] = "vllm",
-    prefix_hit: PrefixHit = None,
+    prefix_hit,
     turn_gap: Annotated[float, typer.Option(
         "--turn-gap", help="Seconds a client waits between a reply and its next request (agentic sessions; 0: none).")] = 0.0,
-    model: Model = DEFAULT_MODEL,
-    stack: Stack = None,
-    draft_tokens: DraftTokens = None,
-    acceptance: Acceptance = None,
-    eplb: Eplb = True,
-    sets: Sets = None,
-    as_json: JsonRecords = False,
-    quiet: Quiet = False,
-    wide: Wide = False,
+    model, stack, draft_tokens, acceptance, eplb, sets, as_json, quiet, wide,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
 

@@ -10,14 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import (DEFAULT_MODEL, Csv, DecodeLayouts, DraftLength, InteractivityStat, Isl, JsonRecords,
-                                   MaxBatch, Model, Osl, PrefillLayouts, PrefixHit, Quiet, QuietPlot, Racks, RackSets,
-                                   SaveDir, ServingMode, Stacks, SweepAcceptance, SweepEplb, TotalGpus, Tpot, Ttft, Wide,
-                                   Workload, apply_wide, check_output_flags)
+from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, shared_options
 from rubinperf.errors import SpecError, shorten
 
-DEFAULT_WORKLOAD = "agentx"
-DEFAULT_MAX_BATCH = 1024
 
 
 MAX_TOTAL_GPUS = 10_000  # about 140 NVL72 racks: a deployment's size is searched instance by instance
@@ -198,28 +193,25 @@ def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_
     return chosen, notes, {"disagg": disagg, "agg": agg}, sw
 
 
+def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit, serving, decode_layout,
+           prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat, ttft, tpot, total_gpus):
+    """pareto's and compare's sweep, after their own checks: --save-dir checked, the setups built, the statistic
+    checked, then (setups, _summaries(...))."""
+    from rubinperf.cli.bundles import check_save_dir
+
+    check_save_dir(save_dir)
+    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
+    from rubinperf.serving.interactivity import check_stat
+
+    check_stat(stat)
+    return setups, _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+                              quiet, stat, _limits(ttft, tpot), total_gpus, workload_note)
+
+
+@shared_options(SWEEP)
 def pareto(
-    model: Model = DEFAULT_MODEL,
-    hardware: Racks = None,
-    stack: Stacks = None,
-    workload: Workload = DEFAULT_WORKLOAD,
-    decode_layout: DecodeLayouts = None,
-    prefill_layout: PrefillLayouts = None,
-    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
-    draft_tokens: DraftLength = None,
-    acceptance: SweepAcceptance = None,
-    eplb: SweepEplb = True,
-    interactivity_stat: InteractivityStat = "p90",
-    ttft: Ttft = None,
-    tpot: Tpot = None,
-    total_gpus: TotalGpus = None,
-    isl: Isl = None,
-    osl: Osl = None,
-    prefix_hit: PrefixHit = None,
-    sets: RackSets = None,
-    serving: ServingMode = "disagg",
-    as_json: JsonRecords = False,
-    as_csv: Csv = False,
+    *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
+    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, sets, serving, as_json, as_csv,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
@@ -229,8 +221,7 @@ def pareto(
     chart: Annotated[bool, typer.Option(
         "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
     quiet: QuietPlot = False,
-    wide: Wide = False,
-    save_dir: SaveDir = None,
+    wide, save_dir,
 ):
     """Pareto frontier of tokens/s per GPU against tokens/s per user, per rack.
 
@@ -262,16 +253,9 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
-    from rubinperf.cli.bundles import check_save_dir
-
-    check_save_dir(save_dir)
-    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
-    from rubinperf.serving.interactivity import check_stat
-
-    check_stat(interactivity_stat)
-    summaries, notes, _, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                         acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
-                                         workload_note)
+    setups, (summaries, notes, _, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+                                               serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                               acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
     if sw is not None:
         _check_limits_leave_points(sw)
         line = limits_line(sw, interactivity_stat, total_gpus)
@@ -322,35 +306,16 @@ def _records_out(records, as_csv: bool) -> None:
     emit_text(to_csv(records)) if as_csv else _json(records)
 
 
+@shared_options(SWEEP)
 def compare(
-    model: Model = DEFAULT_MODEL,
-    hardware: Racks = None,
-    stack: Stacks = None,
-    workload: Workload = DEFAULT_WORKLOAD,
+    *, model, hardware, stack, workload,
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
-    decode_layout: DecodeLayouts = None,
-    prefill_layout: PrefillLayouts = None,
-    max_batch: MaxBatch = DEFAULT_MAX_BATCH,
-    draft_tokens: DraftLength = None,
-    acceptance: SweepAcceptance = None,
-    eplb: SweepEplb = True,
-    interactivity_stat: InteractivityStat = "p90",
-    ttft: Ttft = None,
-    tpot: Tpot = None,
-    total_gpus: TotalGpus = None,
-    isl: Isl = None,
-    osl: Osl = None,
-    prefix_hit: PrefixHit = None,
-    sets: RackSets = None,
-    serving: ServingMode = "disagg",
+    decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
+    total_gpus, isl, osl, prefix_hit, sets, serving,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
-    as_json: JsonRecords = False,
-    as_csv: Csv = False,
-    quiet: Quiet = False,
-    wide: Wide = False,
-    save_dir: SaveDir = None,
+    as_json, as_csv, quiet, wide, save_dir,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
 
@@ -378,16 +343,9 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    from rubinperf.cli.bundles import check_save_dir
-
-    check_save_dir(save_dir)
-    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
-    from rubinperf.serving.interactivity import check_stat
-
-    check_stat(interactivity_stat)
-    summaries, notes, per, sw = _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                           acceptance, eplb, quiet, interactivity_stat, _limits(ttft, tpot), total_gpus,
-                                           workload_note)
+    setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+                                                 serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
     stacks, swapped = {hw.name: hw.stack for _, hw, _ in setups}, {}
     if serving != "agg":   # the silicon/software split is between P/D deployments
         stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,

@@ -18,8 +18,26 @@ _NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
 
+class FieldArithmetic:
+    """+ and scalar * field by field, for the records of one dataclass (Cost, KernelTime): sum() starts at 0,
+    and a record times k scales every field (one rule for both)."""
+
+    def __add__(self, other):
+        return type(self)(*_field_sums(self, other))
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
+
+    def __mul__(self, k):
+        return type(self)(*[v * k for v in self.__dict__.values()])   # __init__ sets __dict__ in field order
+
+    __rmul__ = __mul__
+
+
 @dataclass(frozen=True)
-class Cost:
+class Cost(FieldArithmetic):
     fp4_flops: Any = 0.0
     fp8_flops: Any = 0.0
     fp8_fp4_flops: Any = 0.0
@@ -39,20 +57,6 @@ class Cost:
     collectives: Any = 0.0        # collectives (each pays the collective floor)
     steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
-
-    def __add__(self, other: "Cost") -> "Cost":
-        return Cost(*_field_sums(self, other))
-
-    def __radd__(self, other):
-        if other == 0:
-            return self
-        return NotImplemented
-
-    def __mul__(self, k) -> "Cost":
-        a = self.__dict__
-        return Cost(*[a[f] * k for f in _COST_FIELDS])
-
-    __rmul__ = __mul__
 
     @property
     def flops(self):

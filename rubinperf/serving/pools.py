@@ -33,6 +33,11 @@ if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
 
 
+def _per_turn(count: str, doc: str | None = None) -> property:
+    """A throughput per GPU: turns/s per GPU x the workload's `count` (tokens of one turn)."""
+    return property(lambda self: self.turns_per_s_per_gpu * getattr(self.workload, count), doc=doc)
+
+
 @dataclass(frozen=True, eq=False)
 class Serving:
     """A prefill pool and a decode pool serving one workload on one rack, over an array of decode batches."""
@@ -155,22 +160,11 @@ class Serving:
             return self.pools[2] / self.total_gpus
         return self.decode_turns_per_s_per_gpu * self.decode_gpu_fraction
 
-    @property
-    def cached_tokens_per_s_per_gpu(self):
-        return self.turns_per_s_per_gpu * self.workload.cached_tokens_per_turn
-
-    @property
-    def uncached_tokens_per_s_per_gpu(self):
-        return self.turns_per_s_per_gpu * self.workload.uncached_tokens_per_turn
-
-    @property
-    def output_tokens_per_s_per_gpu(self):
-        return self.turns_per_s_per_gpu * self.workload.output_tokens_per_turn
-
-    @property
-    def tokens_per_s_per_gpu(self):
-        """Throughput as the vLLM posts count it: cached + uncached input + output tokens over every GPU of both pools."""
-        return self.turns_per_s_per_gpu * self.workload.tokens_per_turn
+    cached_tokens_per_s_per_gpu = _per_turn("cached_tokens_per_turn")
+    uncached_tokens_per_s_per_gpu = _per_turn("uncached_tokens_per_turn")
+    output_tokens_per_s_per_gpu = _per_turn("output_tokens_per_turn")
+    tokens_per_s_per_gpu = _per_turn("tokens_per_turn", "Throughput as the vLLM posts count it: cached + uncached "
+                                     "input + output tokens over every GPU of both pools.")
 
     @property
     def tokens_per_s_per_user(self):

@@ -173,12 +173,12 @@ class Capacity:
         return self.reserve_bytes + self.weight_bytes + self.engram_bytes
 
     @property
-    def free_bytes(self) -> float:
-        return self.hbm_bytes - self.fixed_bytes
-
-    @property
     def bytes_per_request(self) -> float:
         return self.kv_bytes_per_request + self.workspace_bytes_per_request
+
+    @property
+    def free_bytes(self) -> float:
+        return self.hbm_bytes - self.fixed_bytes
 
     @property
     def host_fits(self) -> bool:

@@ -103,23 +103,28 @@ def step_record(r) -> dict:
 # ---------------------------------------------------------------- the bundled specs (`rubinperf list`)
 
 
-def hardware_records() -> list[dict]:
-    """Each bundled hardware spec with its headline peaks (SI)."""
-    from rubinperf.specs.hardware import load_hardware
+def _spec_records(kind: str, load, fields: str, extra=None) -> list[dict]:
+    """A record per bundled spec of `kind` (loaded by `load`): the attributes `fields` names, in that order, each
+    under its own name or `key=attribute`; `*` is where the keys of `extra(spec)` go."""
     from rubinperf.specs.loader import bundled_names
 
     recs = []
-    for name in bundled_names("hardware"):
-        hw = load_hardware(name)
-        recs.append({
-            "name": hw.name, "description": hw.description, "preview": hw.preview, "default_stack": hw.default_stack,
-            "fp4_dense_flops_per_s": hw.fp4_dense_flops_per_s, "fp8_dense_flops_per_s": hw.fp8_dense_flops_per_s,
-            "bf16_dense_flops_per_s": hw.bf16_dense_flops_per_s, "hbm_capacity_bytes": hw.hbm_capacity_bytes,
-            "hbm_bandwidth_bytes_per_s": hw.hbm_bandwidth_bytes_per_s,
-            "nvlink_bandwidth_bytes_per_s": hw.nvlink_bandwidth_bytes_per_s, "nvlink_domain_size": hw.nvlink_domain_size,
-            "gpu_power_w": hw.gpu_power_w, "price_usd_per_gpu_hour": hw.price_usd_per_gpu_hour,
-        })
+    for name in bundled_names(kind):
+        spec, rec = load(name), {}
+        for field in fields.split():
+            key, _, attr = field.partition("=")
+            rec.update(extra(spec) if key == "*" else {key: getattr(spec, attr or key)})
+        recs.append(rec)
     return recs
+
+
+def hardware_records() -> list[dict]:
+    """Each bundled hardware spec with its headline peaks (SI)."""
+    from rubinperf.specs.hardware import load_hardware
+
+    return _spec_records("hardware", load_hardware, """name description preview default_stack fp4_dense_flops_per_s
+        fp8_dense_flops_per_s bf16_dense_flops_per_s hbm_capacity_bytes hbm_bandwidth_bytes_per_s
+        nvlink_bandwidth_bytes_per_s nvlink_domain_size gpu_power_w price_usd_per_gpu_hour""")
 
 
 def stack_records() -> list[dict]:
@@ -132,32 +137,18 @@ def stack_records() -> list[dict]:
     for name in bundled_names("hardware"):
         hw = load_hardware(name)
         default_of.setdefault(hw.default_stack, []).append(hw.name)
-    recs = []
-    for name in bundled_names("stack"):
-        st = load_stack(name)
-        recs.append({"name": st.name, "description": st.description, "default_for": default_of.get(st.name, []),
-                     "split_k_max": st.split_k_max, "mma_bytes_in_flight_per_sm": st.mma_bytes_in_flight_per_sm,
-                     "pdl_hidden_s": st.pdl_hidden_s, "mma_compute_efficiency": st.mma_compute_efficiency,
-                     "grouped_compute_efficiency": st.grouped_compute_efficiency,
-                     "step_overhead_s": st.step_overhead_s, "dp_sync_per_rank_s": st.dp_sync_per_rank_s,
-                     "dp_sync_algorithm": st.dp_sync_algorithm, "host_exposed_share": st.host_exposed_share,
-                     "eplb_target_balancedness": st.eplb_target_balancedness})
-    return recs
+    return _spec_records("stack", load_stack, """name description * split_k_max mma_bytes_in_flight_per_sm pdl_hidden_s
+        mma_compute_efficiency grouped_compute_efficiency step_overhead_s dp_sync_per_rank_s dp_sync_algorithm
+        host_exposed_share eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
 
 
 def model_records() -> list[dict]:
     """Each bundled model with the total and active parameters its shapes imply."""
     from rubinperf.step.architecture import parameter_counts
-    from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.model import load_model
 
-    recs = []
-    for name in bundled_names("model"):
-        m = load_model(name)
-        recs.append({"name": m.name, "description": m.description, "layers": m.num_layers,
-                     "routed_experts": m.num_routed_experts, "experts_per_token": m.experts_per_token,
-                     **parameter_counts(m)})
-    return recs
+    return _spec_records("model", load_model, "name description layers=num_layers routed_experts=num_routed_experts "
+                         "experts_per_token *", parameter_counts)
 
 
 def layout_records() -> list[dict]:
@@ -169,16 +160,10 @@ def layout_records() -> list[dict]:
 
 def workload_records() -> list[dict]:
     """The bundled workloads: one turn's tokens, the prefix hit rate and the prefill engine."""
-    from rubinperf.specs.loader import bundled_names
     from rubinperf.specs.workload import load_workload
 
-    out = []
-    for name in bundled_names("workload"):
-        w = load_workload(name)
-        out.append({"name": w.name, "description": w.description, "input_tokens_per_turn": w.input_tokens_per_turn,
-                    "output_tokens_per_turn": w.output_tokens_per_turn, "prefix_hit_rate": w.prefix_hit_rate,
-                    "prefill_layout": w.prefill_layout, "prefix_pool": w.prefix_pool})
-    return out
+    return _spec_records("workload", load_workload, "name description input_tokens_per_turn output_tokens_per_turn "
+                         "prefix_hit_rate prefill_layout prefix_pool")
 
 
 def field_records() -> list[dict]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, get_args, get_origin
 
+import pytest
 import typer
 from typer.models import OptionInfo
 
@@ -87,3 +88,34 @@ def test_each_shared_declaration_is_used_by_two_commands_or_more():
     lonely = [f"{name}: {sorted(users.get((flags[0], info.help), ()))}" for name, info, flags in _aliases()
               if len(users.get((flags[0], info.help), ())) < 2]
     assert not lonely, lonely
+
+
+def test_a_bare_parameter_takes_the_shared_option_and_its_default():
+    """@shared_options: a bare keyword-only name gets the table's option and default; what the command writes
+    itself stays; the sweeps' table gives the racks' variant; typer builds the option from it."""
+    @options.shared_options()
+    def command(*, model, quiet, rows: int = 3):
+        return model, quiet, rows
+
+    assert command() == (options.DEFAULT_MODEL, False, 3)   # a direct call gets the defaults
+    assert command.__annotations__ == {"model": options.Model, "quiet": options.Quiet, "rows": "int"}
+    one = typer.Typer()
+    one.command()(command)
+    params = {p.name: p for p in typer.main.get_command(one).params}
+    assert params["model"].opts == ["--model", "-m"] and params["model"].default == "deepseek-v4.1-flash"
+    assert params["rows"].opts == ["--rows"] and params["rows"].default == 3
+
+    @options.shared_options(options.SWEEP)
+    def swept(*, hardware, draft_tokens, eplb):
+        return hardware, draft_tokens, eplb
+
+    assert swept() == (None, None, True)
+    assert swept.__annotations__ == {"hardware": options.Racks, "draft_tokens": options.DraftLength,
+                                     "eplb": options.SweepEplb}
+
+
+def test_a_bare_parameter_with_no_shared_option_is_refused():
+    with pytest.raises(TypeError, match="no shared option 'colour'"):
+        @options.shared_options()
+        def command(*, model, colour):
+            return model, colour
