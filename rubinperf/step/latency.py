@@ -10,7 +10,7 @@ Decode, for a request in the step's batch (a accepted tokens per verify step, k 
 A request's time per token is s x step / a_i: its own acceptance a_i = 1 + k f_i, f_i ~ Beta(mu nu,
 (1 - mu) nu), mu = (a - 1) / k, and its step's fluctuation s, lognormal with median 1 and log-sd sigma
 (acceptance_concentration nu and step_time_spread sigma of the stack: the spreads P90 interactivity
-uses, rubinperf/serving/interactivity.py, which evaluates the same law over arrays). Its percentile p
+uses, rubinperf/serving/interactivity.py, which takes its factors from here). Its percentile p
 is 1 / the (100 - p)-th percentile of u = (a_i / a) / s, whose CDF is
 
     P(ln u <= y) = E_Z[ F_f((a e^(y + sigma Z) - 1) / k) ],   Z ~ N(0, 1),  F_f the law of f,
@@ -18,9 +18,8 @@ is 1 / the (100 - p)-th percentile of u = (a_i / a) / s, whose CDF is
 evaluated here by the trapezoid rule in Z (spectrally accurate for a Gaussian weight, its step finer
 than the law of f's width in units of sigma) where F_f is smooth there; for a law of f with mass near 0
 or 1 (F_f ~ x^alpha), or far narrower than sigma, as E_f[Phi((y - ln(a_i / a)) / sigma)] over cells of
-the law of f (interactivity's quadrature, in scalars). y is solved by safeguarded Newton. sigma = 0
-inverts F_f itself; no drafts (or no spread) leaves the lognormal alone: exp(z_p sigma). The CF,
-the normal limit and the law are the ones interactivity reads (acceptance_law, NORMAL_BETA_NU).
+the law of f, each cell's mass at its conditional mean. y is solved by safeguarded Newton. sigma = 0
+inverts F_f itself; no drafts (or no spread) leaves the lognormal alone: exp(z_p sigma).
 
 Prefill (a request whose uncached prompt is this step's new tokens, its context already cached on the
 rank: prefix loads and queueing are `pareto`'s and `serve`'s):
@@ -50,7 +49,7 @@ CF_ITERATIONS = 400        # most terms of the incomplete beta's continued fract
 Z_SPAN = 8.5               # the trapezoid rule's nodes in Z cover |z| <= Z_SPAN (the tail beyond: below 1e-16)
 Z_STEP = 0.5               # its widest step (finer where the law of f is narrow against sigma)
 CELLS_NARROW = 256         # cells of a law of f narrower than sigma / 8 (over mu +- 14 sd)
-CELLS_EDGE = 2048          # cells of a law of f with mass near 0 or 1 (over [0, 1], as interactivity's quadrature)
+CELLS_EDGE = 2048          # cells of a law of f with mass near 0 or 1 (over [0, 1])
 DEFAULT_KV_LINK = "nvlink"   # the bundled workloads' serving.kv_transfer_link, which `estimate` (no workload) assumes
 
 
@@ -150,7 +149,7 @@ def _over_z(law: AcceptanceLaw, k: float, a: float, sigma: float, h: float):
 
 def _over_f(law: AcceptanceLaw, k: float, a: float, sigma: float, cells: int, q: float):
     """The CDF of ln u and its density as E_f[Phi((y - ln(a_i / a)) / sigma)] over cells of the law of f (each its
-    mass at its conditional mean, as interactivity's quadrature): for a law far narrower than sigma, or one with
+    mass at its conditional mean): for a law far narrower than sigma, or one with
     mass near 0 or 1 (there its CDF is x^alpha or (1 - x)^beta: not smooth enough for the trapezoid in Z). With a
     point to start Newton from."""
     lo, hi = (0.0, 1.0) if _at_an_end(law) else (max(0.0, law.mu - 14 * law.sd), min(1.0, law.mu + 14 * law.sd))
