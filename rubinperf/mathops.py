@@ -232,3 +232,23 @@ def sdiv(x, *divisors):
             continue
         x = x / d
     return x
+
+
+class FieldArithmetic:
+    """+ and scalar * field by field, for the records of one dataclass (Cost, KernelTime): sum() starts at 0, and a
+    record times k scales every field. Each class makes its records itself (`_of_fields`, in its own module)."""
+
+    def __add__(self, other):
+        # __init__ sets __dict__ in field order; sadd beside an array, so an absent field (0.0) adds no pass over it
+        return self._of_fields([x + y if type(x) is type(y) or type(x) in _PLAIN and type(y) in _PLAIN else sadd(x, y)
+                                for x, y in zip(self.__dict__.values(), other.__dict__.values())])
+
+    def __radd__(self, other):
+        if other == 0:
+            return self
+        return NotImplemented
+
+    def __mul__(self, k):
+        return self._of_fields([v * k for v in self.__dict__.values()])
+
+    __rmul__ = __mul__

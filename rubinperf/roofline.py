@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rubinperf.kernels.cost import PEAKS, FieldArithmetic, Kernel
-from rubinperf.mathops import is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+from rubinperf.kernels.cost import PEAKS, Kernel
+from rubinperf.mathops import FieldArithmetic, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -111,6 +111,11 @@ class KernelTime(FieldArithmetic):
         if isinstance(self.expected_s, (int, float)) and self.expected_s == 0:
             return 1.0
         return self.sol_s / self.expected_s
+
+    @classmethod
+    def _of_fields(cls, values) -> "KernelTime":
+        """A KernelTime of these field values, in field order (FieldArithmetic's sums and products)."""
+        return KernelTime(*values)
 
     def map(self, fn) -> "KernelTime":
         """The same times with `fn` applied to every term (one element of a sweep's arrays)."""

@@ -122,6 +122,20 @@ def python() -> str:
     return sys.executable
 
 
+HEAVY_MODULES = ("numpy", "sympy", "matplotlib")
+
+
+def heavy_modules_after(statements: str) -> list[str]:
+    """Which of numpy, sympy and matplotlib a fresh interpreter holds after running `statements` (which must not
+    raise): what a command or function pulls in at start-up."""
+    import subprocess
+
+    code = f"{statements}\nimport sys\nprint('loaded:', *(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[-1].split()[1:]
+
+
 # The calibration tests' fit of the committed H200 measurements, made once per session.
 CALIBRATION_H200 = Path(__file__).resolve().parent.parent / "calibration" / "h200"
 # the committed fit's inputs, in the order of the fit command (calibration/h200/README.md)

@@ -11,29 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rubinperf.mathops import sadd
+from rubinperf.mathops import FieldArithmetic, sadd
 
 PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
 _NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
-
-
-class FieldArithmetic:
-    """+ and scalar * field by field, for the records of one dataclass (Cost, KernelTime): sum() starts at 0,
-    and a record times k scales every field (one rule for both)."""
-
-    def __add__(self, other):
-        return type(self)(*_field_sums(self, other))
-
-    def __radd__(self, other):
-        if other == 0:
-            return self
-        return NotImplemented
-
-    def __mul__(self, k):
-        return type(self)(*[v * k for v in self.__dict__.values()])   # __init__ sets __dict__ in field order
-
-    __rmul__ = __mul__
 
 
 @dataclass(frozen=True)
@@ -57,6 +39,11 @@ class Cost(FieldArithmetic):
     collectives: Any = 0.0        # collectives (each pays the collective floor)
     steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
+
+    @classmethod
+    def _of_fields(cls, values) -> "Cost":
+        """A Cost of these field values, in field order (FieldArithmetic's sums and products)."""
+        return Cost(*values)
 
     @property
     def flops(self):
@@ -89,13 +76,6 @@ class Cost(FieldArithmetic):
 
 
 _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
-
-
-def _field_sums(a, b) -> list:
-    """The field-by-field sums of two records of one dataclass (Cost, KernelTime), in field order (__init__ sets
-    __dict__ in that order); sadd beside an array, so an absent field (0.0) adds no pass over a sweep's array."""
-    return [x + y if type(x) is type(y) or type(x) in _NUMBERS and type(y) in _NUMBERS else sadd(x, y)
-            for x, y in zip(a.__dict__.values(), b.__dict__.values())]
 
 
 # Kernel families: each selects the efficiency and the overlap rule the roofline applies.

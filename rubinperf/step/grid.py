@@ -8,9 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Cost
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
 from rubinperf.mathops import sscale, ssum
-from rubinperf.roofline import KernelTime
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
@@ -184,7 +183,7 @@ class GridSteps:
         for n in range(len(self.ops)):
             part = self.cut_op(n, block)
             if n in self.once:
-                time = _cutter(self.once[n].time, KernelTime, self.shape)(block)
+                time = _cutter(self.once[n].time, self.shape)(block)
             else:
                 time = op_time(part, self.hw)
             timed.append(OpTime(part, time))
@@ -282,13 +281,12 @@ def forget_graphs() -> None:
 
 
 
-def _cutter(obj, cls, grid):
-    """A function of a block giving `obj` (a Cost or KernelTime) with its arrays over the grid cut to it."""
-    values = obj.__dict__
-    names = [f for f in values if _cuttable(values[f], grid)]
-    if not names:
+def _cutter(obj, grid):
+    """A function of a block giving `obj` (a Cost or KernelTime) with its arrays over the grid cut to it (by its own
+    class's map: a record is made where its class is)."""
+    if not any(_cuttable(v, grid) for v in obj.__dict__.values()):
         return lambda block: obj
-    return lambda block: cls(**{**values, **{f: _cut(values[f], block, grid) for f in names}})
+    return lambda block: obj.map(lambda v: _cut(v, block, grid))
 
 
 def _op_cutter(o: Op, grid, made: dict):
@@ -301,7 +299,7 @@ def _op_cutter(o: Op, grid, made: dict):
             parts.append((k, recipe[1:], None))
             continue
         names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), grid)]
-        parts.append((k, _cutter(k.cost, Cost, grid), names))
+        parts.append((k, _cutter(k.cost, grid), names))
     extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), grid)]
     if not extra and all(names == [] and not any(_cuttable(v, grid) for v in k.cost.__dict__.values())
                          for k, _, names in parts):

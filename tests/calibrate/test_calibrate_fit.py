@@ -135,9 +135,15 @@ def test_attention_by_bmm_is_timed_as_its_three_kernels():
     assert not modelled({"impl": "triton split-KV"}) and modelled(row)
 
 
-def test_kernel_fit_recovers_the_physical_parameters(h200):
+@pytest.fixture(scope="module")
+def synthetic_fit(h200):
+    """(rows, fit) of the synthetic suite with 2% noise: one fit for the tests that read it (about 10 s)."""
     rows = synthetic_kernels(h200, TRUE_KERNELS)
-    res = fit.fit_kernels(rows, h200, heldout=False)
+    return rows, fit.fit_kernels(rows, h200, heldout=False)
+
+
+def test_kernel_fit_recovers_the_physical_parameters(h200, synthetic_fit):
+    rows, res = synthetic_fit
     assert res.after["kernel_launch_graph_s"] == TRUE_GRAPH_LAUNCH_S   # read off the empty kernel
     assert res.after["kernel_launch_stream_s"] == TRUE_STREAM_LAUNCH_S
     assert res.after["host_dispatch_s"] == TRUE_HOST_DISPATCH_S       # read off the rows' host_s
@@ -160,7 +166,7 @@ def test_cross_validation_reports_error_on_unseen_rows(h200):
     for key in {(r["family"], r["mode"]) for r in timed}:  # every family and mode is in both halves
         assert {f for r, f in zip(timed, folds) if (r["family"], r["mode"]) == key} == {0, 1} or \
             sum((r["family"], r["mode"]) == key for r in timed) == 1
-    cv = fit.cross_validate(rows, h200, rounds=6)
+    cv = fit.cross_validate(rows, h200, rounds=6, points=13)
     assert cv["n"] == len(timed) and set(cv["modes"]) == {"graph", "eager", "stream", "cold"}
     # log-normal noise of 0.05: a median |ln| near 0.05 x 0.674, and no model error beyond it
     assert 0.02 < cv["median_abs_log"] < 0.06
@@ -177,9 +183,8 @@ def test_kernel_fit_leaves_unmeasured_families_alone(h200):
     assert res.after["mma_compute_efficiency"] == pytest.approx(TRUE_KERNELS["mma_compute_efficiency"], rel=0.02)
 
 
-def test_probes_are_read_not_fitted(h200):
-    rows = synthetic_kernels(h200, TRUE_KERNELS, sigma=0.0)
-    res = fit.fit_kernels(rows, h200, heldout=False)
+def test_probes_are_read_not_fitted(synthetic_fit):
+    rows, res = synthetic_fit
     probes = [r for r in rows if r["family"] in ("launch", "pointer_chase")]
     assert res.n == len(rows) - len(probes)
     assert any("pointer chase" in n and "400 ns" in n for n in res.notes)

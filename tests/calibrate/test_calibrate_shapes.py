@@ -217,16 +217,25 @@ def test_committed_probes_look_physical(measured):
 
 
 def test_cli_fits_a_shapes_csv_without_a_gpu(capsys, tmp_path):
+    # every probe and bandwidth row of the committed shapes suite and a third of its kernel rows (the fit's time
+    # grows with the rows; the committed calibration's whole fit is held in test_calibrate_cli)
+    from rubinperf.calibrate.rows import PROBES
+
+    lines = SHAPES_CSV.read_text().splitlines()
+    kept = [line for i, line in enumerate(lines[1:])
+            if line.split(",")[0] in (*PROBES, "stream_ctas", "copy") or i % 3 == 0]
+    csv = tmp_path / "shapes.csv"
+    csv.write_text("\n".join([lines[0], *kept]) + "\n")
     capsys.readouterr()
     try:
-        code = main(["calibrate", "--from-csv", str(SHAPES_CSV), "--out-dir", str(tmp_path), "--json"])
+        code = main(["calibrate", "--from-csv", str(csv), "--out-dir", str(tmp_path), "--json"])
     except SystemExit as exc:
         code = exc.code
     rec = json.loads(capsys.readouterr().out)
     assert code in (0, None) and (tmp_path / "h200.toml").is_file()
     fitted = {f["field"] for f in rec["fit"] if f["fitted"]}
     assert {"hbm_latency_s", "mma_bytes_in_flight_per_sm", "kernel_launch_graph_s", "kernel_launch_cold_s"} <= fitted
-    assert rec["heldout"]["modes"]["graph"]["n"] > 300 and rec["heldout"]["modes"]["cold"]["n"] > 300
+    assert rec["heldout"]["modes"]["graph"]["n"] > 100 and rec["heldout"]["modes"]["cold"]["n"] > 100
 
 
 def test_cli_rejects_an_unknown_suite(capsys):

@@ -92,11 +92,7 @@ def test_pareto_shows_output_tokens_per_gpu_beside_total(cli):
 
 def test_scalar_estimate_on_the_defaults_loads_no_numpy():
     """The default-engine layout checks (weights per rank) must not pull numpy into a scalar estimate."""
-    import subprocess
-    import sys
+    from conftest import heavy_modules_after
 
-    code = ("import sys; from rubinperf.cli import main; code = main(['estimate', '-H', 'h200', '-H', 'vr-nvl72']); "
-            "bad = [m for m in ('numpy', 'sympy', 'matplotlib') if m in sys.modules]; "
-            "sys.stderr.write(repr(bad)); sys.exit(1 if bad or code else 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    assert heavy_modules_after("from rubinperf.cli import main\n"
+                               "assert not main(['estimate', '-H', 'h200', '-H', 'vr-nvl72'])") == []

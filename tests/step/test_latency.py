@@ -4,8 +4,6 @@ KV transfer; the scalar time-per-token factor held to a finer quadrature and to 
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -104,11 +102,11 @@ def test_tpot_falls_with_acceptance():
 
 
 def test_the_factor_loads_no_numpy():
-    code = ("import sys; from rubinperf.step.latency import time_per_token_factor as f; "
-            "v = [f(5, 3.51, 72.0, 0.0145, 90.0), f(5, 3.51, 10.0, 0.05, 90.0), f(5, 1.3, 10.0, 0.05, 90.0)]; "
-            "sys.exit(1 if 'numpy' in sys.modules else 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    from conftest import heavy_modules_after
+
+    assert heavy_modules_after("from rubinperf.step.latency import time_per_token_factor as f\n"
+                               "v = [f(5, 3.51, 72.0, 0.0145, 90.0), f(5, 3.51, 10.0, 0.05, 90.0), "
+                               "f(5, 1.3, 10.0, 0.05, 90.0)]") == []
 
 
 def test_a_prefill_instance_wider_than_the_nvlink_domain_sends_its_kv_over_the_nic():
