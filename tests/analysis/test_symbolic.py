@@ -287,3 +287,18 @@ def test_explain_names_the_attention_precisions_and_fp8_mma_halves_the_compute_t
     assert ex8.context["formats"] == "KV cache fp8 (528 B per entry), attention MMA fp8"
     assert ex8.numbers["compute_s"] == pytest.approx(ex.numbers["compute_s"] / 2, rel=1e-9)
     assert ex8.numbers["kv_bytes"] > ex.numbers["kv_bytes"]
+
+
+def test_pretty_products_print_without_loading_sympy_s_units():
+    """A product prints as sympy prints it, with sympy.physics.units neither loaded nor left behind as a stand-in
+    (in a fresh interpreter: another test may have imported it), and the real module still imports afterwards."""
+    code = ("import sys, sympy\nfrom sympy.printing.pretty.pretty import PrettyPrinter\n"
+            "from rubinperf.analysis.symbolic import to_pretty\n"
+            "a, b, c = sympy.symbols('a b c')\ne = 2 * a * b / c + sympy.Max(a * c, b)\n"
+            "ours = to_pretty(e)\nassert 'sympy.physics.units' not in sys.modules\n"
+            "from sympy.physics.units import Quantity\n"
+            "assert Quantity.__module__.startswith('sympy.physics.units')\n"
+            "assert to_pretty(e) == ours and 'a*b' not in ours\nprint(ours)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "max(" in out.stdout
