@@ -13,6 +13,11 @@ and writes, into DIR (default: this script's folder):
     modules.csv                  DSv4 sparse-attention and MegaMoE module rows (whole modules: not mapped)
     rejections.md                rows selected and rejected per table and rule (pasted into README.md)
 
+With --models it writes instead, for the TensorRT-LLM validation rows' own models (validation/published.toml,
+rows trtllm-*), <system>-trtllm-models.csv (and rejected-models.csv, rejections-models.md): TensorRT-LLM
+1.3.0rc20 GEMM rows next to the dense GEMMs of Llama-3.1-70B (TP1, TP2), Llama-3.1-405B (TP8), Qwen3-235B-A22B
+and gpt-oss-120b attention (TP1), and MoE rows at Qwen3-235B-A22B's and gpt-oss-120b's expert shapes.
+
 The tables' latencies are milliseconds; the CSVs hold seconds. Only figures are taken from the tables.
 """
 
@@ -42,6 +47,27 @@ MHC_HIDDEN = 4096              # DeepSeek-V4-Flash's hidden size (the tables hav
 MHC_MAX_TOKENS = 65536
 COMM_BYTES_PER_ELEMENT = 2     # message_size counts half / bfloat16 elements (aiconfigurator's comm shims)
 COMM_GPUS = (2, 4, 8)
+
+# The TensorRT-LLM validation rows' models (their config.json, models/*.toml): dense GEMMs (name, n, k) per rank
+# at the layouts the rows run (LM heads are wider than the tables' grid of n, 65,536 at most: left out).
+MODEL_GEMMS = (
+    ("llama70b_qkv_tp1", 10240, 8192), ("llama70b_o_tp1", 8192, 8192), ("llama70b_gate_up_tp1", 57344, 8192),
+    ("llama70b_down_tp1", 8192, 28672), ("llama70b_qkv_tp2", 5120, 8192), ("llama70b_o_tp2", 8192, 4096),
+    ("llama70b_gate_up_tp2", 28672, 8192), ("llama70b_down_tp2", 8192, 14336),
+    ("llama405b_qkv_tp8", 2304, 16384), ("llama405b_o_tp8", 16384, 2048), ("llama405b_gate_up_tp8", 13312, 16384),
+    ("llama405b_down_tp8", 16384, 6656),
+    ("qwen3_qkv", 9216, 4096), ("qwen3_o", 4096, 8192),
+    ("gptoss_qkv", 5120, 2880), ("gptoss_o", 2880, 4096),
+)
+MODEL_GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "nvfp4"}   # ModelOpt FP8 is per-tensor
+# MoE (hidden, intermediate, top-k, experts) and the formats the rows run: Qwen3-235B-A22B (NVFP4 on Blackwell;
+# FP8 128x128 blocks, Qwen's own FP8 checkpoint, on H200), gpt-oss-120b (MXFP4 experts: W4A16 on Hopper, W4A8
+# with MXFP8 activations on Blackwell). min-latency kernels (TensorRT-LLM's trtllm-gen low-latency path) left out:
+# the engine's default MoE backend is CUTLASS.
+MODEL_MOE = ((4096, 1536, 8, 128, ("nvfp4", "fp8_block")), (2880, 2880, 4, 128, ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8")))
+MODEL_MOE_DTYPES = {"nvfp4": "nvfp4", "fp8_block": "fp8", "w4a8_mxfp4_mxfp8": "fp4", "w4a16_mxfp4": "fp4"}
+MODEL_MOE_EP = (1, 2, 4, 8)
+MODEL_MOE_IMPLS = ("moe_torch_flow", "moe_torch_flow_cutlass", "deepgemm")
 
 COLUMNS = ("family", "mode", "impl", "dtype", "m", "n", "k", "groups", "rows", "touched", "batch", "heads",
            "kv_heads", "q_len", "kv_len", "head_dim", "nbytes", "launches", "v_head_dim", "causal", "shared_kv",
@@ -73,6 +99,43 @@ def gemm_rows(data, system, backend):
     sel = sel[[(n, k) in pairs for n, k in zip(sel.n, sel.k)]]
     return [{"family": "gemm", "impl": r.kernel_source, "dtype": GEMM_DTYPES[r.gemm_dtype], "m": r.m, "n": r.n,
              "k": r.k, "launches": 1, "measured_s": r.latency * 1e-3, "source": src} for r in sel.itertuples()]
+
+
+def model_gemm_rows(data, system):
+    df, src = table(data, system, "gemm", "trtllm", VERSIONS["trtllm"], "gemm_perf.parquet")
+    if df is None:
+        return []
+    pairs = {(n, k) for _, n0, k0 in MODEL_GEMMS for n in grid_bracket(n0, df.n.unique())
+             for k in grid_bracket(k0, df.k.unique())}
+    sel = df[df.m.isin(GEMM_M) & df.gemm_dtype.isin(MODEL_GEMM_DTYPES)]
+    sel = sel[[(n, k) in pairs for n, k in zip(sel.n, sel.k)]]
+    return [{"family": "gemm", "impl": r.kernel_source, "dtype": MODEL_GEMM_DTYPES[r.gemm_dtype], "m": r.m,
+             "n": r.n, "k": r.k, "launches": 1, "measured_s": r.latency * 1e-3, "source": src}
+            for r in sel.itertuples()]
+
+
+def model_moe_rows(data, system):
+    """MoE rows at the validated models' expert shapes. A W4A16 row's impl is the table's kernel_source with
+    ' w4a16' appended: its weights are the model's fp4 (MXFP4), its activations BF16 (rubinperf.calibrate.rows)."""
+    df, src = table(data, system, "moe", "trtllm", VERSIONS["trtllm"], "moe_perf.parquet")
+    if df is None:
+        return []
+    out = []
+    for hidden, inter, topk, experts, dtypes in MODEL_MOE:
+        sel = df[(df.hidden_size == hidden) & (df.inter_size == inter) & (df.topk == topk)
+                 & (df.num_experts == experts) & df.moe_dtype.isin(dtypes) & (df.moe_tp_size == 1)
+                 & df.moe_ep_size.isin(MODEL_MOE_EP) & (df.distribution == "balanced")
+                 & df.kernel_source.isin(MODEL_MOE_IMPLS)]
+        for r in sel.itertuples():
+            routed = r.num_tokens * r.topk
+            if routed % r.moe_ep_size:
+                continue
+            rows, groups = routed // r.moe_ep_size, r.num_experts // r.moe_ep_size
+            impl = r.kernel_source + (" w4a16" if r.moe_dtype == "w4a16_mxfp4" else "")
+            out.append({"family": "moe", "impl": impl, "dtype": MODEL_MOE_DTYPES[r.moe_dtype], "m": r.num_tokens,
+                        "n": r.hidden_size, "k": r.inter_size, "groups": groups, "rows": rows,
+                        "touched": min(groups, rows), "launches": 2, "measured_s": r.latency * 1e-3, "source": src})
+    return out
 
 
 def moe_rows(data, system, backend):
@@ -182,10 +245,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="aiconfigurator_core/systems/data")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    ap.add_argument("--models", action="store_true", help="the TensorRT-LLM validation rows' models instead")
     a = ap.parse_args(argv)
     if not a.data.is_dir():
         print(f"{a.data}: not a directory", file=sys.stderr)
         return 2
+    if a.models:
+        return models_main(a.data, a.out)
     kernels, colls, modules = [], [], []
     for system in SYSTEMS:
         for backend in ("sglang", "trtllm", "vllm"):
@@ -218,6 +284,30 @@ def main(argv=None) -> int:
     write(a.out / "modules.csv", modules, list(modules[0]) if modules else ["system"])
     (a.out / "rejections.md").write_text(summary(kernels + colls, rej_k + rej_c))
     print(summary(kernels + colls, rej_k + rej_c))
+    return 0
+
+
+def models_main(data: Path, out: Path) -> int:
+    kernels = []
+    for system in SYSTEMS:
+        rows = model_gemm_rows(data, system) + model_moe_rows(data, system)
+        for r in rows:
+            r.update(system=system, backend="trtllm", mode="graph")
+        kernels += [_clean(r) for r in rows]
+    for r in kernels:
+        c = row_cost(r)
+        r["flops"] = float(c.flops)
+        r["bytes"] = float(c.hbm_bytes)
+    kept, rejected = reject(kernels)
+    out.mkdir(parents=True, exist_ok=True)
+    for system in SYSTEMS:
+        rows = [r for r in kept if r["system"] == system]
+        if rows:
+            write(out / f"{system}-trtllm-models.csv", rows, COLUMNS)
+    write(out / "rejected-models.csv", rejected, ("system", "backend", "source", "rule", "reason", *COLUMNS[:-1]))
+    text = summary(kernels, rejected)
+    (out / "rejections-models.md").write_text(text)
+    print(text)
     return 0
 
 

@@ -56,8 +56,8 @@ def row_kernels(row: dict) -> tuple:
         ops = [dataclasses.replace(row_kernel(row), dependent_loads=torch_topk_passes(row["dtype"]), ctas=row["m"])]
     elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
         ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
-    elif row["family"] == "gemm" and (row.get("impl") or "") in QUANT_IN_CALL:
-        ops = [activation_quant(row["m"], row["k"], QUANT_IN_CALL[row["impl"]]), row_kernel(row)]
+    elif row["family"] == "gemm" and quant_in_call(row):
+        ops = [activation_quant(row["m"], row["k"], quant_in_call(row)), row_kernel(row)]
     else:
         ops = [row_kernel(row)]
     out = [(k, i == 0) for i, k in enumerate(ops)]
@@ -73,7 +73,11 @@ def row_kernels(row: dict) -> tuple:
 # (flashinfer/fused_moe, trtllm-gen runner); SGLang's Triton fused MoE (its FP8 rows) moe_align_block_size, the
 # gate-up fused_moe_kernel, silu_and_mul, the down fused_moe_kernel and moe_sum_reduce, five kernels
 # (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py).
-KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_triton": 5}
+# TensorRT-LLM's CUTLASS fused MoE (aiconfigurator's moe_torch_flow_cutlass rows; cpp/tensorrt_llm/kernels/cutlass_kernels/
+# moe_gemm, CutlassMoeFCRunner, in NVIDIA/TensorRT-LLM): the routing top-k, fusedBuildExpertMapsSortFirstToken,
+# expandInputRows (permutation and activation quantisation), the TMA strides set-up, GEMM1, doActivation, GEMM2 and
+# finalizeMoeRouting, eight kernels.
+KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_triton": 5, "moe_torch_flow_cutlass": 8}
 # GEMM calls timed with the quantisation of their BF16 activations before the GEMM (a kernel of its own, then the
 # GEMM), and the format it writes. aiconfigurator 0.12.0's SGLang collector (ai-dynamo/aiconfigurator,
 # collector/sglang/collect_gemm.py, run_gemm) times per call: fp8_block, SGLang's per-token-group FP8 quantisation
@@ -82,6 +86,21 @@ KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_t
 # FlashInfer's fp4_quantize (e2m1, one e4m3 scale per 16) then mm_fp4; bfloat16/float16, F.linear alone.
 QUANT_IN_CALL = {"sglang_deepgemm_gemm_nt_f8f8bf16": "fp8", "sglang_sgl_kernel_fp8_scaled_mm": "fp8",
                  "sglang_flashinfer_cutedsl_nvfp4": "nvfp4"}
+# TensorRT-LLM's GEMM calls (aiconfigurator's TensorRT-LLM collector, collector/trtllm/collect_gemm.py: it times
+# tensorrt_llm._torch.modules.linear.Linear.forward on a BF16 input): an FP8 per-tensor or NVFP4 Linear quantises its
+# input (a kernel of its own) before the GEMM; an FP8 block Linear (DeepGEMM on SM100) quantises per token group of 128.
+# The implementation is shared with BF16 rows, so the format is the row's own.
+QUANT_IN_CALL_OF_DTYPE = {"torch_flow": ("fp8", "nvfp4"), "deepgemm": ("fp8",)}
+
+
+def quant_in_call(row: dict) -> str | None:
+    """The format a GEMM call quantises its BF16 activations to before the GEMM, None where it does not."""
+    impl = row.get("impl") or ""
+    if impl in QUANT_IN_CALL:
+        return QUANT_IN_CALL[impl]
+    return row["dtype"] if row["dtype"] in QUANT_IN_CALL_OF_DTYPE.get(impl, ()) else None
+
+
 # torch.topk over a short row (PyTorch 2.11, aten/src/ATen/native/cuda/SortingRadixSelect.cuh): gatherTopK, one CTA per
 # row, finds the k-th value by a radix select of RADIX_BITS = 2 per pass over the key's bits, each pass counting the row's
 # digits (a read of the row and a block-wide reduction) before the next can start; then bitonicSortKVInPlace sorts the
@@ -170,6 +189,18 @@ def elementwise_row(row: dict, reads: int = 1) -> Kernel:
 # activations are the model's own `fp4` (e2m1 + ue8m0 per 32, FP8 x FP4 MMA); NVFP4 experts take NVFP4
 # activations (W4A4); FP8 and BF16 experts take activations of their own format.
 MOE_ACTIVATION = {"fp4": "fp8", "nvfp4": "nvfp4", "fp8": "fp8", "bf16": "bf16"}
+# A MoE row whose impl ends so takes BF16 activations whatever its weights (W4A16: MXFP4 experts dequantised to BF16
+# in the kernel, as aiconfigurator 0.12.0's TensorRT-LLM tables' moe_dtype w4a16_mxfp4; calibration/aiconfigurator/
+# extract.py --models appends it to the table's kernel_source).
+W4A16_SUFFIX = " w4a16"
+
+
+def moe_formats(row: dict) -> tuple[str, str]:
+    """A MoE row's (weight, activation) formats."""
+    w = row["dtype"]
+    if (row.get("impl") or "").endswith(W4A16_SUFFIX):
+        return w, "bf16"
+    return w, MOE_ACTIVATION.get(w, w)
 # An mHC sublayer's mixing weight rows (DeepSeek-V4: [24, 4 x hidden], as models/deepseek-v4.1-flash.toml's
 # hc_mix_rows) and the bytes of one residual value in the measured TileLang kernels. FP32 routes (specs.precision's
 # RESIDUAL_BYTES) cannot be what they move: at MHC_SITES_PER_ROW boundaries a GB300 post row of 4,096 tokens would move
@@ -212,8 +243,7 @@ def moe_kernels(row: dict) -> tuple:
     `touched` is given (balanced routing), else the uniform-routing expectation."""
     from rubinperf.kernels import grouped_gemm
 
-    w = row["dtype"]
-    act = MOE_ACTIVATION.get(w, w)
+    w, act = moe_formats(row)
     touched = row.get("touched") or None
     return (grouped_gemm(row["rows"], row["groups"], 2 * row["k"], row["n"], weight=w, act=act, touched=touched),
             grouped_gemm(row["rows"], row["groups"], row["n"], row["k"], weight=w, act=act, touched=touched))
