@@ -144,7 +144,8 @@ def run_worker(distribution: str, tables: str, split: bool) -> dict:
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
-def distinct_experts_power_law(tokens: int, ep: int, trials: int = 20000, seed: int = 0) -> tuple[float, float]:
+def distinct_experts_power_law(tokens: int, ep: int, trials: int = 20000, seed: int = 0,
+                               random_ties: bool = False) -> tuple[float, float]:
     """Mean distinct experts with tokens, and token-rows, on the busiest EP group of aiconfigurator's power-law generator.
 
     Its collector's documented algorithm (collector/helper.py, `_generate_power_law_distribution`, used by
@@ -152,6 +153,9 @@ def distinct_experts_power_law(tokens: int, ep: int, trials: int = 20000, seed: 
     CDF ([1, 0.8 x tokens] when tokens x top-k > experts, else [0.01, 2]), scale the loads to sum to tokens x top-k,
     round (the rounding remainder goes one by one to the largest loads), and with EP measure the EP group of
     experts / ep consecutive experts with the most tokens. Re-implemented here with numpy, not its code.
+    When tokens x top-k is small against the experts most scaled loads round to 0 and the remainder goes one row
+    at a time in sort order, so the result depends on how the sort breaks ties between equal loads: by expert
+    index (a stable sort) by default, at random with `random_ties`.
     """
     import numpy as np
 
@@ -162,7 +166,8 @@ def distinct_experts_power_law(tokens: int, ep: int, trials: int = 20000, seed: 
     a = 1 - ALPHA
     x = ((hi ** a - lo ** a) * u + lo ** a) ** (1 / a)
     loads = np.rint(x / x.sum(1, keepdims=True) * total).astype(np.int64)
-    order = np.argsort(-loads, axis=1, kind="stable")
+    key = -loads + (rng.random(loads.shape) * 0.5 if random_ties else 0)
+    order = np.argsort(key, axis=1, kind="stable")
     for t in range(trials):
         delta = total - loads[t].sum()
         idx = order[t]
@@ -201,16 +206,18 @@ def distinct_experts_uniform(tokens: int, ep: int) -> float:
 
 
 def experts_table() -> None:
-    print("| layout | batch | tokens at the MoE | uniform (rubinperf) | aiconfigurator balanced | aiconfigurator power law "
-          "| power-law token-rows on the busiest group |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for layout, ep, dp in (("tp4 / tp8", 1, 1), ("dep4 (a rank's 64 experts)", 4, 4)):
+    print("| layout | batch | tokens at the MoE | distinct experts: uniform (rubinperf) | aiconfigurator balanced "
+          "| aiconfigurator power law | token-rows: balanced | power law |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for layout, ep, dp in (("TP4 / TP8 (256 experts)", 1, 1), ("DEP4 (busiest rank's 64 experts)", 4, 4)):
         for batch in (1, 16, 64):
             tokens = batch * dp
             pl, rows = distinct_experts_power_law(tokens, ep)
-            bal, _ = distinct_experts_balanced(tokens, ep)
+            bal, bal_rows = distinct_experts_balanced(tokens, ep)
             print(f"| {layout} | {batch} | {tokens} | {distinct_experts_uniform(tokens, ep):.1f} | {bal} | {pl:.1f} "
-                  f"| {rows:.1f} |")
+                  f"| {bal_rows} | {rows:.1f} |")
+    pl, rows = distinct_experts_power_law(4, 4, random_ties=True)
+    print(f"\nDEP4 batch 1 with ties broken at random: {pl:.1f} experts, {rows:.1f} token-rows on the busiest rank")
 
 
 def main(argv=None) -> int:
