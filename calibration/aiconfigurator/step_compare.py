@@ -2,17 +2,18 @@
 
     python calibration/aiconfigurator/step_compare.py [--write]
 
-aiconfigurator's step times are the `aiconfigurator_ms` column of step_compare.csv (how they were taken:
-step_compare.md, "Commands"); this recomputes rubinperf's side on the committed specs, DeepSeek-V4-Flash
-rows only (the like-for-like ones): `rubinperf estimate -m deepseek-v4-flash -H <rack> --stack sglang-blackwell
--l <layout> --phase decode --batch B --context 8192 --draft-tokens 0`. aiconfigurator sums GPU time of the ops
-alone (no host, no DP synchronisation), so the like-for-like figure is rubinperf's GPU time; the whole step
-(GPU + exposed host work) is shown beside it. The ratio is taken against `aiconfigurator_kept_ms`: aiconfigurator's
-step on its tables with the rows this folder's outlier rules reject replaced by the rule's reference (the GB300 SGLang
-TP8 custom all-reduce rows by the same rows on B200; step_compare.md, "Commands"); `aiconfigurator_ms` is its step as
-shipped, `aiconfigurator_balanced_ms` its step with balanced MoE routing (the routing of the MoE rows the fit uses).
---write puts rubinperf's GPU time and the ratio into the CSV's rubinperf_ms / ratio columns and prints the markdown
-tables of step_compare.md.
+aiconfigurator's step times are the aiconfigurator_* columns of step_compare.csv, written by aic_steps.py in
+aiconfigurator's own venv (step_compare.md, "Commands"); this recomputes rubinperf's side on the committed specs,
+DeepSeek-V4-Flash rows only (the like-for-like ones): `rubinperf estimate -m deepseek-v4-flash -H <rack> --stack
+sglang-blackwell -l <layout> --phase decode --batch B --context 8192 --draft-tokens 0`. aiconfigurator sums GPU time
+of the ops alone (no host, no DP synchronisation), so the like-for-like figure is rubinperf's GPU time; the whole step
+(GPU + exposed host work) is shown beside it. The ratio is taken against `aiconfigurator_balanced_kept_ms`:
+aiconfigurator's step with balanced MoE routing (the routing of the MoE rows rubinperf's constants were fitted to) on
+its tables with the rows this folder's outlier rules reject replaced by the rule's reference (the GB300 SGLang TP8
+custom all-reduce rows by the same rows on B200). The other three columns are its step with its default power-law
+routing (`aiconfigurator_ms` as shipped, `aiconfigurator_kept_ms` outlier-free) and with balanced routing as shipped
+(`aiconfigurator_balanced_ms`). --write puts rubinperf's GPU time and the ratio into the CSV's rubinperf_ms / ratio
+columns; the markdown tables of step_compare.md are printed either way.
 """
 
 from __future__ import annotations
@@ -28,13 +29,31 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CSV = HERE / "step_compare.csv"
 RACK = {"gb300": "gb300-nvl72", "gb200": "gb200-nvl72"}
+LIKE = "aiconfigurator_balanced_kept_ms"
+VARIANTS = ("aiconfigurator_ms", "aiconfigurator_kept_ms", "aiconfigurator_balanced_ms", LIKE)
+ROUTED = ("routed experts", "MegaMoE")  # rubinperf's routed-expert rows (the dispatch / combine rows excluded)
 
 
 def rubinperf(system: str, layout: str, batch: int, context: int) -> dict:
-    out = subprocess.run(["rubinperf", "estimate", "-m", "deepseek-v4-flash", "-H", RACK[system], "--stack",
-                          "sglang-blackwell", "-l", layout, "--phase", "decode", "--batch", str(batch), "--context",
-                          str(context), "--draft-tokens", "0", "--json"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "rubinperf.entry", "estimate", "-m", "deepseek-v4-flash", "-H",
+                          RACK[system], "--stack", "sglang-blackwell", "-l", layout, "--phase", "decode", "--batch",
+                          str(batch), "--context", str(context), "--draft-tokens", "0", "--breakdown", "--json"],
+                         capture_output=True, text=True, check=True)
     return json.loads(out.stdout)[0]
+
+
+def grid(title: str, cell) -> None:
+    print(f"| system | layout | {title} |")
+    print("|---|---|---|---|---|")
+    for system in ("gb300", "gb200"):
+        for layout in ("tp4", "tp8", "dep4"):
+            print(f"| {system} | {layout} | " + " | ".join(cell(system, layout, b) for b in (1, 16, 64)) + " |")
+
+
+def summary(ratios: list[float]) -> str:
+    within = sum(1 for x in ratios if abs(x - 1) <= 0.2)
+    return (f"median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}, within 20% at {within} "
+            f"of {len(ratios)}")
 
 
 def main(argv=None) -> int:
@@ -44,48 +63,61 @@ def main(argv=None) -> int:
     with CSV.open() as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0])
-    table, others = {}, {}
+    t = {}
     for r in rows:
         if r["model"] != "deepseek-v4-flash":
             continue
         res = rubinperf(r["system"], r["layout"], int(r["batch"]), int(r["context"]))
-        aic = float(r["aiconfigurator_kept_ms"])
         gpu, whole = res["gpu_time_ms"], res["step_time_ms"]
-        r["rubinperf_ms"], r["ratio"] = f"{gpu:.4f}", f"{gpu / aic:.3f}"
-        table[(r["system"], r["layout"], int(r["batch"]))] = (aic, gpu, whole)
-        others[(r["system"], r["layout"], int(r["batch"]))] = (float(r["aiconfigurator_ms"]),
-                                                               float(r["aiconfigurator_balanced_ms"]))
-    ratios = [g / a for a, g, _ in table.values()]
-    whole_ratios = [w / a for a, _, w in table.values()]
-    print("| system | layout | batch 1: aiconfigurator / rubinperf GPU / ratio (whole step) | batch 16 | batch 64 |")
-    print("|---|---|---|---|---|")
-    for system in ("gb300", "gb200"):
-        for layout in ("tp4", "tp8", "dep4"):
-            cells = []
-            for b in (1, 16, 64):
-                aic, gpu, whole = table[(system, layout, b)]
-                cells.append(f"{aic:.2f} / {gpu:.2f} / **{gpu / aic:.2f}** ({whole / aic:.2f})")
-            print(f"| {system} | {layout} | " + " | ".join(cells) + " |")
-    within = sum(1 for x in ratios if abs(x - 1) <= 0.2)
-    print(f"\nGPU time: median {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}, "
-          f"within 20% at {within} of {len(ratios)}; whole step: median {statistics.median(whole_ratios):.2f}, "
-          f"range {min(whole_ratios):.2f}-{max(whole_ratios):.2f}, within 20% at "
-          f"{sum(1 for x in whole_ratios if abs(x - 1) <= 0.2)} of {len(whole_ratios)}")
-    print("\nrubinperf GPU time over aiconfigurator's step as shipped (its power-law routing, every table row) / with "
-          "balanced routing:\n")
-    print("| system | layout | batch 1 | batch 16 | batch 64 |")
-    print("|---|---|---|---|---|")
-    for system in ("gb300", "gb200"):
-        for layout in ("tp4", "tp8", "dep4"):
-            cells = [f"{table[(system, layout, b)][1] / others[(system, layout, b)][0]:.2f} / "
-                     f"{table[(system, layout, b)][1] / others[(system, layout, b)][1]:.2f}" for b in (1, 16, 64)]
-            print(f"| {system} | {layout} | " + " | ".join(cells) + " |")
+        routed = sum(k["time_ms"] for k in res["breakdown"] if k["kernel"].startswith(ROUTED))
+        r["rubinperf_ms"], r["ratio"] = f"{gpu:.4f}", f"{gpu / float(r[LIKE]):.3f}"
+        t[(r["system"], r["layout"], int(r["batch"]))] = dict(
+            gpu=gpu, whole=whole, routed=routed, **{v: float(r[v]) for v in VARIANTS},
+            moe_pl=float(r["aiconfigurator_moe_power_law_ms"]), moe_bal=float(r["aiconfigurator_moe_balanced_ms"]))
+    pts = list(t.values())
+
+    print("Like for like: aiconfigurator with balanced routing on outlier-free tables / rubinperf GPU / ratio "
+          "(whole step)\n")
+    grid("batch 1 | batch 16 | batch 64", lambda s, l, b: (
+        f"{t[s, l, b][LIKE]:.2f} / {t[s, l, b]['gpu']:.2f} / **{t[s, l, b]['gpu'] / t[s, l, b][LIKE]:.2f}** "
+        f"({t[s, l, b]['whole'] / t[s, l, b][LIKE]:.2f})"))
+    print(f"\nGPU time: {summary([p['gpu'] / p[LIKE] for p in pts])}; whole step: "
+          f"{summary([p['whole'] / p[LIKE] for p in pts])}\n")
+
+    print("Against aiconfigurator's default power-law routing on outlier-free tables: aiconfigurator / rubinperf GPU / "
+          "ratio (whole step)\n")
+    k = "aiconfigurator_kept_ms"
+    grid("batch 1 | batch 16 | batch 64", lambda s, l, b: (
+        f"{t[s, l, b][k]:.2f} / {t[s, l, b]['gpu']:.2f} / **{t[s, l, b]['gpu'] / t[s, l, b][k]:.2f}** "
+        f"({t[s, l, b]['whole'] / t[s, l, b][k]:.2f})"))
+    print(f"\nGPU time: {summary([p['gpu'] / p[k] for p in pts])}; whole step: "
+          f"{summary([p['whole'] / p[k] for p in pts])}\n")
+
+    print("rubinperf GPU time over each of aiconfigurator's four steps (routing: power law / balanced; tables: as "
+          "shipped / outlier rows replaced):\n")
+    print("| system | layout | batch | power law, shipped | power law, outlier-free | balanced, shipped "
+          "| balanced, outlier-free |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for (s, l, b), p in t.items():
+        print(f"| {s} | {l} | {b} | " + " | ".join(f"{p['gpu'] / p[v]:.2f}" for v in VARIANTS) + " |")
+    for v in VARIANTS:
+        print(f"\n{v}: {summary([p['gpu'] / p[v] for p in pts])}", end="")
+    print("\n")
+
+    print("Routed experts, ms per step: aiconfigurator's routed-MoE op (power law / balanced), its step's difference "
+          "balanced - power law, rubinperf's routed-expert rows:\n")
+    print("| system | layout | batch | aiconfigurator MoE op: power law | balanced | step: balanced - power law "
+          "| rubinperf routed experts | rubinperf / aiconfigurator balanced |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (s, l, b), p in t.items():
+        print(f"| {s} | {l} | {b} | {p['moe_pl']:.2f} | {p['moe_bal']:.2f} | "
+              f"{p[LIKE] - p['aiconfigurator_kept_ms']:+.2f} | {p['routed']:.2f} | {p['routed'] / p['moe_bal']:.2f} |")
     if a.write:
         with CSV.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
             w.writeheader()
             w.writerows(rows)
-        print(f"wrote {CSV}")
+        print(f"\nwrote {CSV}")
     return 0
 
 
