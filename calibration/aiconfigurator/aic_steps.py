@@ -46,7 +46,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CSV = HERE / "step_compare.csv"
+sys.path.insert(0, str(HERE))
+from step_compare import CSV, read_rows, write_rows  # noqa: E402  (stdlib only: runs in aiconfigurator's venv)
 REJECTED = HERE / "rejected.csv"
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 LAYOUT = {"tp4": dict(tp_size=4, attention_dp_size=1, moe_tp_size=4, moe_ep_size=1),
@@ -60,9 +61,7 @@ EXPERTS, TOP_K, ALPHA = 256, 6, 1.01  # DeepSeek-V4-Flash's routed experts and t
 
 
 def points() -> list[tuple[str, str, int]]:
-    with CSV.open() as f:
-        return [(r["system"], r["layout"], int(r["batch"])) for r in csv.DictReader(f)
-                if r["model"] == "deepseek-v4-flash"]
+    return [(r["system"], r["layout"], int(r["batch"])) for r in read_rows() if r["model"] == "deepseek-v4-flash"]
 
 
 def kept_tables(data: Path, out: Path) -> int:
@@ -255,8 +254,7 @@ def main(argv=None) -> int:
         print(f"| {' | '.join(key.split(','))} | " + " | ".join(f"{s[c]:.3f}" for c in VARIANTS.values())
               + f" | {m[MOE_COLUMNS['power_law']]:.3f} / {m[MOE_COLUMNS['balanced']]:.3f} |")
     if a.write:
-        with CSV.open() as f:
-            rows = list(csv.DictReader(f))
+        rows = read_rows()
         fields = list(rows[0])
         for column in [*VARIANTS.values(), *MOE_COLUMNS.values()]:
             if column not in fields:
@@ -268,10 +266,7 @@ def main(argv=None) -> int:
                     r[column] = f"{steps[key][column]:.4f}"
                 elif column in MOE_COLUMNS.values():
                     r[column] = f"{moe[key][column]:.4f}" if r["model"] == "deepseek-v4-flash" else ""
-        with CSV.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(rows, fields)
         print(f"wrote {CSV}")
     return 0
 

@@ -28,6 +28,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CSV = HERE / "step_compare.csv"
+
+
+def read_rows() -> list[dict]:
+    """The rows of step_compare.csv (both scripts read and rewrite it: this one and aic_steps.py)."""
+    with CSV.open() as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(rows: list[dict], fields: list[str]) -> None:
+    with CSV.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
 RACK = {"gb300": "gb300-nvl72", "gb200": "gb200-nvl72"}
 LIKE = "aiconfigurator_balanced_kept_ms"
 VARIANTS = ("aiconfigurator_ms", "aiconfigurator_kept_ms", "aiconfigurator_balanced_ms", LIKE)
@@ -60,8 +73,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
-    with CSV.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows()
     fields = list(rows[0])
     t = {}
     for r in rows:
@@ -113,10 +125,7 @@ def main(argv=None) -> int:
         print(f"| {s} | {l} | {b} | {p['moe_pl']:.2f} | {p['moe_bal']:.2f} | "
               f"{p[LIKE] - p['aiconfigurator_kept_ms']:+.2f} | {p['routed']:.2f} | {p['routed'] / p['moe_bal']:.2f} |")
     if a.write:
-        with CSV.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(rows, fields)
         print(f"\nwrote {CSV}")
     return 0
 
