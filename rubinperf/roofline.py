@@ -49,7 +49,11 @@ GROUPED = ("grouped_gemm", "fused_moe")
 # Dense GEMMs of these operand precisions run at a rate of their own (the library's kernels for that precision);
 # others at mma_compute_efficiency.
 MMA_PRECISION_EFFICIENCY = {"bf16": "mma_bf16_compute_efficiency", "fp4": "mma_fp4_compute_efficiency"}
-BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
+# Grouped (MoE) kernels: a rate per MMA peak (specs.precision.mma_peak of the activation and weight formats):
+# FP8 x FP8 and FP8 x FP4 (MXFP4 experts with MXFP8 activations, W4A8) the grouped rate; FP4 x FP4 (W4A4 NVFP4 or
+# MXFP4) its own; BF16 (BF16 experts, and W4A16: FP4 experts dequantised to BF16 in the kernel) its own.
+GROUPED_PRECISION_EFFICIENCY = {"fp8": "grouped_compute_efficiency", "fp8_fp4": "grouped_compute_efficiency",
+                                "fp4": "grouped_fp4_compute_efficiency", "bf16": "grouped_bf16_compute_efficiency"}
 
 # The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
 BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
@@ -223,14 +227,15 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
 
 
 def compute_efficiency(family: str, peak: str, hw: Platform):
-    """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
-    (FP8, FP4: scales applied per block in the main loop) has its own; a dense GEMM of BF16 or FP4 operands the
-    stack's rate for that precision; other MMAs the GEMM rate. FP32
-    operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
+    """The tensor-core (or CUDA-core) rate a family reaches: a grouped (MoE) kernel the stack's grouped rate for its
+    MMA peak (GROUPED_PRECISION_EFFICIENCY: `fp8` and `fp8_fp4` grouped_compute_efficiency, `fp4`
+    grouped_fp4_compute_efficiency, `bf16` grouped_bf16_compute_efficiency); a dense GEMM of BF16 or FP4 operands
+    the stack's rate for that precision; other MMAs the GEMM rate. FP32 operations run on CUDA cores in every family
+    (a tensor-core kernel's epilogue): the vector rate."""
     if peak == "fp32":
         return hw.vector_compute_efficiency
-    if family in GROUPED and peak in BLOCK_SCALED:
-        return hw.grouped_compute_efficiency
+    if family in GROUPED and peak in GROUPED_PRECISION_EFFICIENCY:
+        return getattr(hw, GROUPED_PRECISION_EFFICIENCY[peak])
     if family == "gemm" and peak in MMA_PRECISION_EFFICIENCY:
         return getattr(hw, MMA_PRECISION_EFFICIENCY[peak])
     return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")
