@@ -56,7 +56,7 @@ PINNED_GB300 = dict(
     hbm_bandwidth_bytes_per_s=8e12, hbm_stream_efficiency=0.88, hbm_latency_s=0.8e-6,
     hbm_local_bandwidth_factor=1.0, hbm_interleaved_bandwidth_factor=1.0, hbm_remote_bandwidth_factor=1.0,
     sm_count=160, mma_tile_rows=32, mma_tile_cols=128, split_k_max=1, split_k_min_depth=1024, wave_quantization=1.0,
-    grouped_compute_efficiency=0.72, grouped_fp4_compute_efficiency=0.72, grouped_bf16_compute_efficiency=0.72,
+    grouped_compute_efficiency=0.72, grouped_fp4_compute_efficiency=0.72, grouped_w4a16_compute_efficiency=0.72,
     grouped_hbm_efficiency=0.88,
     mma_bytes_in_flight_per_sm=131072.0, stream_bytes_in_flight_per_sm=65536.0,
     kernel_launch_cold_s=4e-6, host_dispatch_s=3e-6, tensor_core_dispatch_s=2e-6, kernel_launch_graph_s=0.5e-6,

@@ -37,8 +37,8 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
-from rubinperf.roofline import GROUPED, GROUPED_PRECISION_EFFICIENCY, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, kernel_time
+from rubinperf.kernels.cost import PEAKS, Kernel, group_key, stacked
+from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -53,10 +53,10 @@ PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_stream_s", "host_dispatc
 # (roofline.GROUPED_PRECISION_EFFICIENCY): fitted when asked for (fit_kernels(fields=FIT_FIELDS + PRECISION_FIELDS))
 # on rows of kernels of that precision. One not fitted on its own moves with the rate those kernels ran at before
 # rates per precision existed (TIED_TO): a dense GEMM's with mma_compute_efficiency, the grouped FP4 x FP4 rate with
-# the grouped rate, the grouped BF16 rate (BF16 and W4A16 experts) with mma_compute_efficiency.
+# the grouped rate, the grouped W4A16 rate (experts dequantised in the main loop) with mma_compute_efficiency.
 TIED_TO = {**{f: "mma_compute_efficiency" for f in MMA_PRECISION_EFFICIENCY.values()},
            "grouped_fp4_compute_efficiency": "grouped_compute_efficiency",
-           "grouped_bf16_compute_efficiency": "mma_compute_efficiency"}
+           "grouped_w4a16_compute_efficiency": "mma_compute_efficiency"}
 PRECISION_FIELDS = tuple(TIED_TO)
 KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + PRECISION_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
@@ -83,11 +83,11 @@ class Stacked:
                 # in the same stream (or graph).
                 mode = row_mode(r) if waits_on_host or row_mode(r) == "graph" else "eager"
                 # one group per family, launch and set of fields given (each a numpy array of the group's values)
-                key = (k.family, mode, *(getattr(k, f) is None for f in KERNEL_SHAPE_FIELDS))
+                key = (mode, *group_key(k))
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
-            self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[1]))
+            self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[0]))
 
     def times(self, hw: Platform, what: str = "expected_s") -> np.ndarray:
         out = np.zeros(self.n)
@@ -187,10 +187,8 @@ def _constrained(rows: list[dict], fields) -> list[str]:
     if any(k.is_mma for k in kernels):
         out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max", "split_k_min_depth",
                 "wave_quantization"]
-    rates = {f for p, f in MMA_PRECISION_EFFICIENCY.items()
-             if any(k.family == "gemm" and _nonzero_flops(getattr(k.cost, f"{p}_flops")) for k in kernels)}
-    rates |= {f for p, f in GROUPED_PRECISION_EFFICIENCY.items()
-              if any(k.family in GROUPED and _nonzero_flops(getattr(k.cost, f"{p}_flops")) for k in kernels)}
+    rates = {efficiency_field(k.family, p, k.dequantises_weights) for k in kernels for p in PEAKS
+             if _nonzero_flops(getattr(k.cost, f"{p}_flops"))} & {"grouped_compute_efficiency", *TIED_TO}
     out += [f if f in fields or f not in TIED_TO else TIED_TO[f] for f in sorted(rates)]
     if any(k.family in GROUPED for k in kernels):
         out.append("grouped_hbm_efficiency")

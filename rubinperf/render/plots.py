@@ -356,7 +356,7 @@ PARAMETER_LABELS = {
     "mma_fp4_compute_efficiency": "FP4 GEMM compute efficiency",
     "grouped_compute_efficiency": "grouped GEMM compute efficiency",
     "grouped_fp4_compute_efficiency": "grouped FP4 GEMM compute efficiency",
-    "grouped_bf16_compute_efficiency": "grouped BF16 GEMM compute efficiency",
+    "grouped_w4a16_compute_efficiency": "grouped W4A16 GEMM compute efficiency",
     "grouped_hbm_efficiency": "grouped GEMM HBM efficiency",
     "attention_compute_efficiency": "attention compute efficiency",
     "vector_compute_efficiency": "vector compute efficiency",

@@ -57,7 +57,7 @@ class Stack:
     mma_fp4_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of FP4 operands (W4A4) reaches")
     grouped_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel of FP8 operands, or FP8 x FP4 (W4A8)")
     grouped_fp4_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel of FP4 x FP4 operands (W4A4: NVFP4 or MXFP4 experts and activations)")
-    grouped_bf16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel whose MMA runs BF16 (BF16 experts, or W4A16: FP4 experts dequantised to BF16 in the kernel)")
+    grouped_w4a16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel that dequantises its weights in the main loop (W4A16: FP4 experts widened to BF16 for a BF16 MMA); BF16 experts run at mma_compute_efficiency")
     grouped_hbm_efficiency: float = _field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
     attention_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
     collective_floor_s: float = _field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")

@@ -32,7 +32,7 @@ TRUE_KERNELS = dict(hbm_stream_efficiency=0.85, hbm_latency_s=5e-7, stream_bytes
                     # one GEMM rate for every operand precision (what a fit that does not fit them apart assumes)
                     mma_bf16_compute_efficiency=0.66, mma_fp4_compute_efficiency=0.66,
                     # and grouped rates tied as fit.TIED_TO ties them
-                    grouped_fp4_compute_efficiency=0.5, grouped_bf16_compute_efficiency=0.66)
+                    grouped_fp4_compute_efficiency=0.5, grouped_w4a16_compute_efficiency=0.66)
 TRUE_GRAPH_LAUNCH_S = 0.7e-6
 TRUE_STREAM_LAUNCH_S = 2.8e-6
 TRUE_HOST_DISPATCH_S = 9e-6
@@ -324,17 +324,17 @@ def test_grouped_precision_rates_are_fitted_apart_only_when_asked():
 
     hw = load_platform("gb200-nvl72", "trtllm-blackwell")
     truth = dataclasses.replace(hw, grouped_compute_efficiency=0.3, grouped_fp4_compute_efficiency=0.15,
-                                grouped_bf16_compute_efficiency=0.08)
+                                grouped_w4a16_compute_efficiency=0.08)
     rows = [r for r in read_csv(Path(__file__).parents[2] / "calibration/aiconfigurator/gb200-trtllm-models.csv")[1]
             if r["family"] == "moe" and r["rows"] >= 1024 and moe_formats(r) in
             (("fp8", "fp8"), ("nvfp4", "nvfp4"), ("fp4", "bf16"))]
     for r, t in zip(rows, fit.expected(rows, truth)):
         r["measured_s"] = float(t)
     apart = fit.fit_kernels(rows, hw, fields=fit.FIT_FIELDS + fit.PRECISION_FIELDS, heldout=False)
-    for f in ("grouped_compute_efficiency", "grouped_fp4_compute_efficiency", "grouped_bf16_compute_efficiency"):
+    for f in ("grouped_compute_efficiency", "grouped_fp4_compute_efficiency", "grouped_w4a16_compute_efficiency"):
         assert apart.after[f] == pytest.approx(getattr(truth, f), rel=0.03), f
     # not asked: FP4 x FP4 at the grouped rate, BF16 at the GEMM rate (the rates they ran at before)
     tied = fit.fit_kernels(rows, hw, heldout=False)
     assert tied.after["grouped_fp4_compute_efficiency"] == tied.after["grouped_compute_efficiency"]
-    assert tied.after["grouped_bf16_compute_efficiency"] == tied.after["mma_compute_efficiency"]
-    assert {"grouped_fp4_compute_efficiency", "grouped_bf16_compute_efficiency"} <= set(tied.fitted)
+    assert tied.after["grouped_w4a16_compute_efficiency"] == tied.after["mma_compute_efficiency"]
+    assert {"grouped_fp4_compute_efficiency", "grouped_w4a16_compute_efficiency"} <= set(tied.fitted)

@@ -59,7 +59,7 @@ def test_refit_on_a_gb200_sample_reproduces_the_stack_and_predicts_b200():
     # fit's 0.129 on 108; its FP8 and W4A8 MoE rows 0.202 against 0.284)
     for field, tol in (("mma_compute_efficiency", 0.15), ("mma_fp4_compute_efficiency", 0.15),
                        ("mma_bf16_compute_efficiency", 0.15), ("grouped_compute_efficiency", 0.35),
-                       ("grouped_bf16_compute_efficiency", 0.15)):
+                       ("grouped_w4a16_compute_efficiency", 0.15)):
         assert out["updates"][field] == pytest.approx(getattr(committed, field), rel=tol), field
 
 
