@@ -49,7 +49,12 @@ GROUPED = ("grouped_gemm", "fused_moe")
 # Dense GEMMs of these operand precisions run at a rate of their own (the library's kernels for that precision);
 # others at mma_compute_efficiency.
 MMA_PRECISION_EFFICIENCY = {"bf16": "mma_bf16_compute_efficiency", "fp4": "mma_fp4_compute_efficiency"}
-BLOCK_SCALED = ("fp8", "fp4", "fp8_fp4")
+# Grouped (MoE) kernels: a rate per MMA peak (specs.precision.mma_peak of the activation and weight formats):
+# FP8 x FP8 and FP8 x FP4 (MXFP4 experts with MXFP8 activations, W4A8) the grouped rate; FP4 x FP4 (W4A4 NVFP4 or
+# MXFP4) its own. A grouped kernel that dequantises its weights in the main loop (W4A16: FP4 experts widened to BF16)
+# runs at grouped_w4a16_compute_efficiency; BF16 x BF16 experts at the GEMM rate, as other MMAs.
+GROUPED_PRECISION_EFFICIENCY = {"fp8": "grouped_compute_efficiency", "fp8_fp4": "grouped_compute_efficiency",
+                                "fp4": "grouped_fp4_compute_efficiency"}
 
 # The terms of an expected kernel time, in the order a tie is broken; `bound` names the largest.
 BOUNDS = ("compute", "memory", "parallelism", "comm", "latency")
@@ -172,7 +177,8 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
     sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
-    at_efficiency = [getattr(cost, f"{p}_flops") / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw))
+    at_efficiency = [getattr(cost, f"{p}_flops")
+                     / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw, kern.dequantises_weights))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
 
@@ -222,18 +228,26 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     )
 
 
-def compute_efficiency(family: str, peak: str, hw: Platform):
-    """The tensor-core (or CUDA-core) rate a family reaches: a grouped kernel of block-scaled operands
-    (FP8, FP4: scales applied per block in the main loop) has its own; a dense GEMM of BF16 or FP4 operands the
-    stack's rate for that precision; other MMAs the GEMM rate. FP32
+def compute_efficiency(family: str, peak: str, hw: Platform, dequantises_weights: bool = False):
+    """The tensor-core (or CUDA-core) rate a family reaches at `peak`: the stack field `efficiency_field` names."""
+    return getattr(hw, efficiency_field(family, peak, dequantises_weights))
+
+
+def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) -> str:
+    """The field of the rate a family's work at `peak` runs at: a grouped (MoE) kernel the stack's grouped rate for its
+    MMA peak (GROUPED_PRECISION_EFFICIENCY: `fp8` and `fp8_fp4` grouped_compute_efficiency, `fp4`
+    grouped_fp4_compute_efficiency), or grouped_w4a16_compute_efficiency where it dequantises its weights in the main
+    loop; a dense GEMM of BF16 or FP4 operands the stack's rate for that precision; other MMAs the GEMM rate. FP32
     operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
     if peak == "fp32":
-        return hw.vector_compute_efficiency
-    if family in GROUPED and peak in BLOCK_SCALED:
-        return hw.grouped_compute_efficiency
+        return "vector_compute_efficiency"
+    if family in GROUPED and dequantises_weights:
+        return "grouped_w4a16_compute_efficiency"
+    if family in GROUPED and peak in GROUPED_PRECISION_EFFICIENCY:
+        return GROUPED_PRECISION_EFFICIENCY[peak]
     if family == "gemm" and peak in MMA_PRECISION_EFFICIENCY:
-        return getattr(hw, MMA_PRECISION_EFFICIENCY[peak])
-    return getattr(hw, f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency")
+        return MMA_PRECISION_EFFICIENCY[peak]
+    return f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency"
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):

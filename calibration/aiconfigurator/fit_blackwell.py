@@ -35,10 +35,16 @@ FITS = {
     ("trtllm", "h200_sxm"): ("trtllm-hopper", (), "TensorRT-LLM 1.3.0rc20"),
 }
 DEFAULT_SYSTEM = {"sglang": "gb300", "trtllm": "gb200"}
-KEPT = {"sglang": "the October vLLM stack's values",
+# A precision's rate with no row of its own: the rule of rubinperf.calibrate.fit.TIED_TO.
+TIED = ("a precision's rate with no row of its own is set by the fit to the rate those kernels ran at before rates "
+        "per precision existed (ASSUMPTION): a dense GEMM's and the grouped W4A16 rate to mma_compute_efficiency, the "
+        "grouped FP4 x FP4 rate to grouped_compute_efficiency")
+KEPT = {"sglang": f"the October vLLM stack's values; {TIED} (no FP4 x FP4 or W4A16 MoE rows here)",
         "trtllm": "their sourced values (the [kernel] source); collective_floor_s 3 us is the October vLLM stack's "
-                  "ASSUMPTION (TensorRT-LLM's all-reduce tables are not fitted here); a precision's rate with no row of "
-                  "its own (FP4 on Hopper, which has no FP4 MMA) is set to mma_compute_efficiency by the fit"}
+                  f"ASSUMPTION (TensorRT-LLM's all-reduce tables are not fitted here); {TIED} (FP4 on Hopper, which "
+                  "has no FP4 MMA); grouped_w4a16_compute_efficiency is fitted to the W4A16 MXFP4 MoE rows alone (their "
+                  "in-kernel dequantisation is in it); BF16 experts run at mma_compute_efficiency (the tables have no "
+                  "BF16 MoE rows)"}
 
 
 def tables(framework: str, system: str) -> list[Path]:

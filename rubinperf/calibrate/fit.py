@@ -37,8 +37,8 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, Kernel, stacked
-from rubinperf.roofline import MMA_PRECISION_EFFICIENCY, TENSOR_CORE, kernel_time
+from rubinperf.kernels.cost import PEAKS, Kernel, group_key, stacked
+from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -49,9 +49,15 @@ FIT_FIELDS = ("hbm_stream_efficiency", "hbm_latency_s", "stream_bytes_in_flight_
 DISCRETE_FIELDS = {"split_k_max": (1, 2, 4, 8, 16, 32, 64), "split_k_min_depth": (256, 512, 1024, 2048, 4096),
                    "wave_quantization": (0.0, 0.25, 0.5, 0.75, 1.0)}
 PROBE_FIELDS = ("kernel_launch_graph_s", "kernel_launch_stream_s", "host_dispatch_s")
-# A dense GEMM's rate per operand precision (roofline.MMA_PRECISION_EFFICIENCY): fitted when asked for
-# (fit_kernels(fields=FIT_FIELDS + PRECISION_FIELDS)) on rows of dense GEMMs of that precision; else each keeps its value.
-PRECISION_FIELDS = tuple(MMA_PRECISION_EFFICIENCY.values())
+# A dense GEMM's rate per operand precision (roofline.MMA_PRECISION_EFFICIENCY) and a grouped kernel's
+# (roofline.GROUPED_PRECISION_EFFICIENCY): fitted when asked for (fit_kernels(fields=FIT_FIELDS + PRECISION_FIELDS))
+# on rows of kernels of that precision. One not fitted on its own moves with the rate those kernels ran at before
+# rates per precision existed (TIED_TO): a dense GEMM's with mma_compute_efficiency, the grouped FP4 x FP4 rate with
+# the grouped rate, the grouped W4A16 rate (experts dequantised in the main loop) with mma_compute_efficiency.
+TIED_TO = {**{f: "mma_compute_efficiency" for f in MMA_PRECISION_EFFICIENCY.values()},
+           "grouped_fp4_compute_efficiency": "grouped_compute_efficiency",
+           "grouped_w4a16_compute_efficiency": "mma_compute_efficiency"}
+PRECISION_FIELDS = tuple(TIED_TO)
 KERNEL_FIELDS = PROBE_FIELDS + FIT_FIELDS + PRECISION_FIELDS + tuple(DISCRETE_FIELDS)
 COLLECTIVE_FIELDS = ("collective_floor_s", "nvlink_latency_s", "nvlink_efficiency")
 BOUNDS = {"mma_prologue_cycles": (0.0, 1e6), "collective_floor_s": (0.0, 1e-3), "nvlink_latency_s": (0.0, 1e-3),
@@ -77,11 +83,11 @@ class Stacked:
                 # in the same stream (or graph).
                 mode = row_mode(r) if waits_on_host or row_mode(r) == "graph" else "eager"
                 # one group per family, launch and set of fields given (each a numpy array of the group's values)
-                key = (k.family, mode, *(getattr(k, f) is None for f in KERNEL_SHAPE_FIELDS))
+                key = (mode, *group_key(k))
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
-            self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[1]))
+            self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[0]))
 
     def times(self, hw: Platform, what: str = "expected_s") -> np.ndarray:
         out = np.zeros(self.n)
@@ -167,8 +173,8 @@ def _nonzero_flops(x) -> bool:
     return bool(np.any(np.asarray(x, dtype=float) > 0))
 
 
-def _constrained(rows: list[dict]) -> list[str]:
-    """The fit fields some row constrains."""
+def _constrained(rows: list[dict], fields) -> list[str]:
+    """The fit fields some row constrains, a precision's rate not among `fields` counting for the rate it is tied to."""
     fams = {r["family"] for r in rows}
     kernels = [k for r in rows for k, _ in row_kernels(r)]
     out = []
@@ -181,10 +187,11 @@ def _constrained(rows: list[dict]) -> list[str]:
     if any(k.is_mma for k in kernels):
         out += ["mma_compute_efficiency", "mma_bytes_in_flight_per_sm", "split_k_max", "split_k_min_depth",
                 "wave_quantization"]
-    out += [f for p, f in MMA_PRECISION_EFFICIENCY.items()
-            if any(k.family == "gemm" and _nonzero_flops(getattr(k.cost, f"{p}_flops")) for k in kernels)]
-    if any(k.family in ("grouped_gemm", "fused_moe") for k in kernels):
-        out += ["grouped_compute_efficiency", "grouped_hbm_efficiency"]
+    rates = {efficiency_field(k.family, p, k.dequantises_weights) for k in kernels for p in PEAKS
+             if _nonzero_flops(getattr(k.cost, f"{p}_flops"))} & {"grouped_compute_efficiency", *TIED_TO}
+    out += [f if f in fields or f not in TIED_TO else TIED_TO[f] for f in sorted(rates)]
+    if any(k.family in GROUPED for k in kernels):
+        out.append("grouped_hbm_efficiency")
     if any(row_mode(r) == "cold" for r in rows):
         out.append("kernel_launch_cold_s")
     if any(row_mode(r) in ("cold", "stream") and first and k.family in TENSOR_CORE for r in rows
@@ -210,7 +217,7 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     hw0 = dataclasses.replace(hw, **probes)
     stacked = Stacked(timed)
     t = measured(timed)
-    constrained = _constrained(timed)
+    constrained = _constrained(timed, fields)
     free = [f for f in fields if f in constrained]
     discrete = {f: opts for f, opts in DISCRETE_FIELDS.items() if f in constrained}
     # A fixed start, not the spec's values: the result depends on the data alone.
@@ -220,11 +227,11 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     limit = {"mma_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes,
              "stream_bytes_in_flight_per_sm": 2 * hw.shared_memory_per_sm_bytes}
 
-    # A precision's rate that is not fitted on its own moves with the GEMM rate (one rate for every precision)
-    tied = [f for f in PRECISION_FIELDS if f not in free] if "mma_compute_efficiency" in free else []
+    # A precision's rate that is not fitted on its own moves with the rate it is tied to (TIED_TO)
+    tied = [f for f in PRECISION_FIELDS if f not in free and TIED_TO[f] in free]
 
     def with_tied(vals: dict) -> dict:
-        return {**vals, **{f: vals["mma_compute_efficiency"] for f in tied}}
+        return {**vals, **{f: vals[TIED_TO[f]] for f in tied}}
 
     def value(vals: dict) -> float:
         return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **with_tied(vals)))))

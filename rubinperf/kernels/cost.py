@@ -130,6 +130,9 @@ class Kernel:
     # A split-KV decode kernel: its CTAs before any split of the KV (sequences x KV heads x query tiles). With fewer
     # than the SMs it splits the KV over more CTAs, and a second kernel reduces their partial outputs. None: no split.
     split_kv_groups: Any = None
+    # An MMA kernel whose weights are narrower than its activations and widened to their format in its main loop
+    # before the MMA (W4A16: FP4 experts dequantised to BF16): it runs at a rate of its own (roofline.compute_efficiency).
+    dequantises_weights: bool = False
 
     @property
     def is_mma(self) -> bool:
@@ -145,15 +148,24 @@ class Kernel:
 
 
 def stacked(kernels: list) -> Kernel:
-    """Kernels of one family and one set of given shape fields as one Kernel over numpy arrays (element i:
-    kernel i), so that the roofline times them all at once (a calibration fit)."""
+    """Kernels of one family, one set of given shape fields and one value of each yes/no field (`group_key`) as one
+    Kernel over numpy arrays (element i: kernel i), so that the roofline times them all at once (a calibration fit)."""
     import numpy as np
 
     first = kernels[0]
     cost = Cost(**{f: np.array([float(getattr(k.cost, f)) for k in kernels]) for f in _COST_FIELDS})
-    shape = {f: None if getattr(first, f) is None else np.array([float(getattr(k, f)) for k in kernels])
+    shape = {f: getattr(first, f) if _discrete(getattr(first, f)) else np.array([float(getattr(k, f)) for k in kernels])
              for f in KERNEL_SHAPE_FIELDS}
     return Kernel(first.family, cost, **shape)
+
+
+def _discrete(value) -> bool:
+    return value is None or isinstance(value, bool)
+
+
+def group_key(k: Kernel) -> tuple:
+    """What kernels stacked into one must share: their family, which shape fields they give, and each yes/no field."""
+    return (k.family, *(v if isinstance(v, bool) else v is None for v in (getattr(k, f) for f in KERNEL_SHAPE_FIELDS)))
 
 
 # A Kernel's fields other than its family and cost: how its work spreads (numbers, arrays or symbols, or None).

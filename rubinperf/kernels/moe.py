@@ -47,7 +47,13 @@ def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None
     if touched is None:
         touched = experts_touched(rows, groups)
     return Kernel("grouped_gemm", _grouped_cost(rows, n, k, touched, weight, act, out),
-                  groups=touched, rows=rows / touched, n=n, k=k)
+                  groups=touched, rows=rows / touched, n=n, k=k, dequantises_weights=dequantises(weight, act))
+
+
+def dequantises(weight: str, act: str) -> bool:
+    """True where an MMA of `act` activations widens `weight` values to the activations' format before the MMA
+    (W4A16, W8A16): the weights are narrower and the pair has no mixed-operand MMA of its own."""
+    return PRECISIONS[weight].bits < PRECISIONS[act].bits and mma_peak(act, weight) == PRECISIONS[act].peak
 
 
 def routed_gemms(tokens, top_k, groups, inter, hidden, weight: str = "fp4", act: str | None = None,

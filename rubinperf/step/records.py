@@ -138,7 +138,8 @@ def stack_records() -> list[dict]:
         hw = load_hardware(name)
         default_of.setdefault(hw.default_stack, []).append(hw.name)
     return _spec_records("stack", load_stack, """name description * split_k_max mma_bytes_in_flight_per_sm pdl_hidden_s
-        mma_compute_efficiency grouped_compute_efficiency step_overhead_s dp_sync_per_rank_s dp_sync_algorithm
+        mma_compute_efficiency grouped_compute_efficiency grouped_fp4_compute_efficiency
+        grouped_w4a16_compute_efficiency step_overhead_s dp_sync_per_rank_s dp_sync_algorithm
         host_exposed_share eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
 
 

@@ -7,6 +7,7 @@ efficiencies and floors, times log-normal noise; the fit must recover those valu
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +30,9 @@ TRUE_KERNELS = dict(hbm_stream_efficiency=0.85, hbm_latency_s=5e-7, stream_bytes
                     grouped_compute_efficiency=0.5, grouped_hbm_efficiency=0.75, attention_compute_efficiency=0.55,
                     kernel_launch_cold_s=1.2e-5, tensor_core_dispatch_s=1.5e-5,
                     # one GEMM rate for every operand precision (what a fit that does not fit them apart assumes)
-                    mma_bf16_compute_efficiency=0.66, mma_fp4_compute_efficiency=0.66)
+                    mma_bf16_compute_efficiency=0.66, mma_fp4_compute_efficiency=0.66,
+                    # and grouped rates tied as fit.TIED_TO ties them
+                    grouped_fp4_compute_efficiency=0.5, grouped_w4a16_compute_efficiency=0.66)
 TRUE_GRAPH_LAUNCH_S = 0.7e-6
 TRUE_STREAM_LAUNCH_S = 2.8e-6
 TRUE_HOST_DISPATCH_S = 9e-6
@@ -312,3 +315,26 @@ def test_precision_rates_are_fitted_apart_only_when_asked(h200):
     tied = fit.fit_kernels(rows, h200, heldout=False)
     assert tied.after["mma_bf16_compute_efficiency"] == tied.after["mma_compute_efficiency"]
     assert "mma_bf16_compute_efficiency" in tied.fitted
+
+
+def test_grouped_precision_rates_are_fitted_apart_only_when_asked():
+    # TensorRT-LLM's MoE shapes on GB200 of three MMA precisions (FP8 x FP8, W4A4 NVFP4, W4A16 MXFP4 -> BF16),
+    # 'measured' as the model's own times on a stack with a rate of each
+    from rubinperf.calibrate.rows import moe_formats
+
+    hw = load_platform("gb200-nvl72", "trtllm-blackwell")
+    truth = dataclasses.replace(hw, grouped_compute_efficiency=0.3, grouped_fp4_compute_efficiency=0.15,
+                                grouped_w4a16_compute_efficiency=0.08)
+    rows = [r for r in read_csv(Path(__file__).parents[2] / "calibration/aiconfigurator/gb200-trtllm-models.csv")[1]
+            if r["family"] == "moe" and r["rows"] >= 1024 and moe_formats(r) in
+            (("fp8", "fp8"), ("nvfp4", "nvfp4"), ("fp4", "bf16"))]
+    for r, t in zip(rows, fit.expected(rows, truth)):
+        r["measured_s"] = float(t)
+    apart = fit.fit_kernels(rows, hw, fields=fit.FIT_FIELDS + fit.PRECISION_FIELDS, heldout=False)
+    for f in ("grouped_compute_efficiency", "grouped_fp4_compute_efficiency", "grouped_w4a16_compute_efficiency"):
+        assert apart.after[f] == pytest.approx(getattr(truth, f), rel=0.03), f
+    # not asked: FP4 x FP4 at the grouped rate, BF16 at the GEMM rate (the rates they ran at before)
+    tied = fit.fit_kernels(rows, hw, heldout=False)
+    assert tied.after["grouped_fp4_compute_efficiency"] == tied.after["grouped_compute_efficiency"]
+    assert tied.after["grouped_w4a16_compute_efficiency"] == tied.after["mma_compute_efficiency"]
+    assert {"grouped_fp4_compute_efficiency", "grouped_w4a16_compute_efficiency"} <= set(tied.fitted)

@@ -27,7 +27,8 @@ ORIGINAL_H200 = dict(hbm_stream_efficiency=0.90, hbm_latency_s=0.7e-6, stream_by
                      kernel_launch_graph_s=0.62e-6, kernel_launch_stream_s=3.1e-6, split_k_max=4,
                      split_k_min_depth=1024, wave_quantization=0.0,
                      # one GEMM rate for every operand precision then
-                     mma_bf16_compute_efficiency=0.71, mma_fp4_compute_efficiency=0.71)
+                     mma_bf16_compute_efficiency=0.71, mma_fp4_compute_efficiency=0.71,
+                     grouped_fp4_compute_efficiency=0.71, grouped_w4a16_compute_efficiency=0.71)
 
 
 @pytest.fixture(scope="module")

@@ -46,8 +46,8 @@ def test_trtllm_validation_rows_name_the_trtllm_stacks():
 
 def test_refit_on_a_gb200_sample_reproduces_the_stack_and_predicts_b200():
     # A ninth of the committed GB200 and B200 GEMM and MoE rows (tests/calibrate/data); the full fit
-    # (`fit_blackwell.py --framework trtllm`) gave held-out median 0.188 on GB200 and 0.205 on B200. On the sample
-    # the run that set these bounds gave held-out 0.256, B200 0.182.
+    # (`fit_blackwell.py --framework trtllm`) gave held-out median 0.169 on GB200 and 0.191 on B200. On the sample
+    # the run that set these bounds gave held-out 0.256, B200 0.182 (with a grouped rate per precision: 0.233, 0.171).
     fb = fit_script()
     gb200 = read_csv(DATA / "gb200-trtllm-sample.csv")[1]
     b200 = read_csv(DATA / "b200_sxm-trtllm-sample.csv")[1]
@@ -55,8 +55,11 @@ def test_refit_on_a_gb200_sample_reproduces_the_stack_and_predicts_b200():
     assert out["result"].heldout["median_abs_log"] < 0.30
     assert out["others"]["b200_sxm"]["median_abs_log"] < 0.22
     committed = load_platform("gb200-nvl72", "trtllm-blackwell")
+    # (grouped_fp4_compute_efficiency is not checked: the sample's 12 NVFP4 MoE rows give 0.056 against the full
+    # fit's 0.129 on 108; its FP8 and W4A8 MoE rows 0.202 against 0.284)
     for field, tol in (("mma_compute_efficiency", 0.15), ("mma_fp4_compute_efficiency", 0.15),
-                       ("mma_bf16_compute_efficiency", 0.15), ("grouped_compute_efficiency", 0.25)):
+                       ("mma_bf16_compute_efficiency", 0.15), ("grouped_compute_efficiency", 0.35),
+                       ("grouped_w4a16_compute_efficiency", 0.15)):
         assert out["updates"][field] == pytest.approx(getattr(committed, field), rel=tol), field
 
 

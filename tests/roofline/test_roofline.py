@@ -10,7 +10,7 @@ import pytest
 from conftest import HARDWARE_NAMES
 from rubinperf.roofline import BOUNDS, KernelTime
 from rubinperf.kernels.cost import Cost, Kernel
-from rubinperf.kernels import all_reduce, copy, gemm, mega_moe
+from rubinperf.kernels import all_reduce, copy, gemm, grouped_gemm, mega_moe
 from rubinperf.roofline import kernel_time
 
 
@@ -150,6 +150,32 @@ def test_fused_kernel_hides_a_share_of_its_smaller_terms(gb300):
     assert t.expected_s - t.latency_s > 0.95 * sum(terms)
     plain = kernel_time(dataclasses.replace(k, fused_rows=None), gb300, die_local_weights=True)
     assert plain.expected_s - plain.latency_s == pytest.approx(max(terms), rel=1e-12)
+
+
+def test_a_grouped_gemm_runs_at_its_mma_precisions_rate(gb300):
+    # 5120 rows over 8 experts (all touched): 640 rows each = 20 row tiles of 32, x 8192 / 128 = 64 column tiles,
+    # 8 x 20 x 64 = 10,240 CTAs = 64 whole waves of 160 SMs: no padding, no idle SM; 2 x 5120 x 8192 x 8192 FLOPs
+    hw = dataclasses.replace(gb300, fp4_dense_flops_per_s=15e15, mma_compute_efficiency=0.6,
+                             grouped_compute_efficiency=0.5,
+                             grouped_fp4_compute_efficiency=0.3, grouped_w4a16_compute_efficiency=0.2)
+    flops = 2 * 5120 * 8192 * 8192
+
+    def compute(weight, act):
+        return kernel_time(grouped_gemm(5120, 8, 8192, 8192, weight=weight, act=act, touched=8), hw).compute_s
+
+    # W4A4 (NVFP4 x NVFP4, FP4 MMA): 687.2e9 / (15e15 x 0.3) = 152.7 us
+    assert compute("nvfp4", "nvfp4") == pytest.approx(flops / (15e15 * 0.3), rel=1e-12)
+    # W4A16 (MXFP4 experts dequantised to BF16, BF16 MMA): 687.2e9 / (2.5e15 x 0.2) = 1.374 ms
+    assert compute("fp4", "bf16") == pytest.approx(flops / (2.5e15 * 0.2), rel=1e-12)
+    # BF16 experts (nothing to dequantise) run at the GEMM rate: 687.2e9 / (2.5e15 x 0.6)
+    assert compute("bf16", "bf16") == pytest.approx(flops / (2.5e15 * hw.mma_compute_efficiency), rel=1e-12)
+    # only the narrower weights of a pair with no mixed-operand MMA are dequantised in the main loop
+    assert [grouped_gemm(64, 8, 256, 256, weight=w, act=a).dequantises_weights
+            for w, a in (("fp4", "bf16"), ("fp8", "bf16"), ("fp4", "fp8"), ("nvfp4", "nvfp4"), ("bf16", "bf16"))] \
+        == [True, True, False, False, False]
+    # FP8 and W4A8 (MXFP4 x MXFP8, the FP8 x FP4 peak 5e15) keep the grouped rate
+    assert compute("fp8", "fp8") == pytest.approx(flops / (5e15 * 0.5), rel=1e-12)
+    assert compute("fp4", "fp8") == pytest.approx(flops / (5e15 * 0.5), rel=1e-12)
 
 
 def test_mixed_peaks_add_their_times(gb300):
