@@ -47,6 +47,8 @@ def row_kernels(row: dict) -> tuple:
         ops = list(_bmm_attention(row))
     elif row["family"] == "elementwise":  # torch's RMSNorm: one 128-thread CTA per row, each row read twice
         ops = [dataclasses.replace(_two_pass(elementwise_row(row, reads=2)), in_flight_bytes_per_cta=rms_norm_in_flight(row))]
+    elif row["family"] == "moe" and (row.get("impl") or "") in CUTLASS_MOE_IMPLS:
+        ops = list(cutlass_moe_row(row))
     elif row["family"] == "moe":
         ops = list(moe_kernels(row))
     elif row["family"] == "mhc" and tilelang_mhc_pass(row):
@@ -73,11 +75,11 @@ def row_kernels(row: dict) -> tuple:
 # (flashinfer/fused_moe, trtllm-gen runner); SGLang's Triton fused MoE (its FP8 rows) moe_align_block_size, the
 # gate-up fused_moe_kernel, silu_and_mul, the down fused_moe_kernel and moe_sum_reduce, five kernels
 # (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py).
+KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_triton": 5}
 # TensorRT-LLM's CUTLASS fused MoE (aiconfigurator's moe_torch_flow_cutlass rows; cpp/tensorrt_llm/kernels/cutlass_kernels/
-# moe_gemm, CutlassMoeFCRunner, in NVIDIA/TensorRT-LLM): the routing top-k, fusedBuildExpertMapsSortFirstToken,
-# expandInputRows (permutation and activation quantisation), the TMA strides set-up, GEMM1, doActivation, GEMM2 and
-# finalizeMoeRouting, eight kernels.
-KERNELS_PER_CALL = {"sglang_mxfp4_flashinfer_trtllm_moe": 4, "sglang_fused_moe_triton": 5, "moe_torch_flow_cutlass": 8}
+# moe_gemm, CutlassMoeFCRunner, in NVIDIA/TensorRT-LLM) is modelled kernel by kernel, as the step graph runs it
+# (`cutlass_moe_row`): the routing top-k, then kernels.cutlass_moe's seven, eight kernels with their bytes.
+CUTLASS_MOE_IMPLS = ("moe_torch_flow_cutlass",)
 # GEMM calls timed with the quantisation of their BF16 activations before the GEMM (a kernel of its own, then the
 # GEMM), and the format it writes. aiconfigurator 0.12.0's SGLang collector (ai-dynamo/aiconfigurator,
 # collector/sglang/collect_gemm.py, run_gemm) times per call: fp8_block, SGLang's per-token-group FP8 quantisation
@@ -234,6 +236,20 @@ def mhc_tilelang_kernels(row: dict) -> tuple:
     post, gemm, fuse, _norm = mhc_split(row["m"], row["groups"], row["n"], MHC_MIX_ROWS, MHC_RESIDUAL_BYTES)
     one = (gemm, fuse) if tilelang_mhc_pass(row) == "pre" else (post,)
     return one * MHC_SITES_PER_ROW
+
+
+def cutlass_moe_row(row: dict) -> tuple:
+    """A CUTLASS fused MoE row as the step graph's cutlass-moe kernels (kernels.cutlass_moe) after the routing top-k
+    (kernels.topk_select over the rank's `groups` experts: ASSUMPTION, the row names no global expert count). The
+    router GEMM is not in the row: aiconfigurator's collector (collector/trtllm/collect_moe.py, ai-dynamo/aiconfigurator)
+    times moe.forward(hidden_states, router_logits), which takes the logits as given and runs the routing inside."""
+    from rubinperf.kernels import cutlass_moe, topk_select
+
+    w, act = moe_formats(row)
+    tokens, top_k = row["m"], row["rows"] / row["m"]
+    return (topk_select(tokens, row["groups"], top_k),
+            *cutlass_moe(tokens, top_k, row["groups"], row["k"], row["n"], weight=w, act=act,
+                         touched=row.get("touched") or None))
 
 
 def moe_kernels(row: dict) -> tuple:

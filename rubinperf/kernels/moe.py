@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.memory import elementwise, empty
 from rubinperf.mathops import smax, smin
 from rubinperf.specs.precision import PRECISIONS, mma_peak
 
@@ -70,6 +71,42 @@ def routed_gemms(tokens, top_k, groups, inter, hidden, weight: str = "fp4", act:
     up = grouped_gemm(rows, groups, 2 * inter, hidden, weight=weight, act=act, touched=touched)
     down = grouped_gemm(rows, groups, hidden, inter, weight=weight, act=act, touched=touched)
     return up, down, finalize(tokens, top_k, hidden)
+
+
+# TensorRT-LLM's CUTLASS fused MoE (CutlassMoeFCRunner, cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu
+# in NVIDIA/TensorRT-LLM): fusedBuildExpertMapsSortFirstTokenKernel reads each routed row's int32 expert id and writes
+# the two int32 maps permuted_row_to_unpermuted_row and unpermuted_row_to_permuted_row: 12 bytes a routed row.
+EXPERT_MAP_BYTES_PER_ROW = 3 * 4
+
+
+def cutlass_moe(tokens, top_k, groups, inter, hidden, weight: str = "fp4", act: str | None = None, touched=None,
+                act_bytes=2) -> tuple[Kernel, ...]:
+    """The routed experts of one MoE layer as TensorRT-LLM's CUTLASS fused MoE runs them (CutlassMoeFCRunner,
+    cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu), seven kernels after the routing top-k:
+      expert maps   fusedBuildExpertMapsSortFirstTokenKernel: EXPERT_MAP_BYTES_PER_ROW per routed row;
+      expand        expandInputRowsKernel: each of the tokens x top-k routed rows reads its token's `hidden` BF16
+                    values and writes them in GEMM1's activation format (quantising to NVFP4 / MXFP8 in the kernel);
+      strides       the TMA set-up kernel (computeTmaWarpSpecializedInputStrides and ...Pointers per expert): each
+                    expert's problem shape, strides and pointers, no bytes to speak of (a kernel boundary);
+      GEMM1         gate + up grouped GEMM, 2 x `inter` BF16 columns out per routed row (no activation epilogue);
+      activation    doActivationKernel: reads those 2 x inter BF16 values, writes `inter` in GEMM2's activation
+                    format (NVFP4 / MXFP8 scale factors with them);
+      GEMM2         down grouped GEMM, `hidden` BF16 columns out per routed row;
+      finalize      finalizeMoeRoutingKernel: each token's top-k rows summed into one (`finalize`).
+    The GEMMs read the weights and do the FLOPs of `routed_gemms`' two. ASSUMPTION: the expand quantises the BF16 input
+    itself (the runner's need_nvfp4_quant / need_mxfp8_quant path); a caller that quantises before the op instead
+    moves that work to a kernel over tokens (not routed) rows."""
+    act = act or weight
+    rows = tokens * top_k
+    if touched is None:
+        touched = experts_touched(rows, groups)
+    fmt = PRECISIONS[act].bytes_per_element
+    maps = Kernel("stream", Cost(activation_bytes=rows * EXPERT_MAP_BYTES_PER_ROW, launches=1))
+    expand = elementwise(read_bytes=rows * hidden * act_bytes, write_bytes=rows * hidden * fmt)
+    up = grouped_gemm(rows, groups, 2 * inter, hidden, weight=weight, act=act, touched=touched)
+    activation = elementwise(read_bytes=rows * 2 * inter * act_bytes, write_bytes=rows * inter * fmt)
+    down = grouped_gemm(rows, groups, hidden, inter, weight=weight, act=act, touched=touched)
+    return maps, expand, empty(), up, activation, down, finalize(tokens, top_k, hidden, act_bytes)
 
 
 def finalize(tokens, top_k, hidden, act_bytes=2) -> Kernel:

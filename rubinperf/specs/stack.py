@@ -27,7 +27,7 @@ DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
 DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
-MOE_KERNELS = ("megamoe", "routed-gemms")
+MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
 
 
@@ -78,7 +78,7 @@ class Stack:
     tp_allreduce_fused: bool = _field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
     mhc_kernels: str = _field("fusion", doc="the kernels of one mHC sublayer boundary (a model of several residual routes): mega-mhc (one kernel: post, pre mixing, Sinkhorn, route collapse and RMSNorm) or tilelang (SGLang's four: post; pre GEMM + sum of squares; split sum, Sinkhorn and route collapse; RMSNorm)")
     tp_mhc_in_epilogue: bool = _field("fusion", doc="TP path: the mHC work runs in the GEMM epilogues with the one-shot all-reduce (no kernel of its own; its bytes stay); needs tp_allreduce_fused")
-    moe_kernels: str = _field("fusion", doc="routed experts: megamoe (one grouped kernel; on DEP with the EP dispatch and combine inside it) or routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels; on DEP beside a dispatch and a combine kernel of their own, as DeepEP runs them); the router GEMM and its top-k are kernels of their own on both")
+    moe_kernels: str = _field("fusion", doc="routed experts: megamoe (one grouped kernel; on DEP with the EP dispatch and combine inside it), routed-gemms (gate + up grouped GEMM gathering its rows, down grouped GEMM, finalize: three kernels; on DEP beside a dispatch and a combine kernel of their own, as DeepEP runs them) or cutlass-moe (TensorRT-LLM's CUTLASS fused MoE: expert maps, expand with quantisation, strides set-up, GEMM1, activation, GEMM2, finalize: seven kernels; on DEP as routed-gemms); the router GEMM and its top-k are kernels of their own on all three")
     tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
     activation_quant_fused: bool = _field("fusion", doc="a dense GEMM's FP8 or FP4 activations are quantised inside another kernel (the GEMM's prologue, the previous kernel's epilogue): no kernel of their own; false: a quantisation kernel before each such GEMM")
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")

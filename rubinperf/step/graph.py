@@ -258,10 +258,21 @@ def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
             K.gemm(tokens, w.k, inter * w.count // layout.tp, weight=w.dtype, act=act))
 
 
+def _routed_experts(p: Point, tokens, top_k, groups, inter, hidden, weight, act, touched) -> tuple[str, tuple]:
+    """The routed experts' op name and kernels as the stack's moe_kernels runs them (not megamoe): routed-gemms (GEMM1,
+    GEMM2, finalize) or cutlass-moe (TensorRT-LLM's CUTLASS fused MoE after its routing top-k: expert maps, expand,
+    strides, GEMM1, activation, GEMM2, finalize)."""
+    if p.moe_kernels == "cutlass-moe":
+        return ("routed experts (CUTLASS: maps, expand, strides, GEMM1, activation, GEMM2, finalize)",
+                K.cutlass_moe(tokens, top_k, groups, inter, hidden, weight=weight, act=act, touched=touched))
+    return ("routed experts (GEMM1, GEMM2, finalize)",
+            K.routed_gemms(tokens, top_k, groups, inter, hidden, weight=weight, act=act, touched=touched))
+
+
 def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, part: str = "target") -> list[Op]:
     """Router, routed experts with EP dispatch/combine (MegaMoE, or dispatch, routed GEMMs and combine as kernels of
-    their own when the stack's moe_kernels says routed-gemms; the draft's by all-gather + reduce-scatter when the
-    stack says so), or, under TP attention, each GPU's local experts (TEP) or every expert's TP slice (TP); shared
+    their own when the stack's moe_kernels says routed-gemms or cutlass-moe; the draft's by all-gather +
+    reduce-scatter when the stack says so), or, under TP attention, each GPU's local experts (TEP) or every expert's TP slice (TP); shared
     expert; or a dense FFN."""
     draft = part == "draft"
     ws = {x.name: x for x in ffn_weights(m, layer, draft=draft)}
@@ -293,17 +304,17 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
                 Op("MoE experts (gathered tokens)", gemms, part=part, die_local_weights=True,
                    stretch=1 / bal),
                 Op("MoE reduce-scatter (outputs)", scatter, part=part)]
-    elif layout.kind == "dep" and p.moe_kernels == "routed-gemms":
+    elif layout.kind == "dep" and p.moe_kernels != "megamoe":
         # The exchange and the experts as separate kernels (SGLang's DeepEP MoE: dispatch, the local experts' GEMMs,
-        # combine): every rank's tokens can land on this rank's E / n experts, tokens x top-k rows on average.
+        # combine; under cutlass-moe the CUTLASS runner's kernels between the same two exchanges): every rank's tokens
+        # can land on this rank's E / n experts, tokens x top-k rows on average.
         n = layout.ranks
         ex = dict(gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
         touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
-        gemms = K.routed_gemms(tokens, k, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype, act=act,
-                               touched=touched)
+        name, gemms = _routed_experts(p, tokens, k, E // n, inter3 // 3, m.hidden_size, experts.dtype, act, touched)
         via = "DeepEP" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
         ops += [Op(f"MoE dispatch ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, bpe(act), **ex), part=part),
-                Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True, stretch=1 / bal),
+                Op(name, gemms, part=part, die_local_weights=True, stretch=1 / bal),
                 Op(f"MoE combine ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, ACT_BYTES, **ex), part=part)]
     elif layout.kind == "dep":
         n = layout.ranks
@@ -320,21 +331,20 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         # pace (balancedness), as on DEP.
         n = layout.ranks
         touched = K.experts_touched_topk(tokens, k, E, local_experts=E // n)
-        if p.moe_kernels == "routed-gemms":
-            gemms = K.routed_gemms(tokens, k / n, E // n, inter3 // 3, m.hidden_size, weight=experts.dtype,
-                                   act=act, touched=touched)
-            ops.append(Op("routed experts (local, GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True,
-                          stretch=1 / bal))
+        if p.moe_kernels != "megamoe":
+            name, gemms = _routed_experts(p, tokens, k / n, E // n, inter3 // 3, m.hidden_size, experts.dtype, act,
+                                          touched)
+            ops.append(Op(name.replace("(", "(local, "), gemms, part=part, die_local_weights=True, stretch=1 / bal))
         else:
             gemms = K.grouped_gemm(tokens * k / n, E // n, inter3, m.hidden_size, weight=experts.dtype, act=act,
                                    touched=touched)
             ops.append(Op("MegaMoE (local experts)", gemms, part=part, die_local_weights=True, stretch=1 / bal))
     else:
         touched = K.experts_touched_topk(tokens, k, E)
-        if p.moe_kernels == "routed-gemms":
-            gemms = K.routed_gemms(tokens, k, E, inter3 // 3 // layout.expert_tp, m.hidden_size, weight=experts.dtype,
-                                   act=act, touched=touched)
-            ops.append(Op("routed experts (GEMM1, GEMM2, finalize)", gemms, part=part, die_local_weights=True))
+        if p.moe_kernels != "megamoe":
+            name, gemms = _routed_experts(p, tokens, k, E, inter3 // 3 // layout.expert_tp, m.hidden_size,
+                                          experts.dtype, act, touched)
+            ops.append(Op(name, gemms, part=part, die_local_weights=True))
         else:
             gemms = K.grouped_gemm(tokens * k, E, inter3 // layout.expert_tp, m.hidden_size, weight=experts.dtype,
                                    act=act, touched=touched)

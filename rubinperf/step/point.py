@@ -41,8 +41,9 @@ class Point:
     # The stack's kernel set (stack [fusion]; these defaults are the fused vLLM set):
     mhc_kernels: str = "mega-mhc"       # an mHC sublayer boundary: one Mega-mHC kernel, or SGLang's four TileLang kernels
     tp_mhc_in_epilogue: bool = False    # TP path: mHC in the GEMM epilogues with the one-shot all-reduce (no kernel)
-    moe_kernels: str = "megamoe"        # routed experts: one MegaMoE kernel, or GEMM1 + GEMM2 + finalize (on DEP with
-                                        # the EP dispatch and combine as kernels of their own)
+    moe_kernels: str = "megamoe"        # routed experts: one MegaMoE kernel, or GEMM1 + GEMM2 + finalize, or the
+                                        # CUTLASS fused MoE's seven (on DEP with the EP dispatch and combine as kernels
+                                        # of their own)
     tp_shared_expert_fused_below_rows: object = 0   # TP path: the shared expert inside the routed GEMMs below these rows
     rope_kv_insert_fused: bool = True   # query RoPE and KV insert in the projections' epilogues, or kernels of their own
     attention_mma_dtype: str = "bf16"   # attention's QK and PV MMA format (a quantised KV cache dequantised to it)

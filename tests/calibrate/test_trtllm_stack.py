@@ -27,7 +27,7 @@ def fit_script():
                                             ("trtllm-hopper", "h200")])
 def test_the_stacks_load_with_their_engine_facts(name, hardware):
     st = load_stack(name)
-    assert not st.activation_quant_fused and not st.tp_allreduce_fused and st.moe_kernels == "routed-gemms"
+    assert not st.activation_quant_fused and not st.tp_allreduce_fused and st.moe_kernels == "cutlass-moe"
     assert not st.chunked_prefill and st.mixed_prefill_decode
     p = load_platform(hardware, name)
     assert 0 < p.grouped_compute_efficiency < p.mma_compute_efficiency < 1
@@ -81,4 +81,9 @@ def test_trtllm_gemm_calls_quantise_fp8_and_nvfp4_inputs_and_the_cutlass_moe_run
     moe = {"family": "moe", "impl": "moe_torch_flow_cutlass", "dtype": "nvfp4", "m": 64, "n": 4096, "k": 1536,
            "groups": 128, "rows": 512, "touched": 128, "launches": 2}
     ks = row_kernels(moe)
-    assert len(ks) == 3 and ks[2][0].cost.launches == 6   # two grouped GEMMs and six more kernels
+    # the routing top-k, then the step graph's cutlass-moe kernels, with their own bytes: no empty padding
+    assert [k.family for k, _ in ks] == ["stream"] * 3 + ["stream", "grouped_gemm", "stream", "grouped_gemm", "stream"]
+    assert sum(k.cost.launches for k, _ in ks) == 8 and [first for _, first in ks] == [True] + [False] * 7
+    from rubinperf.kernels import cutlass_moe, topk_select
+    want = (topk_select(64, 128, 8), *cutlass_moe(64, 8, 128, 1536, 4096, weight="nvfp4", act="nvfp4", touched=128))
+    assert [k for k, _ in ks] == list(want)

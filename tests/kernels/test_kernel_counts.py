@@ -48,9 +48,10 @@ def _by_hand(hw, lay, tokens) -> int:
         per_boundary = 4 if hw.mhc_kernels == "tilelang" else 1
     mhc = 2 * per_boundary   # before attention, before the FFN
     routed = 1                   # MegaMoE (on DEP with its dispatch and combine inside; on TEP the local experts)
-    if hw.moe_kernels == "routed-gemms":
-        routed = 3 + (2 if lay.kind == "dep" else 0)   # GEMM1, GEMM2, finalize; DeepEP's dispatch and combine on DEP
-                                                       # (none on TEP: every GPU holds every token)
+    if hw.moe_kernels != "megamoe":
+        routed = ((3 if hw.moe_kernels == "routed-gemms" else 7)   # GEMM1, GEMM2, finalize; CUTLASS: maps, expand,
+                  + (2 if lay.kind == "dep" else 0))  # strides, GEMM1, activation, GEMM2, finalize; DeepEP's dispatch
+                                                      # and combine on DEP (none on TEP: every GPU holds every token)
     shared_fused = lay.kind == "tp" and tokens < hw.tp_shared_expert_fused_below_rows
     moe = (2              # router GEMM, top-k
            + routed
@@ -72,6 +73,8 @@ CASES = [
     ("gb300-nvl72", "sglang-blackwell", "dep4", 16, 31),  # DeepEP dispatch, routed GEMMs + finalize, combine
     ("vr-nvl72", None, "tep8", 1, 21),    # TP8 attention, EP8 experts: the two all-reduces as kernels, Mega-mHC
     ("gb300-nvl72", "sglang-blackwell", "tep8", 16, 31),  # local routed GEMMs + finalize, no dispatch or combine
+    ("gb200-nvl72", "trtllm-blackwell", "dep4", 16, 35),  # the CUTLASS MoE's seven between dispatch and combine
+    ("h200", "trtllm-hopper", "tp8", 1, 35),              # the CUTLASS MoE's seven on the TP path
 ]
 
 
@@ -189,3 +192,34 @@ def test_an_unfused_stack_quantises_each_dense_low_precision_gemms_input_in_a_ke
     low, quant = counts["sglang-blackwell"]
     assert low > 0 and quant == low            # each FP8 GEMM after its quantisation (BF16 read, FP8 written)
     assert counts["vllm-gb300-oct2026"][1] == 0   # the fused stack: none
+
+
+def test_the_cutlass_moe_bytes_by_hand():
+    # 4 tokens x top-2 = 8 routed rows over 8 experts, inter 64, hidden 128, FP8 experts and activations
+    # (1 B + one FP32 scale per 128 x 128 block: specs.precision), every expert touched.
+    from rubinperf.kernels import cutlass_moe
+
+    maps, expand, strides, up, act, down, fin = cutlass_moe(4, 2, 8, 64, 128, weight="fp8", act="fp8", touched=8)
+    f8 = 1 + 4 / (128 * 128)
+    assert maps.cost.activation_bytes == 8 * 12                      # expert id read, two int32 maps written
+    assert expand.cost.activation_bytes == pytest.approx(8 * 128 * (2 + f8))   # BF16 row in, FP8 copy out
+    assert strides.cost.launches == 1 and strides.cost.activation_bytes == 0
+    assert up.cost.activation_bytes == pytest.approx(8 * 128 * f8 + 8 * 128 * 2)   # GEMM1: 2 x 64 BF16 columns out
+    assert up.cost.weight_bytes == pytest.approx(8 * 128 * 128 * f8)
+    assert act.cost.activation_bytes == pytest.approx(8 * 128 * 2 + 8 * 64 * f8)   # 2 x inter BF16 in, inter out
+    assert down.cost.activation_bytes == pytest.approx(8 * 64 * f8 + 8 * 128 * 2)
+    assert fin.cost.activation_bytes == 4 * 3 * 128 * 2               # each token's two rows in, one out
+    assert sum(k.cost.launches for k in (maps, expand, strides, up, act, down, fin)) == 7
+
+
+def test_the_cutlass_moe_does_the_routed_gemms_work_with_four_more_kernels():
+    hw = load_platform("h200", "trtllm-hopper")
+    lay = parse_layout("tp8")
+    p = make_point(V41, hw, lay)
+    gemms = dataclasses.replace(p, moe_kernels="routed-gemms")
+    name = "routed experts (CUTLASS: maps, expand, strides, GEMM1, activation, GEMM2, finalize)"
+    cut = {o.name: o for o in moe_ops(V41, LAYER, lay, p, 6, 8)}[name]
+    rg = {o.name: o for o in moe_ops(V41, LAYER, lay, gemms, 6, 8)}["routed experts (GEMM1, GEMM2, finalize)"]
+    assert cut.cost.flops == pytest.approx(rg.cost.flops) and cut.cost.weight_bytes == pytest.approx(rg.cost.weight_bytes)
+    assert cut.cost.activation_bytes > rg.cost.activation_bytes
+    assert cut.kernel_count == 7 and rg.kernel_count == 3
