@@ -84,7 +84,7 @@ def _array_key(v):
     return (v.shape, v.dtype.str, v.item(0), v.item(-1)) if v.size else (v.shape, v.dtype.str)
 
 
-_SCALAR_TYPES = frozenset((float, int, type(None)))
+_SCALAR_TYPES = frozenset((float, int, bool, type(None)))
 _NO_KEY = object()
 
 
