@@ -27,7 +27,7 @@ def stacks_table(rs: list[dict]) -> None:
              fmt_time(r["dp_sync_per_rank_s"]), f"{r['eplb_target_balancedness']:.2f}"] for r in rs]
     cols = [col("stack", "left", min_width=12), col("default for", "left", wrap=True, min_width=10),
             col("split-K", drop=4), col("GEMM bytes in flight/SM", short="in flight", wrap=True, drop=3),
-            col("PDL hidden", short="PDL", drop=5), col("GEMM/MoE FP8/FP4/BF16 eff.", short="eff.", wrap=True),
+            col("PDL hidden", short="PDL", drop=5), col("GEMM/MoE FP8/FP4/W4A16 eff.", short="GEMM/MoE eff.", wrap=True),
             col("DP sync/rank", short="DP sync", drop=2), col("EPLB bal.", short="EPLB", drop=1)]
     print_out(table("Software stacks (stacks/*.toml; --stack NAME|PATH)", cols, rows))
 
