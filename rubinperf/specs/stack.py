@@ -91,6 +91,7 @@ class Stack:
     decode_layouts: tuple[str, ...] = _field("serving", doc="decode engine shapes the stack runs (dep<N>, tp<N>, tep<N>): the layouts pareto, compare and validate sweep by default")
     admission_cpu_per_prompt_token_s: float = _field("serving", "s", positive=False, doc="host time to admit a request into a decode batch, per token of its prompt (scheduler work that grows with prompt length)")
     max_kv_loads_per_step: int = _field("serving", positive=False, doc="most new requests (KV loads) one scheduler admits per decode step; 0: no cap")
+    window_kv_whole_sequence: bool = _field("serving", default=False, doc="the KV cache keeps a sliding-window layer's entries for the whole sequence, as a full layer's (a cache manager with one attention window for every layer; the kernel still reads only the window); false: only the window's")
     # [aggregated] one engine that serves prefill and decode together (rubinperf/serving/aggregated.py)
     max_num_batched_tokens: int = _field("aggregated", "tokens", doc="aggregated engine: token budget of one step per scheduler (a DP rank, a TP instance): every running request's decode rows first, then pending prefill up to the budget")
     chunked_prefill: bool = _field("aggregated", doc="aggregated engine: a prompt longer than what the budget leaves is split over steps; false: a prompt is prefilled whole in one step")

@@ -102,26 +102,30 @@ def draft_kv_bytes_per_token(m: Model) -> float:
     return total
 
 
-def kv_window_bytes_per_request(m: Model) -> float:
-    """Uncompressed sliding-window entries of one request, on every KV-writing layer (a constant); in GQA models
-    only the sliding-window layers (compress ratio 0) keep a window, the others hold every token."""
+def kv_window_bytes_per_request(m: Model, tokens=None) -> float:
+    """Uncompressed sliding-window entries of one request, on every KV-writing layer: `tokens` each (default: the
+    window, a constant); in GQA models only the sliding-window layers (compress ratio 0) keep a window, the others
+    hold every token."""
+    tokens = m.sliding_window_tokens if tokens is None else tokens
     if m.attention_kind == "gqa":
         writers = sum(1 for layer in range(m.num_layers + m.draft_layers) if not m.compress_ratio(layer))
-        return m.sliding_window_tokens * m.cache_entry_bytes * writers
+        return tokens * m.cache_entry_bytes * writers
     writers = sum(1 for layer in range(m.num_layers) if m.is_kv_source(layer)) + m.draft_layers
-    return m.sliding_window_tokens * m.cache_entry_bytes * writers
+    return tokens * m.cache_entry_bytes * writers
 
 
-def kv_bytes_per_request(m: Model, context):
-    """KV bytes one request holds at `context` tokens (numbers or arrays)."""
-    window = kv_window_bytes_per_request(m) if m.sliding_window_tokens else 0.0
+def kv_bytes_per_request(m: Model, context, window_whole_sequence: bool = False):
+    """KV bytes one request holds at `context` tokens (numbers or arrays); a cache that keeps the window layers'
+    entries for the whole sequence (window_whole_sequence) holds `context` of them on each, not the window."""
+    window = kv_window_bytes_per_request(m, context if window_whole_sequence else None) if m.sliding_window_tokens \
+        else 0.0
     return (kv_bytes_per_token(m) + draft_kv_bytes_per_token(m)) * context + window
 
 
-def kv_bytes_per_rank(m: Model, layout: Layout, context):
+def kv_bytes_per_rank(m: Model, layout: Layout, context, window_whole_sequence: bool = False):
     """KV bytes of one request that one rank (one GPU) holds at `context` tokens: the family's bytes per request
     times the rank's share (GQA: its K/V heads, at least one; a latent: all of it; DEP: its own requests whole)."""
-    return kv_bytes_per_request(m, context) * kv_rank_share(m, layout)
+    return kv_bytes_per_request(m, context, window_whole_sequence) * kv_rank_share(m, layout)
 
 
 def workspace_bytes_per_token(m: Model, layout: Layout) -> float:
@@ -241,5 +245,5 @@ def capacity(m: Model, hw: Platform, layout: Layout, phase: str, context_tokens:
                     weights=weight_bytes_per_rank(m, layout), engram_bytes=engram_hbm,
                     host_engram_bytes=engram_host, host_capacity_bytes=hw.host_memory_capacity_bytes,
                     context_tokens=float(context_tokens),
-                    kv_bytes_per_request=float(kv_bytes_per_rank(m, layout, context_tokens)),
+                    kv_bytes_per_request=float(kv_bytes_per_rank(m, layout, context_tokens, hw.window_kv_whole_sequence)),
                     workspace_bytes_per_request=float(ws))

@@ -217,3 +217,20 @@ def test_deepseek_r1_config_matches_the_hand_written_v3_spec():
 
     differ = {f.name for f in dataclasses.fields(Model) if getattr(r1, f.name) != getattr(v3, f.name)}
     assert differ == {"name", "description", "max_context_tokens", "path", "sources"}   # 160K context in the R1 config
+
+
+def test_a_cache_that_keeps_window_layers_whole_holds_the_sequence_on_them():
+    """gpt-oss-120b at 2,000 tokens: 18 full layers x 2,048 B a token (K and V, 8 heads x 64, BF16) hold every token;
+    the 18 window layers hold 128 tokens each (4.72 MB), or, on a stack whose cache keeps them whole (TensorRT-LLM's
+    V1 cache manager), all 2,000 (73.7 MB), as the full layers do."""
+    from rubinperf.specs.layout import parse_layout
+    from rubinperf.specs.stack import load_platform
+    from rubinperf.step.capacity import capacity
+
+    m = load_model("gpt-oss-120b")
+    assert kv_bytes_per_request(m, 2000) == 18 * 2048 * 2000 + 18 * 2048 * 128
+    assert kv_bytes_per_request(m, 2000, window_whole_sequence=True) == 36 * 2048 * 2000
+    lay = parse_layout("tp1")
+    per_request = {name: capacity(m, load_platform("h200", name), lay, "decode", 2000, 1, 1, 0.0).kv_bytes_per_request
+                   for name in ("trtllm-hopper", "pytorch-2.11")}
+    assert per_request == {"trtllm-hopper": 36 * 2048 * 2000, "pytorch-2.11": 18 * 2048 * 2128}
