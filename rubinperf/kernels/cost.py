@@ -131,7 +131,8 @@ class Kernel:
     # than the SMs it splits the KV over more CTAs, and a second kernel reduces their partial outputs. None: no split.
     split_kv_groups: Any = None
     # An MMA kernel whose weights are narrower than its activations and widened to their format in its main loop
-    # before the MMA (W4A16: FP4 experts dequantised to BF16): it runs at a rate of its own (roofline.compute_efficiency).
+    # before the MMA (W4A16: FP4 experts dequantised to BF16): it runs at a rate of its own
+    # (roofline.efficiency_field).
     dequantises_weights: bool = False
 
     @property

@@ -142,14 +142,14 @@ def _offline(pid: str):
     from rubinperf.analysis.validate import _sets
 
     p = next(q for q in POINTS if q.id == pid)
-    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) + _sets(p.run_with))
+    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) + _sets(p.run_with), stacks=[p.stack] if p.stack else None)
     return p, m, hw, parse_layout(p.layout), RequestMix(isl=p.input_tokens, osl=p.output_tokens)
 
 
 def test_offline_rows_run_as_trtllm_bench_runs_them():
     """trtllm-bench throughput: the dataset sent at once, whole prompts mixed into generation steps within the run's
     max num tokens. Each row's figure is the closed loop's, by hand from its step times."""
-    from rubinperf.serving.aggregated import closed_loop, engine
+    from rubinperf.serving.aggregated import _kv_capacity, closed_loop, engine
 
     rows = [p for p in POINTS if p.metric == "offline_tokens_per_s_per_gpu"]
     assert len(rows) == 8
@@ -171,9 +171,13 @@ def test_offline_rows_run_as_trtllm_bench_runs_them():
     assert rec["output_tokens_per_s_per_gpu"] == pytest.approx(B / 999 / (step / 1e3) * 1000 / 2, rel=1e-6)
     assert B < p.batch and "held by the KV cache" in r["detail"]   # the KV cache binds below trtllm-bench's 768
     assert r["predicted"] <= rec["output_tokens_per_s_per_gpu"] * (1 + 1e-9)   # 95% of the free HBM: no more
-    # gpt-oss-120b on GB200: BuildConfig's max batch of 2048 binds before the KV cache (2.6k requests fit).
+    # gpt-oss-120b on GB200: TensorRT-LLM's cache keeps the 18 window layers whole, so a request of 2,000 tokens holds
+    # 36 layers x 1,024 B (FP8 K and V, 8 heads x 64) x 2,000 = 73.7 MB, and the KV cache binds below BuildConfig's
+    # max batch of 2048 (2.6k requests would fit with 128-token windows).
     g = by_id["trtllm-gpt-oss-120b-gb200-tp1"]
-    assert "batch 2048 per instance" in g["detail"] and "held by the max batch" in g["detail"]
+    assert int(g["detail"].split()[1]) < 2048 and "held by the KV cache" in g["detail"]
+    p, m, hw, lay, mix = _offline("trtllm-gpt-oss-120b-gb200-tp1")
+    assert _kv_capacity(m, hw, lay, mix, 1).kv_bytes_per_request == 36 * 1024 * 2000
     # B200 DEP2: 3,000 requests over 2 ranks; the engine cannot run more than were sent.
     d = by_id["trtllm-gpt-oss-120b-b200-dep2"]
     assert float(d["detail"].split()[1]) <= 1500 and "held by the requests sent" in d["detail"]
