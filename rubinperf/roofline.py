@@ -178,7 +178,7 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
     sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
     at_efficiency = [getattr(cost, f"{p}_flops")
-                     / (hw.peak_flops(p) * compute_efficiency(kern.family, p, hw, kern.dequantises_weights))
+                     / (hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
 
@@ -226,11 +226,6 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
         sol_s=stimes_max(sol_compute, sol_memory, sol_comm),
         scale_out_s=scale_out,
     )
-
-
-def compute_efficiency(family: str, peak: str, hw: Platform, dequantises_weights: bool = False):
-    """The tensor-core (or CUDA-core) rate a family reaches at `peak`: the stack field `efficiency_field` names."""
-    return getattr(hw, efficiency_field(family, peak, dequantises_weights))
 
 
 def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) -> str:

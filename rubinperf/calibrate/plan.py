@@ -238,9 +238,10 @@ def family_label(row: dict) -> str:
     """The group a row is reported under: gemm and grouped GEMM split by dtype."""
     if row["family"] == "moe":
         from rubinperf.calibrate.rows import moe_formats
+        from rubinperf.kernels.moe import dequantises
 
         w, act = moe_formats(row)
-        return f"moe-{w}" + ("-a16" if act == "bf16" and w != "bf16" else "")
+        return f"moe-{w}" + ("-a16" if dequantises(w, act) else "")
     if row["family"] in ("gemm", "grouped_gemm"):
         return f"{row['family']}-{row['dtype']}"
     return row["family"]

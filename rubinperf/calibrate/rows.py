@@ -58,8 +58,8 @@ def row_kernels(row: dict) -> tuple:
         ops = [dataclasses.replace(row_kernel(row), dependent_loads=torch_topk_passes(row["dtype"]), ctas=row["m"])]
     elif row["family"] == "grouped_gemm" and (row.get("impl") or "").startswith(TORCH_GROUPED):
         ops = [dataclasses.replace(row_kernel(row), **torch_grouped_geometry(row))]
-    elif row["family"] == "gemm" and quant_in_call(row):
-        ops = [activation_quant(row["m"], row["k"], quant_in_call(row)), row_kernel(row)]
+    elif row["family"] == "gemm" and (fmt := quant_in_call(row)):
+        ops = [activation_quant(row["m"], row["k"], fmt), row_kernel(row)]
     else:
         ops = [row_kernel(row)]
     out = [(k, i == 0) for i, k in enumerate(ops)]

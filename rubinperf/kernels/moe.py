@@ -96,17 +96,13 @@ def cutlass_moe(tokens, top_k, groups, inter, hidden, weight: str = "fp4", act: 
     The GEMMs read the weights and do the FLOPs of `routed_gemms`' two. ASSUMPTION: the expand quantises the BF16 input
     itself (the runner's need_nvfp4_quant / need_mxfp8_quant path); a caller that quantises before the op instead
     moves that work to a kernel over tokens (not routed) rows."""
-    act = act or weight
     rows = tokens * top_k
-    if touched is None:
-        touched = experts_touched(rows, groups)
-    fmt = PRECISIONS[act].bytes_per_element
+    fmt = PRECISIONS[act or weight].bytes_per_element
     maps = Kernel("stream", Cost(activation_bytes=rows * EXPERT_MAP_BYTES_PER_ROW, launches=1))
     expand = elementwise(read_bytes=rows * hidden * act_bytes, write_bytes=rows * hidden * fmt)
-    up = grouped_gemm(rows, groups, 2 * inter, hidden, weight=weight, act=act, touched=touched)
+    up, down, summed = routed_gemms(tokens, top_k, groups, inter, hidden, weight=weight, act=act, touched=touched)
     activation = elementwise(read_bytes=rows * 2 * inter * act_bytes, write_bytes=rows * inter * fmt)
-    down = grouped_gemm(rows, groups, hidden, inter, weight=weight, act=act, touched=touched)
-    return maps, expand, empty(), up, activation, down, finalize(tokens, top_k, hidden, act_bytes)
+    return maps, expand, empty(), up, activation, down, summed
 
 
 def finalize(tokens, top_k, hidden, act_bytes=2) -> Kernel:

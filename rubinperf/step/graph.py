@@ -258,14 +258,16 @@ def _ffn(w: Weight, tokens, layout: Layout) -> tuple:
             K.gemm(tokens, w.k, inter * w.count // layout.tp, weight=w.dtype, act=act))
 
 
-def _routed_experts(p: Point, tokens, top_k, groups, inter, hidden, weight, act, touched) -> tuple[str, tuple]:
+def _routed_experts(p: Point, tokens, top_k, groups, inter, hidden, weight, act, touched,
+                    local: bool = False) -> tuple[str, tuple]:
     """The routed experts' op name and kernels as the stack's moe_kernels runs them (not megamoe): routed-gemms (GEMM1,
     GEMM2, finalize) or cutlass-moe (TensorRT-LLM's CUTLASS fused MoE after its routing top-k: expert maps, expand,
-    strides, GEMM1, activation, GEMM2, finalize)."""
+    strides, GEMM1, activation, GEMM2, finalize); `local`: a GPU's own experts (TEP)."""
+    where = "local, " if local else ""
     if p.moe_kernels == "cutlass-moe":
-        return ("routed experts (CUTLASS: maps, expand, strides, GEMM1, activation, GEMM2, finalize)",
+        return (f"routed experts ({where}CUTLASS: maps, expand, strides, GEMM1, activation, GEMM2, finalize)",
                 K.cutlass_moe(tokens, top_k, groups, inter, hidden, weight=weight, act=act, touched=touched))
-    return ("routed experts (GEMM1, GEMM2, finalize)",
+    return (f"routed experts ({where}GEMM1, GEMM2, finalize)",
             K.routed_gemms(tokens, top_k, groups, inter, hidden, weight=weight, act=act, touched=touched))
 
 
@@ -333,8 +335,8 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         touched = K.experts_touched_topk(tokens, k, E, local_experts=E // n)
         if p.moe_kernels != "megamoe":
             name, gemms = _routed_experts(p, tokens, k / n, E // n, inter3 // 3, m.hidden_size, experts.dtype, act,
-                                          touched)
-            ops.append(Op(name.replace("(", "(local, "), gemms, part=part, die_local_weights=True, stretch=1 / bal))
+                                          touched, local=True)
+            ops.append(Op(name, gemms, part=part, die_local_weights=True, stretch=1 / bal))
         else:
             gemms = K.grouped_gemm(tokens * k / n, E // n, inter3, m.hidden_size, weight=experts.dtype, act=act,
                                    touched=touched)
