@@ -70,7 +70,7 @@ for model, geo, table in (
             shape=shape(tokens_per_rank=tokens, **geo, ep=8),
             measured_us=us, reported_rate=tflops, reported_rate_unit="TFLOPS", timing_method=PR316_TIMING,
             notes=f"SM100 (B200 class); {speedup} vs the legacy DeepEP + grouped GEMM path; {PR316_NOTE} "
-                  f"[other_rates hbm_GBps={hbm} nvlink_GBps={nvl}]")
+                  f"[other_rates hbm_gbps={hbm} nvlink_gbps={nvl}]")
 
 # ---------------------------------------------------------------------------------------------
 # 2. DeepGEMM PR #323 (open): SM90 FP8 Mega MoE on 8x H20, DeepSeek-V4-Flash, batch 1-8 per rank.
@@ -112,7 +112,7 @@ for m, n, k, tflops, gbs, speedup in GEMMS:
         timing_method=DG_README_TIMING,
         notes=f"time derived: 2*m*n*k / TFLOPS (the test's own formula; TFLOPS rounded to an integer); "
               f"FP8 e4m3 in with 1x128 / 128x128 scales, BF16 out; {speedup} vs DeepSeek's CUTLASS 3.6 "
-              f"[other_rates hbm_GBps={gbs}]")
+              f"[other_rates hbm_gbps={gbs}]")
 
 for groups, mpg, n, k, tflops, gbs, speedup in (
         (4, 8192, 4096, 7168, 1346, 434, "1.3x"), (4, 8192, 7168, 2048, 1214, 752, "1.3x"),
@@ -125,7 +125,7 @@ for groups, mpg, n, k, tflops, gbs, speedup in (
         shape=shape(groups=groups, m_per_group=mpg, n=n, k=k), measured_us=fmt(us),
         reported_rate=tflops, reported_rate_unit="TFLOPS", timing_method=DG_README_TIMING,
         notes=f"time derived: 2*groups*m_per_group*n*k / TFLOPS (test_core.py's formula); every group "
-              f"holds exactly m_per_group rows; {speedup} vs CUTLASS 3.6 [other_rates hbm_GBps={gbs}]")
+              f"holds exactly m_per_group rows; {speedup} vs CUTLASS 3.6 [other_rates hbm_gbps={gbs}]")
 
 for groups, mpg, n, k, tflops, gbs, speedup in (
         (1, 1024, 4096, 7168, 1233, 924, "1.2x"), (1, 1024, 7168, 2048, 925, 968, "1.2x"),
@@ -139,7 +139,7 @@ for groups, mpg, n, k, tflops, gbs, speedup in (
         shape=shape(groups=groups, expected_m=mpg, max_m=mpg, n=n, k=k), measured_us=fmt(us),
         reported_rate=tflops, reported_rate_unit="TFLOPS", timing_method=DG_README_TIMING,
         notes=f"time derived: 2*groups*m*n*k / TFLOPS (test_core.py's formula); the timed call has every "
-              f"group full (masked_m = expected_m = m); {speedup} vs CUTLASS 3.6 [other_rates hbm_GBps={gbs}]")
+              f"group full (masked_m = expected_m = m); {speedup} vs CUTLASS 3.6 [other_rates hbm_gbps={gbs}]")
 
 # ---------------------------------------------------------------------------------------------
 # 4. DeepGEMM PR #192, comment by KevinZeng08 (2025-10-06): upstream masked grouped FP8 GEMM on
@@ -158,7 +158,7 @@ for epg, n, k, us, tflops, gbs in ((32, 4096, 7168, 168, 175, 2836), (32, 7168, 
         timing_method="DeepGEMM bench_kineto (tests/test_fp8.py, printed 'Perf (...)' line)",
         notes="upstream DeepGEMM SM90 1D2D kernel; masked_m per group = int(expected_m * U(0.7, 1.3)) "
               "(tests/generators.py), TFLOPS counts the valid rows; time printed to the microsecond "
-              f"[other_rates hbm_GBps={gbs}]")
+              f"[other_rates hbm_gbps={gbs}]")
 
 # ---------------------------------------------------------------------------------------------
 # 5. DeepEP V1 README tables (H800, CX7 400 Gb/s IB), last V1 README: commit
