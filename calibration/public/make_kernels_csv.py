@@ -218,6 +218,21 @@ add(id="flashmla-sparse-decode-b128-h128-sq2-topk2048", source_url=FLASHMLA_DOC,
           "compute-bound configuration; the same post gives 250 TFLOPS for the previous kernel and "
           "'up to 460 TFLOPS' at topk 32768 (batch not restated), not rows here")
 
+# FlashMLA issue #30: the first dense MLA decoding kernel on an H20, tests/test_flash_mla.py output
+# (the varlen=False lines; every sequence holds mean_sk keys then).
+FLASHMLA_30 = "https://github.com/deepseek-ai/FlashMLA/issues/30"
+for s_q_, ms, tflops, gbs in ((1, 0.601, 30, 1012), (2, 0.606, 60, 1012), (3, 0.609, 90, 1013),
+                              (4, 0.614, 119, 1012), (5, 1.168, 78, 536), (6, 1.172, 93, 538)):
+    add(id=f"flashmla30-dense-decode-b128-h16-sq{s_q_}", source_url=FLASHMLA_30,
+        source_detail=f"issue description (robotzheng), line 'b=128, s_q={s_q_}, mean_sk=4096, h_q=16, h_kv=1, "
+                      "d=576, dv=512, causal=True, varlen=False'",
+        gpu="h20", kernel="mla_decode", precision="bf16",
+        shape=shape(batch=128, seq_q=s_q_, heads=16, kv_heads=1, kv_len=4096, head_dim=576, head_dim_v=512),
+        measured_us=fmt(ms * 1e3), reported_rate=tflops, reported_rate_unit="TFLOPS",
+        timing_method="triton.testing.do_bench, fast_flush=False (tests/test_flash_mla.py of the first release, 414a2f3)",
+        notes="BF16 KV cache, paged (block 64); TFLOPS = s_q*total_kv*h_q*(576+512)*2/t; the kernel of "
+              f"February 2025 (before the 2025-04-22 rewrite) [other_rates hbm_gbps={gbs}]")
+
 # ---------------------------------------------------------------------------------------------
 # 7. vLLM PR #49636's microbenchmark (companion repo mhoqueanik/moe_ep_benchmark,
 #    expected_results.md section 3): DeepGEMM Mega MoE ('dg' column, FlashInfer moe_ep's
