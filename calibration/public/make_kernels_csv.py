@@ -69,7 +69,8 @@ for model, geo, table in (
             gpu="b200", kernel="mega_moe", precision="fp8xfp4",
             shape=shape(tokens_per_rank=tokens, **geo, ep=8),
             measured_us=us, reported_rate=tflops, reported_rate_unit="TFLOPS", timing_method=PR316_TIMING,
-            notes=f"SM100 (B200 class); {speedup} vs the legacy DeepEP + grouped GEMM path; {PR316_NOTE} "
+            notes=f"SM100 (B200 class); {speedup} vs the legacy path (DeepEP dispatch, two FP8xFP4 m-grouped contiguous "
+                  f"GEMMs, TileLang SwiGLU, DeepEP combine; TileLang do_bench in a CUDA graph, median); {PR316_NOTE} "
                   f"[other_rates hbm_gbps={hbm} nvlink_gbps={nvl}]")
 
 # ---------------------------------------------------------------------------------------------
