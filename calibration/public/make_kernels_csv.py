@@ -87,6 +87,55 @@ for batch, us, normal, ll in ((1, 188.0, 505.0, 250.1), (2, 239.0, 615.8, 299.9)
         notes=f"SM90 FP8 weights x FP8 activations; same table: DeepEP normal + grouped FP8 GEMM path {normal} us, "
               f"DeepEP low-latency path {ll} us (composite paths, not rows here)")
 
+# DeepGEMM PR #383 (merged): the upstream SM90 FP8 Mega MoE, timed on 8x H20 in a comment by
+# huangzhilin-hzl (2026-08-17), column 'PR #383 (us)' (the 'sgl-project#36' column is a fork's kernel).
+PR383 = "https://github.com/deepseek-ai/DeepGEMM/pull/383"
+PR383_TOKENS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+for tag, geo, times in (
+    ("flash", dict(experts=256, top_k=6, hidden=4096, intermediate=2048),
+     (273.1, 304.4, 302.0, 340.7, 414.4, 569.5, 922.0, 1516.6, 2735.1, 5116.0, 9749.0)),
+    ("pro", dict(experts=384, top_k=6, hidden=7168, intermediate=3072),
+     (768.0, 950.3, 1026.3, 1059.9, 1201.0, 1639.9, 2599.0, 4036.0, 6986.0, 12932.0, 24777.0)),
+):
+    for tokens, us in zip(PR383_TOKENS, times):
+        add(id=f"dg383-{tag}-{tokens}", source_url=PR383,
+            source_detail=f"PR comment by huangzhilin-hzl 2026-08-17, table '{tag.capitalize()}', column 'PR #383 (us)', "
+                          f"row M={tokens}",
+            gpu="h20", kernel="mega_moe", precision="fp8",
+            shape=shape(tokens_per_rank=tokens, **geo, ep=8), measured_us=us,
+            timing_method="not stated ('the same setup as this PR', the PR's own benchmark harness)",
+            notes="upstream SM90 FP8 x FP8 Mega MoE as merged in PR #383 (two kernels, per PR #440's description); "
+                  "M read as tokens per rank")
+
+# DeepGEMM PR #440 (open): its description times #383's two-kernel SM90 Mega MoE ('split' column) on
+# 8x H100, EP8, DeepSeek-V4-Flash geometry; the readable rows only (64-4096 tokens per rank).
+PR440 = "https://github.com/deepseek-ai/DeepGEMM/pull/440"
+for tokens, us in ((64, 369), (128, 371), (256, 424), (512, 527), (1024, 737), (2048, 1188), (4096, 2073)):
+    add(id=f"dg440-split-flash-{tokens}", source_url=PR440,
+        source_detail=f"PR description 2026-09-13, table '--model-config flash', column 'split (us)', row {tokens}",
+        gpu="h100", kernel="mega_moe", precision="fp8",
+        shape=shape(tokens_per_rank=tokens, experts=256, top_k=6, hidden=4096, intermediate=2048, ep=8),
+        measured_us=us,
+        timing_method="Kineto device time summed over #383's two kernels, DeepGEMM's own harness, several rounds",
+        notes="upstream SM90 FP8 Mega MoE of PR #383 (the PR's 'split' arm); symmetric buffer sized for 8192 "
+              "tokens per rank in every row; the PR's fused kernel (its own, unmerged) is not a row")
+
+# DeepGEMM PR #352 (closed, not merged): an SM90 FP8 Mega MoE split into L1 and L2 launches, built on
+# #323, timed on 8x H200 at DeepSeek-V3 geometry in a comment by mpdfdfl (2026-06-08).
+PR352 = "https://github.com/deepseek-ai/DeepGEMM/pull/352"
+for tokens, us, tflops in ((8, 403.9, 14.8), (16, 422.6, 27.9), (32, 514.4, 39.2), (64, 443.8, 90.9),
+                           (128, 490.2, 184.2), (256, 615.2, 303.4), (260, 623.0, 287.8), (512, 806.9, 452.1),
+                           (819, 1106.0, 517.9), (1024, 1222.3, 594.8), (2048, 2088.1, 690.6),
+                           (4096, 3866.0, 743.2), (8192, 7492.0, 768.4)):
+    add(id=f"dg352-v3-{tokens}", source_url=PR352,
+        source_detail=f"PR comment by mpdfdfl 2026-06-08, table on H200, column 'This branch (us)', row M={tokens}",
+        gpu="h200", kernel="mega_moe", precision="fp8",
+        shape=shape(tokens_per_rank=tokens, experts=256, top_k=8, hidden=7168, intermediate=2048, ep=8),
+        measured_us=us, reported_rate=tflops, reported_rate_unit="TFLOPS",
+        timing_method="not stated (the comment's attached tests/bench_mega_moe_sm90.py, EP_DISABLE_GIN=1)",
+        notes="kernel of PR #352 (closed without merging; L1 and L2 launches, built on #323), not the merged "
+              "upstream one; DeepSeek-V3 geometry (7168 / 2048 / 256 experts / top-8)")
+
 # ---------------------------------------------------------------------------------------------
 # 3. DeepGEMM README performance tables (H800 SXM5, NVCC 12.8), last version that carried them:
 #    commit 327ec92f6977e7fee022cb76a8f273b75483c3d8 (2025-04-09). Rates only; time derived.
