@@ -290,7 +290,7 @@ for s_q_, ms, tflops, gbs in ((1, 0.601, 30, 1012), (2, 0.606, 60, 1012), (3, 0.
 # ---------------------------------------------------------------------------------------------
 MOE_EP = ("https://github.com/mhoqueanik/moe_ep_benchmark/blob/5c2018c09f60848b4bba9dc9c9616368f0867e49/"
           "expected_results.md")
-MOE_EP_TIMING = ("CUDA events around FlashInfer moe_ep's full forward (MEGA_TIMING=e2e_pipelined: calls "
+MOE_EP_TIMING = ("CUDA events around FlashInfer moe_ep's compute() call (MEGA_TIMING=e2e_pipelined: calls "
                  "enqueued back to back, 300 MB L2 flush outside the event window), p50 per rank")
 MOE_EP_SHAPES = (
     ("deepseek_v4_flash", dict(experts=256, top_k=6, hidden=4096, intermediate=2048),
@@ -312,8 +312,9 @@ for name, geo, times in MOE_EP_SHAPES:
             gpu="b200", kernel="mega_moe", precision="fp8xfp4",
             shape=shape(tokens_per_rank=tokens, **geo, ep=8), measured_us=us, timing_method=MOE_EP_TIMING,
             notes="DeepGEMM Mega MoE reached through FlashInfer moe_ep (flashinfer 4_5_2-perf-fix @ 1ee41bcd, "
-                  "vLLM 0.25.1); the timed region includes the wrapper's argument preparation and output copy, "
-                  "so it sits above DeepGEMM's own kernel time (cf. PR #316); random synthetic weights and routing")
+                  "vLLM 0.25.1); inputs pre-quantised and staged outside the timed region, which holds the wrapper's "
+                  "compute() (host work and any copies inside it besides DeepGEMM's kernel), so it sits above "
+                  "the bare kernel time (cf. PR #316); random synthetic weights and routing")
 
 
 def main() -> None:
