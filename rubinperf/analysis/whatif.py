@@ -53,3 +53,34 @@ def diff_step(base: dict, whatif: dict) -> dict:
               for f in STEP_FIELDS if f in base and f in whatif}
     return {"hardware": whatif["hardware"], "layout": whatif["layout"], "phase": whatif["phase"],
             "step": fields, "kernels": diff_kernels(base["breakdown"], whatif["breakdown"])}
+
+
+# A compared point's fields compared (`rubinperf compare` records), besides its decode kernels.
+POINT_FIELDS = ("tokens_per_s_per_gpu", "tokens_per_s_per_user", "decode_step_ms", "batch_per_rank")
+
+
+def diff_compare(before: list[dict], after: list[dict]) -> list[dict]:
+    """`compare --baseline`: each rack's compared points (peak, at each interactivity, single user) before and after
+    the what-if, matched by rack, serving and metric: the point's figures before / after / change, the decode layout
+    on each side, and its decode kernels' differences (`diff_kernels`; at the point each side reaches, which may be
+    another batch: the table says so)."""
+    key = lambda r: (r["hardware"], r.get("serving", ""), r["metric"], r.get("target_tokens_per_s_per_user"))  # noqa: E731
+    old = {key(r): r for r in before}
+    out = []
+    for a in after:
+        b = old.get(key(a))
+        if b is None:   # pragma: no cover - the same racks and levels on both sides
+            continue
+        reach = b.get("reachable", True) and a.get("reachable", True)
+        fields = {}
+        for f in POINT_FIELDS:
+            x, y = b.get(f), a.get(f)
+            if reach and isinstance(x, (int, float)) and isinstance(y, (int, float)):
+                fields[f] = {"before": x, "after": y, "delta": y - x, "delta_frac": (y - x) / x if x else None}
+        out.append({"hardware": a["hardware"], "serving": a.get("serving", ""), "metric": a["metric"],
+                    "target_tokens_per_s_per_user": a.get("target_tokens_per_s_per_user"),
+                    "reachable_before": b.get("reachable", True), "reachable_after": a.get("reachable", True),
+                    "decode_layout_before": b.get("decode_layout"), "decode_layout_after": a.get("decode_layout"),
+                    "point": fields,
+                    "kernels": diff_kernels(b.get("kernels") or [], a.get("kernels") or []) if reach else []})
+    return out

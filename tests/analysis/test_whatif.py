@@ -62,3 +62,17 @@ def test_baseline_table_names_the_term(cli):
     res = cli("estimate", "-H", "vr-nvl72", "-l", "tp8", "--set", "hbm_bandwidth=+20%", "--baseline", "--wide")
     out = res.out
     assert res.code == 0 and "before and after" in out and "term moved" in out and "memory" in out
+
+
+def test_compare_baseline_moves_only_the_rack_named(cli):
+    res = cli("compare", "--set", "vr-nvl72:hbm_bandwidth=+20%", "--baseline", "--json", "--kernels", "0")
+    assert res.code == 0, res
+    diffs = json.loads(res.out)
+    assert {d["hardware"] for d in diffs} == {"gb300-nvl72", "vr-nvl72"}
+    for d in diffs:
+        tps = d["point"]["tokens_per_s_per_gpu"]
+        if d["hardware"] == "gb300-nvl72":   # the what-if names the other rack: nothing moves
+            assert tps["delta"] == 0 and all(k["delta_ms"] == 0 for k in d["kernels"])
+        else:                                # more HBM bandwidth never lowers throughput at a point
+            assert tps["delta"] >= 0
+    assert any(d["point"]["tokens_per_s_per_gpu"]["delta"] > 0 for d in diffs if d["hardware"] == "vr-nvl72")
