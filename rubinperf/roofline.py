@@ -284,25 +284,38 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
       (kernel_time: max(host, GPU) per kernel, so a stream of kernels costs the sum of those);
     - cold: a lone launch after a synchronisation: the host's dispatch (and a library call's host set-up), the
       driver and the GPU's wake-up, then the kernel."""
+    parts = launch_parts(kern, hw, launch)
+    own = kern.cost.launches * (parts["start"] + (parts["loads"] + parts["prologue"]))
+    if kern.split_kv_groups is None:
+        return own
+    return own + kern.cost.launches * parts["reduction"]
+
+
+def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
+    """The fixed time of ONE launch of the kernel, by part (launch_latency adds them, times the launches):
+      start       how it starts (`launch_latency`'s modes; a graph boundary less what PDL hides, which may go below 0
+                  where PDL also hides the prologue);
+      loads       its chain of dependent HBM loads before the work streams, and the drain of its last stores;
+      prologue    a tensor-core kernel's prologue cycles at the SM clock;
+      reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
     prologue = hw.mma_prologue_cycles / hw.sm_clock_hz if kern.family in TENSOR_CORE else 0.0
-    fill = (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s + prologue
     if launch == "graph":
         start = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s + prologue)
     elif launch == "cold":
         start = hw.kernel_launch_cold_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
     else:
         start = hw.kernel_launch_stream_s
-    own = kern.cost.launches * (start + fill)
-    if kern.split_kv_groups is None:
-        return own
-    # one reduction after each launch, started as a kernel of the same stream or graph: its dependent loads, then the
-    # drain of its stores
-    boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
-        else hw.kernel_launch_stream_s
-    return own + kern.cost.launches * split_kv_reduction(kern, hw) * (
-        boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+    reduction = 0.0
+    if kern.split_kv_groups is not None:
+        # one reduction after each launch, started as a kernel of the same stream or graph: its dependent loads, then
+        # the drain of its stores
+        boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
+            else hw.kernel_launch_stream_s
+        reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+    return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
+            "prologue": prologue, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):

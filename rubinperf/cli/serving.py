@@ -315,6 +315,9 @@ def compare(
     total_gpus, isl, osl, prefix_hit, sets, serving,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
+    baseline: Annotated[bool, typer.Option(
+        "--baseline", help="With --set: compare each rack with itself without the overrides: per compared point "
+                           "the figures before, after and the change, and the decode kernels that moved.")] = False,
     as_json, as_csv, quiet, wide, save_dir,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
@@ -335,6 +338,8 @@ def compare(
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
 
       rubinperf compare --serving both -H gb300-nvl72 -w chat-8k1k
+
+      rubinperf compare --set vr-nvl72:hbm_bandwidth=+20% --baseline
     """
     from rubinperf.serving.pareto import compare_records
 
@@ -343,6 +348,30 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
+    if baseline:
+        if not sets:
+            raise SpecError("--baseline compares a what-if with the unchanged specs: give the what-if with --set")
+        if save_dir is not None or serving == "both":
+            raise SpecError("--baseline: one serving (disagg or agg) and no --save-dir")
+        from rubinperf.analysis.whatif import diff_compare
+
+        sides = []
+        for these in (None, sets):
+            setups, (summaries, _, _, _) = _swept(None, model, hardware, workload, these, stack, isl, osl, prefix_hit,
+                                                 serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
+            sides.append(compare_records(summaries, levels, stacks={hw.name: hw.stack for _, hw, _ in setups}))
+        diffs = [{**d, "sets": list(sets)} for d in diff_compare(*sides)]
+
+        def diff_tables(ds):
+            from rubinperf.render.serving import compare_whatif_tables
+
+            compare_whatif_tables(ds, kernels)
+
+        from rubinperf.cli.options import emit
+
+        emit(diffs, as_json, diff_tables, as_csv=as_csv, quiet=quiet)
+        return
     setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
                                                  serving, decode_layout, prefill_layout, max_batch, draft_tokens,
                                                  acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)

@@ -188,3 +188,19 @@ def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show
     title = (f"sensitivity of {r0['metric_label']} ({value}): {r0['model']} {r0['layout']} {r0['phase']} "
              f"on {r0['hardware']}")
     print_out(table(title, cols, rows, caption=caption))
+
+
+def plain_text(lines: list[str], formulas: bool) -> None:
+    """`explain`'s plain lines (rubinperf.analysis.plain), each wrapped to the terminal with its continuation
+    indented, then a pointer to the formulas (or a blank line before them)."""
+    import textwrap
+
+    from rubinperf.render.output import console_width, emit_text
+
+    import re
+
+    width = max(40, console_width())
+    glue = re.compile(r"(?<=\d) (?=[a-zA-Zµ%])")   # a number stays on the line of its unit (no-break space)
+    out = [textwrap.fill(glue.sub("\xa0", line), width=width, subsequent_indent="    ",
+                         break_on_hyphens=False).replace("\xa0", " ") for line in lines]
+    emit_text("\n".join(out) + ("\n" if formulas else "\n(the formulas: --formulas)"))

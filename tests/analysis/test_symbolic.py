@@ -188,7 +188,7 @@ def test_explain_kernel_matches_the_kernel_command(cli):
 
 
 def test_explain_megamoe_text_latex_and_json(cli):
-    r = cli("explain", "megamoe")
+    r = cli("explain", "megamoe", "--formulas")
     assert r.code == 0, r
     assert "MegaMoE (dispatch + experts + combine)" in r.out
     assert "hbm_bandwidth_bytes_per_s" in r.out and "with the numbers" in r.out and "bound: memory" in r.out
@@ -227,7 +227,7 @@ def test_explain_bad_input_is_one_line_exit_2(cli, args, culprit):
 
 
 def test_explain_step_decomposition(cli):
-    r = cli("explain", "step", "-l", "tp8")
+    r = cli("explain", "step", "-l", "tp8", "--formulas")
     assert r.code == 0, r
     assert "step time = max(GPU + exposed, CPU)" in r.out and "acceptance/step_time_s" in r.out and "MegaMoE (experts)" in r.out
     assert "host_exposed_share*step_overhead_s" in r.out and "P90 / mean interactivity" in r.out   # the host and P90 terms
@@ -266,7 +266,7 @@ def test_explain_prints_the_same_text_whatever_the_hash_seed():
 def test_a_formula_that_is_not_a_number_at_the_point_is_one_line(cli):
     """A vocabulary of 3 split over TP8 makes the LM head's tiles 0/0 in the symbolic path (found by the edges fuzz):
     an error naming the cause, exit 2, not an internal error."""
-    r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3")
+    r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3", "--formulas")
     assert r.code == 2 and r.out == ""
     assert r.err.count("\n") == 1 and "not a number at these values" in r.err and "internal" not in r.err
 
