@@ -1,0 +1,769 @@
+"""An aggregated engine simulated step by step: open-loop traffic (a request rate, a trace) and closed-loop clients.
+
+The engine is the one `serve` prices in closed form (rubinperf/serving/aggregated.py): a scheduler that runs steps,
+each carrying the decode rows of its running requests (1 + k each) and a prefill chunk up to the stack's token budget
+([aggregated] max_num_batched_tokens). Here the scheduler is run as an event loop over steps, as vLLM's V1 scheduler
+runs it:
+
+- running requests first: every decoding request's rows, then the chunks of the prompts already admitted, in
+  admission order, each as much as the budget leaves (chunked_prefill; without it a prompt goes whole, or waits);
+- then the waiting queue, first come first served, while the budget, the running-request limit (the budget's decode
+  rows: (budget - 1) / (1 + k), as the closed form caps it) and the KV cache allow; a prompt's whole KV is allocated
+  when it is admitted (a simplification: vLLM allocates chunk by chunk);
+- a decoding request that cannot grow its KV preempts the most recently admitted running request, which goes back to
+  the head of the queue and recomputes its prompt and the tokens it had written (vLLM's recompute preemption; the
+  prefix cache of its own blocks is not credited);
+- a session's later turn reuses its earlier context from the prefix cache (the turn's prefix-reuse tokens, at most
+  what the session's last turn left), while the cache keeps it: finished contexts stay in the free KV blocks and the
+  least recently used go first when running requests need the room. Synthetic traffic (--request-rate) has the
+  request mix's --prefix-hit share cached, as the closed form assumes.
+
+Each step's time comes from the closed-form step model through tables built once, with the vectorised step path
+(numpy arrays through rubinperf.step.timing.step), over (decode rows, context) for steps without prefill and over
+(decode rows, chunk tokens, decode context, chunk context) for steps with it, and interpolated multilinearly. A DEP
+engine's steps are timed at the busiest rank's expected rows (prefill.busiest_rank_load), as the closed form times
+them; its ranks are simulated one at a time, each with its share of the traffic (routed round robin, a session's
+turns to its first turn's rank), not in lockstep. Disaggregated P/D (a KV transfer between pools) is not simulated:
+this is the aggregated engine.
+
+Between events (an arrival, a completion, the KV cache filling, a prompt to prefill) the decode steps repeat with the
+same rows; they are advanced together, their time taken at the run's middle context (each run at most
+RUN_CONTEXT_GROWTH of the context), so the loop is over runs of steps, not tokens. Speculative decoding emits the
+mean acceptance a tokens per step to every decoding request (deterministic; no per-request acceptance spread).
+
+Reported as `vllm bench serve` reports: request, output and total token throughput over the run (first arrival to
+last completion), TTFT, TPOT ((E2E - TTFT) / (output - 1)), ITL (every decoding request's wait between steps, a sample
+per request and step, so the steps' mix of contexts and chunks sets its spread) and E2E at any percentile, goodput
+(completed requests per second that meet every --goodput limit), and counts of requests that queued (were not
+admitted at the first step after they arrived) or were preempted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import json
+import math
+import os
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from rubinperf.errors import SpecError
+
+RUN_CONTEXT_GROWTH = 0.05    # a run of decode steps advanced together grows the mean context by at most this share
+MAX_REQUESTS = 1_000_000     # requests of one run (a trace's lines, --num-requests)
+MAX_TRACE_BYTES = 256 * 2**20
+MAX_RATE = 1e6               # requests/s
+TRACE_KEYS = {"arrival_s": "arrival time in seconds from the start", "input_tokens": "prompt tokens",
+              "output_tokens": "generated tokens", "session": "session id (a string or an integer; optional)",
+              "prefix_tokens": "prompt tokens shared with the session's earlier context (optional)"}
+GOODPUT_KEYS = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e", "itl": "itl"}
+
+
+# ---------------------------------------------------------------- traffic
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Requests: arrival time (nan: sent by a closed-loop client), prompt and output tokens, the tokens of the prompt
+    found cached (synthetic traffic), the session (-1: none) and the prefix shared with the session's earlier turns."""
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cached_tokens: np.ndarray
+    session: np.ndarray
+    prefix_tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.input_tokens)
+
+
+def _lengths(mix, nominal: float, n: int, rng) -> np.ndarray:
+    """Lengths uniform over the mix's range (whole tokens), as vllm bench serve's random dataset draws them."""
+    lo, hi = mix.bounds(nominal)
+    lo, hi = max(int(round(lo)), 1), max(int(round(hi)), 1)
+    return rng.integers(lo, hi + 1, size=n).astype(float) if hi > lo else np.full(n, float(lo))
+
+
+def synthetic(mix, n: int, seed: int = 0, rate: float | None = None, burstiness: float = 1.0) -> Traffic:
+    """n requests of the mix; with `rate`, arriving as vllm bench serve sends them: gaps drawn from a gamma law of
+    shape `burstiness` and mean 1 / rate (burstiness 1: a Poisson process), the first at 0; without, no arrival
+    times (closed-loop clients send them)."""
+    n = _count(n)
+    rng = np.random.default_rng(seed)
+    if rate is None:
+        arrival = np.full(n, np.nan)
+    elif rate == math.inf:   # vllm bench serve's default: every request at once
+        arrival = np.zeros(n)
+    else:
+        if not (0 < rate <= MAX_RATE and math.isfinite(rate)):
+            raise SpecError(f"--request-rate: expected requests per second above 0 and at most {MAX_RATE:g}, got {rate:g}")
+        if not (0 < burstiness <= 1e3 and math.isfinite(burstiness)):
+            raise SpecError(f"--burstiness: expected a gamma shape above 0 (1: Poisson; below 1: burstier), got {burstiness:g}")
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+        arrival = np.concatenate(([0.0], np.cumsum(gaps[:-1])))
+    inp = _lengths(mix, mix.isl, n, rng)
+    out = np.maximum(_lengths(mix, mix.osl, n, rng), 2.0)
+    cached = np.minimum(np.floor(inp * mix.prefix_hit), inp - 1)
+    return Traffic(arrival, inp, out, cached, np.full(n, -1, dtype=np.int64), np.zeros(n))
+
+
+def _count(n) -> int:
+    if not (isinstance(n, (int, np.integer)) and 1 <= n <= MAX_REQUESTS):
+        raise SpecError(f"--num-requests: expected 1 to {MAX_REQUESTS:,} requests, got {n!r}")
+    return int(n)
+
+
+def read_trace(path: str, limit: int | None = None) -> Traffic:
+    """A JSONL trace, one request per line: {"arrival_s", "input_tokens", "output_tokens"[, "session",
+    "prefix_tokens"]}. Checked strictly: the file's size first, then every line (unknown or missing keys, wrong
+    types, negative or out-of-order times, a prefix longer than its prompt) is a SpecError naming the line."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise SpecError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
+    if size > MAX_TRACE_BYTES:
+        raise SpecError(f"--trace {path}: {size:,} bytes, more than the {MAX_TRACE_BYTES // 2**20} MiB a trace may have")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"--trace {path}: cannot read it as UTF-8 text ({exc})") from None
+    rows, sessions = [], {}
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if len(rows) >= (limit or MAX_REQUESTS):
+            if limit:
+                break
+            raise SpecError(f"--trace {path}: more than {MAX_REQUESTS:,} requests")
+        where = f"--trace {path}:{no}"
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise SpecError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise SpecError(f"{where}: expected a JSON object per line, got {type(rec).__name__}")
+        unknown = sorted(set(rec) - set(TRACE_KEYS))
+        if unknown:
+            raise SpecError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(TRACE_KEYS)})")
+        for key in ("arrival_s", "input_tokens", "output_tokens"):
+            if key not in rec:
+                raise SpecError(f"{where}: missing {key!r} ({TRACE_KEYS[key]})")
+        t = _number(rec["arrival_s"], where, "arrival_s", 0.0, 1e9)
+        if rows and t < rows[-1][0]:
+            raise SpecError(f"{where}: arrival_s {t:g} is before the previous line's {rows[-1][0]:g} (sort the trace by arrival)")
+        inp = _number(rec["input_tokens"], where, "input_tokens", 1, 1e7, whole=True)
+        out = _number(rec["output_tokens"], where, "output_tokens", 1, 1e7, whole=True)
+        prefix = _number(rec.get("prefix_tokens", 0), where, "prefix_tokens", 0, 1e7, whole=True)
+        if prefix >= inp:
+            raise SpecError(f"{where}: prefix_tokens {prefix:g} must be below input_tokens {inp:g} (one token at least is computed)")
+        s = rec.get("session")
+        if s is None:
+            sid = -1
+        elif isinstance(s, (str, int)) and not isinstance(s, bool):
+            sid = sessions.setdefault(s, len(sessions))
+        else:
+            raise SpecError(f"{where}: session: expected a string or an integer, got {type(s).__name__}")
+        rows.append((t, inp, out, sid, prefix))
+    if not rows:
+        raise SpecError(f"--trace {path}: no requests")
+    a = np.array(rows, dtype=float)
+    shared = np.where(a[:, 3] < 0, a[:, 4], 0.0)   # a prefix without a session: shared by every request (kept cached)
+    return Traffic(a[:, 0], a[:, 1], a[:, 2], shared, a[:, 3].astype(np.int64), np.where(a[:, 3] < 0, 0.0, a[:, 4]))
+
+
+def _number(v, where, key, lo, hi, whole=False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise SpecError(f"{where}: {key}: expected a number, got {json.dumps(v)[:40]}")
+    if whole and v != int(v):
+        raise SpecError(f"{where}: {key}: expected a whole number of tokens, got {v!r}")
+    if not lo <= v <= hi:
+        raise SpecError(f"{where}: {key}: expected {lo:g} to {hi:g}, got {v!r}")
+    return float(v)
+
+
+def parse_goodput(text: str | None) -> dict:
+    """'ttft:2s tpot:50ms' (spaces or commas between) -> {'ttft': 2.0, 'tpot': 0.05}: the limits a good request
+    meets (vllm bench serve's --goodput; e2el as its name for E2E)."""
+    if not text:
+        return {}
+    from rubinperf.units import parse_quantity
+
+    out = {}
+    for part in str(text).replace(",", " ").split():
+        key, sep, value = part.partition(":")
+        if not sep or key.lower() not in GOODPUT_KEYS:
+            raise SpecError(f"--goodput {part!r}: expected NAME:TIME with NAME one of ttft, tpot, itl, e2el, such as ttft:2s tpot:50ms")
+        v = parse_quantity(value, "s", f"--goodput {part}", None)
+        if not 0 < v <= 3600:
+            raise SpecError(f"--goodput {part}: expected a time above 0 and at most 1h")
+        out[GOODPUT_KEYS[key.lower()]] = v
+    return out
+
+
+def parse_percentiles(text) -> tuple:
+    """'50,90,99' -> (50.0, 90.0, 99.0): each in (0, 100]."""
+    out = []
+    for p in str(text).split(","):
+        p = p.strip()
+        try:
+            v = float(p)
+        except ValueError:
+            raise SpecError(f"--percentiles: expected numbers such as 50,90,99, got {p!r}") from None
+        if not 0 < v <= 100:
+            raise SpecError(f"--percentiles: expected percentiles above 0 and at most 100, got {p}")
+        out.append(v)
+    if not out or len(out) > 32:
+        raise SpecError("--percentiles: expected 1 to 32 percentiles, such as 50,90,99")
+    return tuple(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------- step tables
+
+
+class Table:
+    """Step time on a grid of axes, interpolated multilinearly (clamped at the edges), in pure Python: one lookup a
+    step costs microseconds, not a numpy call per axis."""
+
+    def __init__(self, axes, values):
+        self.axes = [list(map(float, ax)) for ax in axes]
+        v = np.asarray(values, dtype=float)
+        if not np.all(np.isfinite(v)):
+            raise SpecError("simulation: the step model gave a non-finite step time on its table")
+        self.flat = v.ravel().tolist()
+        self.strides = [int(s // v.itemsize) for s in v.strides]
+
+    def __call__(self, *x) -> float:
+        base, corners = 0, [(0, 1.0)]
+        for ax, stride, xi in zip(self.axes, self.strides, x):
+            n = len(ax)
+            if n == 1 or xi <= ax[0]:
+                base += 0
+                continue
+            if xi >= ax[-1]:
+                base += (n - 1) * stride
+                continue
+            j = bisect.bisect_right(ax, xi) - 1
+            w = (xi - ax[j]) / (ax[j + 1] - ax[j])
+            base += j * stride
+            corners = [(o, c * (1 - w)) for o, c in corners] + [(o + stride, c * w) for o, c in corners]
+        flat = self.flat
+        return sum(flat[base + o] * c for o, c in corners)
+
+
+@dataclass(frozen=True, eq=False)
+class SimEngine:
+    """What the event loop needs of one scheduler (a TP instance or one DEP rank): its step tables, budget and KV."""
+
+    engine: object             # the closed form's aggregated.Engine (its model, rack, layout, draft, acceptance)
+    decode: Table              # (decode rows, decode context) -> s
+    mixed: Table               # (decode rows, chunk tokens, decode context, chunk context) -> s
+    budget: float
+    rows_per_request: int
+    acceptance: float
+    max_running: int
+    kv_tokens: float           # KV capacity, in tokens
+    request_kv_tokens: float   # each running request's fixed part (window entries, workspace), in tokens
+    chunked: bool
+    build_cpu_s: float = 0.0
+
+    @property
+    def layout(self):
+        return self.engine.layout
+
+
+def _axis(lo, hi, n, zero=False):
+    ax = np.unique(np.round(np.geomspace(max(lo, 1.0), max(hi, lo, 1.0), n)))
+    return np.concatenate(([0.0], ax)) if zero else ax
+
+
+def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEngine:
+    """Step tables of aggregated engine `e` over decode rows up to what it runs, chunks up to its budget and contexts
+    up to `max_context`, built once with the vectorised step path; KV in tokens from its capacity."""
+    import time
+
+    t0 = time.process_time()
+    from rubinperf.roofline import admission_time
+    from rubinperf.serving.aggregated import DEFAULT_RESERVE_BYTES
+    from rubinperf.serving.prefill import busiest_rank_load
+    from rubinperf.step.capacity import capacity
+    from rubinperf.step.point import make_point
+    from rubinperf.step.timing import step
+
+    m, hw, lay, mix = e.model, e.hw, e.layout, e.mix
+    k, a = e.draft_tokens, e.acceptance
+    per_req = 1 + k
+    budget = float(e.budget)
+    max_running = int(max(1, math.floor((budget - 1) / per_req)))
+    caps = [capacity(m, hw, lay, "decode", context_tokens=c, tokens_per_request=per_req, logits_per_request=per_req,
+                     reserve_bytes=DEFAULT_RESERVE_BYTES, engram_placement=m.engram_placement) for c in (1024.0, 2048.0)]
+    per_token = (caps[1].kv_bytes_per_request - caps[0].kv_bytes_per_request) / 1024.0
+    fixed = caps[0].bytes_per_request - 1024.0 * per_token
+    kv_tokens = caps[0].free_bytes / per_token if caps[0].host_fits else 0.0
+    max_running = int(min(max_running, max(1, kv_tokens // max(fixed / per_token + 1, 1e-9))))
+    # axes
+    B = np.unique(np.concatenate((np.arange(1.0, min(max_running, 16) + 1), _axis(16, max_running, 20))))
+    B = B[B <= max_running]
+    top = max(float(max_context), 2.0)
+    Xd = _axis(16, top, 14)
+    Xc = _axis(64, top, 8, zero=True)
+    C = _axis(1, budget, 16)
+    busiest = busiest_rank_load(B, lay.dp) if lay.dp > 1 else B
+    O, U = mix.mean_output, mix.uncached
+    admit = admission_time(hw, B * a / max(O - 1, 1.0) * mix.mean_input)   # as the closed form: a function of B
+    point = make_point(m, hw, lay, phase="decode", batch=1, context=mix.mean_input + O / 2, draft_tokens=k,
+                       acceptance=a, eplb=True, engram_placement=m.engram_placement)
+    # decode steps: batch (B, 1) x context (1, Xd)
+    dec = step(m, hw, lay, dataclasses.replace(point, batch=np.maximum(busiest, 1.0)[:, None], context=Xd[None, :]))
+    dec = dataclasses.replace(dec, extra_cpu_s=admit[:, None])
+    dec_s = np.broadcast_to(np.asarray(dec.expected_s, dtype=float), (len(B), len(Xd))).copy()
+    seqs_per = max(U, 1.0) if chunk_hint is None else max(chunk_hint, 1.0)
+    CC, XD, XC = (g.reshape(1, -1) for g in np.meshgrid(C, Xd, Xc, indexing="ij"))
+    seqs = np.maximum(CC / seqs_per, 1.0)
+    if hw.mixed_prefill_decode:
+        mix_r = step(m, hw, lay, dataclasses.replace(point, batch=B[:, None], context=XD, chunk_tokens=CC,
+                                                     chunk_seqs=seqs, chunk_context=XC))
+        mix_r = dataclasses.replace(mix_r, extra_cpu_s=admit[:, None])
+        mixed = np.asarray(mix_r.expected_s, dtype=float)
+        mixed = np.broadcast_to(mixed, (len(B), CC.size)).reshape(len(B), len(C), len(Xd), len(Xc))
+        mixed = np.maximum(mixed, dec_s[:, None, :, None])   # DEP: the step waits for the busiest decode rank too
+    else:   # the chunk runs as a prefill step of its own, then the decode step
+        pf = make_point(m, hw, lay, phase="prefill", batch=1, context=0.0, new_tokens=float(budget), eplb=True,
+                        engram_placement=m.engram_placement)
+        c2, x2 = np.meshgrid(C, Xc, indexing="ij")
+        alone = step(m, hw, lay, dataclasses.replace(pf, batch=np.maximum(c2 / seqs_per, 1.0), new_tokens=c2,
+                                                     context=x2))
+        alone_s = np.broadcast_to(np.asarray(alone.expected_s, dtype=float), c2.shape)
+        mixed = dec_s[:, None, :, None] + alone_s[None, :, None, :]
+    return SimEngine(engine=e, decode=Table([B, Xd], dec_s), mixed=Table([B, C, Xd, Xc], mixed), budget=budget,
+                     rows_per_request=per_req, acceptance=float(a), max_running=max_running,
+                     kv_tokens=float(kv_tokens), request_kv_tokens=float(fixed / per_token),
+                     chunked=bool(hw.chunked_prefill), build_cpu_s=time.process_time() - t0)
+
+
+# ---------------------------------------------------------------- the event loop
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One scheduler's simulated run: per-request times and counts, the steps' times and rows, and the count in the
+    system integrated over time (for Little's law)."""
+
+    sim: SimEngine
+    traffic: Traffic
+    arrival_s: np.ndarray
+    first_token_s: np.ndarray
+    end_s: np.ndarray
+    queued: np.ndarray         # not admitted at the first step after arriving
+    preempted: np.ndarray      # times preempted
+    step_s: np.ndarray         # each run of steps: one step's time
+    step_count: np.ndarray     # steps in the run
+    step_rows: np.ndarray      # decoding requests in each of its steps
+    step_chunk: np.ndarray     # prefill chunk tokens of each step
+    gap_s: np.ndarray          # preempted requests' waits between their tokens
+    in_system_s: float         # integral over time of requests arrived and not finished
+    busy_s: float              # time the engine ran steps
+
+
+def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0) -> Run:
+    """Run the scheduler over the traffic. Open loop (clients 0): each request arrives at its arrival time. Closed
+    loop: `clients` clients each send a request, wait for its last token, think `think_s`, and send the next (the
+    traffic's requests in order; their arrival times unused)."""
+    n = len(traffic)
+    a, per_row, budget = sim.acceptance, sim.rows_per_request, sim.budget
+    cap, fixed_tok, max_run, chunked = sim.kv_tokens, sim.request_kv_tokens, sim.max_running, sim.chunked
+    T_dec, T_mix = sim.decode, sim.mixed
+    inp = traffic.input_tokens.tolist()
+    out = traffic.output_tokens.tolist()
+    cached0 = traffic.cached_tokens.tolist()
+    sess = traffic.session.tolist()
+    prefix = traffic.prefix_tokens.tolist()
+    for i in range(n):
+        if inp[i] + out[i] + fixed_tok > cap:
+            raise SpecError(f"request {i + 1}: {inp[i] + out[i]:,.0f} tokens do not fit the engine's KV cache of "
+                            f"{max(cap - fixed_tok, 0):,.0f} tokens per scheduler")
+    arrival = [math.nan] * n
+    first = [math.nan] * n
+    end = [math.nan] * n
+    queued = [False] * n
+    preempted = [0] * n
+    eligible = [0] * n          # the step index at which a request could first be admitted
+    arrivals: list = []         # heap of (time, id)
+    if clients > 0:
+        for i in range(min(clients, n)):
+            arrivals.append((0.0, i))
+        next_new = min(clients, n)
+    else:
+        arrivals = list(zip(traffic.arrival_s.tolist(), range(n)))
+        next_new = n
+    heapq.heapify(arrivals)
+    waiting: deque = deque()
+    running: dict = {}          # id -> None, in admission order (the last is preempted first)
+    prefilling: list = []       # [id, tokens left to compute, tokens in KV before the next piece]
+    alloc = [0.0] * n           # KV tokens a prefilling request holds
+    palloc = 0.0                # their sum
+    kv0 = [0.0] * n             # KV tokens of a decoding request at its decode start
+    dstart = [0] * n            # decode step index at its decode start
+    left = [0] * n              # decode steps left at (re)start
+    emitted = [0.0] * n         # tokens emitted so far (for a recompute)
+    epoch = [0] * n
+    t_pre = [math.nan] * n
+    fin: list = []              # heap of (decode step index at which it finishes, epoch, id)
+    Bd, S = 0, 0.0              # decoding requests, their KV tokens
+    cache: OrderedDict = OrderedDict()   # session -> KV tokens its last context left in the prefix cache
+    cache_tok = 0.0
+    counter = 0
+    now = 0.0
+    done = 0
+    area, busy = 0.0, 0.0
+    in_sys = 0
+    steps_t, steps_k, steps_b, steps_c, gaps = [], [], [], [], []
+    heappop, heappush = heapq.heappop, heapq.heappush
+    dec_steps = [max(0, math.ceil((o - 1) / a - 1e-9)) for o in out]
+
+    def finish(i):
+        nonlocal done, in_sys, cache_tok, next_new
+        end[i] = now
+        done += 1
+        in_sys -= 1
+        s = sess[i]
+        if s >= 0:
+            old = cache.pop(s, 0.0)
+            cache_tok -= old
+            cache[s] = inp[i] + out[i]
+            cache_tok += inp[i] + out[i]
+        if clients > 0 and next_new < n:
+            heappush(arrivals, (now + think_s, next_new))
+            next_new += 1
+
+    def evict(need):
+        """Drop least recently used cached contexts until `need` more KV tokens fit beside the running ones."""
+        nonlocal cache_tok
+        used = S + palloc + len(running) * fixed_tok
+        while cache and used + cache_tok + need > cap:
+            _, v = cache.popitem(last=False)
+            cache_tok -= v
+
+    while done < n:
+        # arrivals up to now join the queue
+        while arrivals and arrivals[0][0] <= now:
+            t, i = heappop(arrivals)
+            arrival[i] = t
+            area += now - t
+            eligible[i] = counter
+            waiting.append(i)
+            in_sys += 1
+        if not running and not waiting:
+            now = arrivals[0][0]
+            continue
+        # decoding requests grow: preempt the last admitted while the KV cannot hold the step's growth
+        growth = a * Bd
+        while running and S + growth + palloc + len(running) * fixed_tok > cap:
+            v, _ = running.popitem()
+            preempted[v] += 1
+            epoch[v] += 1
+            if alloc[v] > 0 or any(p[0] == v for p in prefilling):
+                prefilling[:] = [p for p in prefilling if p[0] != v]
+                palloc -= alloc[v]
+                alloc[v] = 0.0
+            else:
+                kv = kv0[v] + a * (counter - dstart[v])
+                S -= kv
+                Bd -= 1
+                done_steps = counter - dstart[v]
+                emitted[v] += a * done_steps
+                left[v] = max(left[v] - done_steps, 0)
+                t_pre[v] = now
+            waiting.appendleft(v)
+            growth = a * Bd
+        room = budget - Bd * per_row
+        pieces, C, Cx = [], 0.0, 0.0
+        for p in prefilling:
+            if room <= 0:
+                break
+            if not chunked and p[1] > room and (C > 0):
+                break
+            piece = min(p[1], room) if chunked else p[1]
+            pieces.append((p, piece))
+            C += piece
+            Cx += piece * p[2]
+            room -= piece
+        while waiting and room > 0 and len(running) < max_run:
+            i = waiting[0]
+            need = inp[i] + (emitted[i] if preempted[i] else 0.0)
+            hit = cached0[i]
+            s = sess[i]
+            if s >= 0 and s in cache and not preempted[i]:
+                hit = max(hit, min(prefix[i], cache[s]))
+            hit = min(hit, need - 1)
+            todo = need - hit
+            if not chunked and todo > room and C > 0:
+                break
+            if s >= 0 and s in cache and not preempted[i]:   # its blocks move from the cache to the request
+                cache_tok -= cache.pop(s)
+            evict(need + fixed_tok)
+            if S + growth + palloc + (len(running) + 1) * fixed_tok + need + cache_tok > cap:
+                break
+            waiting.popleft()
+            if counter > eligible[i]:
+                queued[i] = True
+            running[i] = None
+            alloc[i] = need
+            palloc += need
+            p = [i, todo, hit]
+            prefilling.append(p)
+            piece = min(todo, room) if chunked else todo
+            pieces.append((p, piece))
+            C += piece
+            Cx += piece * p[2]
+            room -= piece
+        if C > 0:
+            xd = S / Bd if Bd else Cx / C
+            dt = T_mix(max(Bd, 1), C, xd, Cx / C)
+            K = 1
+        elif Bd:
+            # a run of decode steps up to the next event
+            K = fin[0][0] - counter if fin else 1
+            while fin and epoch[fin[0][2]] != fin[0][1]:
+                heappop(fin)
+                K = fin[0][0] - counter if fin else 1
+            free = cap - (S + growth + palloc + len(running) * fixed_tok)
+            if growth > 0:
+                K = min(K, 1 + int(free // growth))
+            xd0 = S / Bd
+            K = min(K, max(1, int(RUN_CONTEXT_GROWTH * xd0 / a)))
+            if arrivals:
+                dt0 = T_dec(Bd, xd0)
+                K = min(K, max(1, math.ceil((arrivals[0][0] - now) / dt0)))
+            K = max(K, 1)
+            dt = T_dec(Bd, xd0 + growth * (K - 1) / 2 / Bd)
+        else:   # nothing can run (cannot happen: an empty engine admits the queue's head)
+            raise SpecError("simulation: the scheduler could not run a step")
+        span = K * dt
+        area += in_sys * span
+        busy += span
+        now += span
+        counter += K
+        S += growth * K
+        steps_t.append(dt)
+        steps_k.append(K)
+        steps_b.append(Bd)
+        steps_c.append(C)
+        # prefill pieces done
+        for p, piece in pieces:
+            p[1] -= piece
+            p[2] += piece
+            if p[1] <= 0:
+                i = p[0]
+                prefilling.remove(p)
+                palloc -= alloc[i]
+                alloc[i] = 0.0
+                if first[i] != first[i]:   # nan: its first token
+                    first[i] = now
+                    emitted[i] = 1.0
+                    left[i] = dec_steps[i]
+                elif t_pre[i] == t_pre[i]:
+                    gaps.append(now - t_pre[i])
+                    t_pre[i] = math.nan
+                if left[i] <= 0:
+                    del running[i]
+                    finish(i)
+                    continue
+                kv0[i] = inp[i] + emitted[i]
+                dstart[i] = counter
+                S += kv0[i]
+                Bd += 1
+                heappush(fin, (counter + left[i], epoch[i], i))
+        while fin and fin[0][0] <= counter:
+            _, ep, i = heappop(fin)
+            if epoch[i] != ep:
+                continue
+            S -= kv0[i] + a * (counter - dstart[i])
+            Bd -= 1
+            del running[i]
+            finish(i)
+        if Bd == 0:
+            S = 0.0
+    return Run(sim=sim, traffic=traffic, arrival_s=np.array(arrival), first_token_s=np.array(first),
+               end_s=np.array(end), queued=np.array(queued), preempted=np.array(preempted),
+               step_s=np.array(steps_t), step_count=np.array(steps_k, dtype=float),
+               step_rows=np.array(steps_b, dtype=float), step_chunk=np.array(steps_c),
+               gap_s=np.array(gaps), in_system_s=area, busy_s=busy)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def weighted_percentiles(values, weights, pcts) -> np.ndarray:
+    """Percentiles of samples `values` each counted `weights` times (inverted CDF at the cumulative share)."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    keep = w > 0
+    v, w = v[keep], w[keep]
+    if v.size == 0:
+        return np.full(len(pcts), np.nan)
+    order = np.argsort(v, kind="stable")
+    v, cw = v[order], np.cumsum(w[order])
+    return v[np.minimum(np.searchsorted(cw, np.asarray(pcts) / 100.0 * cw[-1], side="left"), v.size - 1)]
+
+
+def _pkey(p: float) -> str:
+    return "median" if p == 50 else "p" + f"{p:g}".replace(".", "_")
+
+
+def split_ranks(traffic: Traffic, dp: int) -> list[np.ndarray]:
+    """Indices of each DEP rank's requests: round robin in arrival order, a session's turns to its first turn's rank."""
+    n = len(traffic)
+    if dp <= 1:
+        return [np.arange(n)]
+    rank = np.arange(n) % dp
+    sess = traffic.session
+    has = sess >= 0
+    if np.any(has):
+        firsts = {}
+        for i in np.nonzero(has)[0].tolist():
+            rank[i] = firsts.setdefault(int(sess[i]), int(rank[i]))
+    return [np.nonzero(rank == r)[0] for r in range(dp)]
+
+
+def _take(t: Traffic, idx) -> Traffic:
+    return Traffic(*(getattr(t, f.name)[idx] for f in dataclasses.fields(Traffic)))
+
+
+def run_engine(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0) -> list[Run]:
+    """Simulate every scheduler of the engine (one; a DEP engine's ranks, each with its share of the traffic and of
+    the clients)."""
+    dp = sim.layout.dp
+    runs = []
+    for r, idx in enumerate(split_ranks(traffic, dp)):
+        if idx.size == 0:
+            continue
+        c = 0 if clients <= 0 else max(1, clients // dp + (1 if r < clients % dp else 0))
+        runs.append(simulate(sim, _take(traffic, idx), clients=c, think_s=think_s))
+    return runs
+
+
+def _gather(runs: list[Run], name: str) -> np.ndarray:
+    return np.concatenate([getattr(r, name) for r in runs])
+
+
+def summary(runs: list[Run], percentiles=(50.0, 90.0, 99.0), goodput: dict | None = None) -> dict:
+    """The benchmark's figures over the engine's runs: throughput over the run (first arrival to last completion),
+    per-request latencies at the percentiles, goodput, and counts of queued and preempted requests."""
+    sim = runs[0].sim
+    e = sim.engine
+    arr, first, end = _gather(runs, "arrival_s"), _gather(runs, "first_token_s"), _gather(runs, "end_s")
+    inp = np.concatenate([r.traffic.input_tokens for r in runs])
+    out = np.concatenate([r.traffic.output_tokens for r in runs])
+    n = arr.size
+    duration = float(np.max(end) - np.min(arr))
+    ttft = first - arr
+    e2e = end - arr
+    several = out > 1
+    tpot = np.where(several, (end - first) / np.maximum(out - 1, 1), np.nan)
+    step_t, step_k, step_b = _gather(runs, "step_s"), _gather(runs, "step_count"), _gather(runs, "step_rows")
+    step_c = _gather(runs, "step_chunk")
+    gaps = _gather(runs, "gap_s")
+    itl_v = np.concatenate([step_t, gaps])
+    itl_w = np.concatenate([step_k * step_b, np.ones(gaps.size)])
+    ranks = e.layout.ranks
+    busy = sum(r.busy_s for r in runs)
+    total_steps = float(np.sum(step_k))
+    rec = {
+        "hardware": e.hw.name, "stack": e.hw.stack, "model": e.model.name, "layout": e.layout.name,
+        "serving": "agg", "simulated": True, "gpus": ranks, "draft_tokens": e.draft_tokens, "acceptance": e.acceptance,
+        "max_num_batched_tokens": sim.budget, "chunked_prefill": sim.chunked,
+        "mixed_prefill_decode": bool(e.hw.mixed_prefill_decode),
+        "max_running_requests_per_rank": sim.max_running, "kv_capacity_tokens_per_rank": sim.kv_tokens,
+        "num_requests": int(n), "completed": int(np.sum(np.isfinite(end))), "duration_s": duration,
+        "mean_input_tokens": float(np.mean(inp)), "mean_output_tokens": float(np.mean(out)),
+        "request_throughput_per_s": n / duration,
+        "output_tokens_per_s": float(np.sum(out)) / duration,
+        "total_tokens_per_s": float(np.sum(inp + out)) / duration,
+    }
+    rec["output_tokens_per_s_per_gpu"] = rec["output_tokens_per_s"] / ranks
+    rec["total_tokens_per_s_per_gpu"] = rec["total_tokens_per_s"] / ranks
+    good = np.ones(n, dtype=bool)
+    samples = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+    for key, limit in (goodput or {}).items():
+        if key == "itl":   # a request's ITL: its mean time between tokens after the first, as TPOT
+            good &= ~(tpot > limit)
+        else:
+            good &= ~(samples[key] > limit)
+    if goodput:
+        rec["goodput_limits_s"] = dict(goodput)
+        rec["request_goodput_per_s"] = float(np.sum(good)) / duration
+        rec["good_requests"] = int(np.sum(good))
+    for name, v, w in (("ttft", ttft, None), ("tpot", tpot[several], None), ("itl", itl_v, itl_w), ("e2e", e2e, None)):
+        if w is None:
+            rec[f"mean_{name}_ms"] = float(np.mean(v)) * 1e3 if v.size else math.nan
+            pct = np.percentile(v, percentiles) if v.size else np.full(len(percentiles), np.nan)
+        else:
+            rec[f"mean_{name}_ms"] = float(np.sum(v * w) / np.sum(w)) * 1e3 if np.sum(w) > 0 else math.nan
+            pct = weighted_percentiles(v, w, percentiles)
+        for p, x in zip(percentiles, np.atleast_1d(pct)):
+            rec[f"{_pkey(p)}_{name}_ms"] = float(x) * 1e3
+    rec.update({
+        "percentiles": list(percentiles),
+        "requests_queued": int(np.sum(_gather(runs, "queued"))),
+        "requests_preempted": int(np.sum(_gather(runs, "preempted") > 0)),
+        "preemptions": int(np.sum(_gather(runs, "preempted"))),
+        "steps": int(total_steps),
+        "mean_step_ms": busy / total_steps * 1e3 if total_steps else math.nan,
+        "prefill_step_share": float(np.sum(step_k[step_c > 0]) / total_steps) if total_steps else 0.0,
+        "mean_running_batch_per_rank": float(np.sum(step_t * step_k * step_b) / busy) if busy else 0.0,
+        "mean_in_system": sum(r.in_system_s for r in runs) / duration,
+    })
+    return rec
+
+
+def parse_rates(text) -> list[float]:
+    """--request-rate '4' or '1,2,4,8' (requests/s) or 'inf' (every request at once, vllm bench serve's default)."""
+    out = []
+    for p in str(text).split(","):
+        p = p.strip().lower()
+        try:
+            v = float(p)
+        except ValueError:
+            raise SpecError(f"--request-rate: expected requests per second such as 4 or 1,2,4 (or inf), got {p!r}") from None
+        if not (v == math.inf or 0 < v <= MAX_RATE):
+            raise SpecError(f"--request-rate: expected requests per second above 0 and at most {MAX_RATE:g} (or inf), got {p}")
+        out.append(v)
+    if not out or len(out) > 64:
+        raise SpecError("--request-rate: expected 1 to 64 rates")
+    return out
+
+
+def serve_records(e, *, rates=(), trace: Traffic | None = None, trace_path: str = "", clients=(), num_requests=1000,
+                  seed=0, burstiness=1.0, think_s=0.0, percentiles=(50.0, 90.0, 99.0), goodput=None) -> list[dict]:
+    """`serve` simulated: a record per request rate, per concurrency (closed-loop clients), or of the trace; the
+    step tables built once for all of them."""
+    import time
+
+    jobs = []
+    for r in rates:
+        jobs.append(({"mode": "request-rate", "request_rate": r, "burstiness": burstiness, "seed": seed},
+                     synthetic(e.mix, num_requests, seed, rate=r, burstiness=burstiness), 0))
+    for c in clients:
+        jobs.append(({"mode": "closed-loop", "concurrency": float(c), "seed": seed, "turn_gap_s": think_s},
+                     synthetic(e.mix, num_requests, seed), int(c)))
+    if trace is not None:
+        jobs.append(({"mode": "trace", "trace": trace_path}, trace, 0))
+    top = max(float(np.max(t.input_tokens + t.output_tokens)) for _, t, _ in jobs)
+    sim = sim_engine(e, top)
+    out = []
+    for extra, traffic, c in jobs:
+        t0 = time.process_time()
+        runs = run_engine(sim, traffic, clients=c, think_s=think_s if c else 0.0)
+        rec = summary(runs, percentiles, goodput)
+        rec.update(extra)
+        rec.update({"isl": e.mix.isl, "osl": e.mix.osl, "random_range_ratio": e.mix.range_ratio,
+                    "range_convention": e.mix.convention, "prefix_hit_rate": e.mix.prefix_hit,
+                    "table_cpu_s": sim.build_cpu_s, "simulation_cpu_s": time.process_time() - t0})
+        out.append(rec)
+    return out
