@@ -54,6 +54,9 @@ import numpy as np
 from rubinperf.errors import SpecError
 
 RUN_CONTEXT_GROWTH = 0.05    # a run of decode steps advanced together grows the mean context by at most this share
+# Points of the step tables' axes (geometric; rows also 1 to 8 one by one; the chunk's context also 0): the tables
+# are interpolated linearly between them (tests/serving/test_simulate.py checks the closed form's steady state).
+AXIS_POINTS = {"rows": 16, "chunk": 12, "context": 10, "chunk_context": 6}
 MAX_REQUESTS = 1_000_000     # requests of one run (a trace's lines, --num-requests)
 MAX_TRACE_BYTES = 256 * 2**20
 MAX_RATE = 1e6               # requests/s
@@ -307,12 +310,12 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
     kv_tokens = caps[0].free_bytes / per_token if caps[0].host_fits else 0.0
     max_running = int(min(max_running, max(1, kv_tokens // max(fixed / per_token + 1, 1e-9))))
     # axes
-    B = np.unique(np.concatenate((np.arange(1.0, min(max_running, 16) + 1), _axis(16, max_running, 20))))
+    B = np.unique(np.concatenate((np.arange(1.0, min(max_running, 8) + 1), _axis(8, max_running, AXIS_POINTS["rows"]))))
     B = B[B <= max_running]
     top = max(float(max_context), 2.0)
-    Xd = _axis(16, top, 14)
-    Xc = _axis(64, top, 8, zero=True)
-    C = _axis(1, budget, 16)
+    Xd = _axis(16, top, AXIS_POINTS["context"])
+    Xc = _axis(64, top, AXIS_POINTS["chunk_context"], zero=True)
+    C = _axis(1, budget, AXIS_POINTS["chunk"])
     busiest = busiest_rank_load(B, lay.dp) if lay.dp > 1 else B
     O, U = mix.mean_output, mix.uncached
     admit = admission_time(hw, B * a / max(O - 1, 1.0) * mix.mean_input)   # as the closed form: a function of B
@@ -463,6 +466,8 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
             continue
         # decoding requests grow: preempt the last admitted while the KV cannot hold the step's growth
         growth = a * Bd
+        if cache:
+            evict(growth)
         while running and S + growth + palloc + len(running) * fixed_tok > cap:
             v, _ = running.popitem()
             preempted[v] += 1
