@@ -59,6 +59,7 @@ RUN_CONTEXT_GROWTH = 0.05    # a run of decode steps advanced together grows the
 AXIS_POINTS = {"rows": 16, "chunk": 12, "context": 10, "chunk_context": 6}
 MAX_REQUESTS = 1_000_000     # requests of one run (a trace's lines, --num-requests)
 MAX_TRACE_BYTES = 256 * 2**20
+MIN_BURSTINESS = 1e-3       # gamma shape: below, nearly every gap is 0 and a few are huge (and 1e-320 is none)
 MAX_RATE = 1e6               # requests/s
 TRACE_KEYS = {"arrival_s": "arrival time in seconds from the start", "input_tokens": "prompt tokens",
               "output_tokens": "generated tokens", "session": "session id (a string or an integer; optional)",
@@ -105,8 +106,9 @@ def synthetic(mix, n: int, seed: int = 0, rate: float | None = None, burstiness:
     else:
         if not (0 < rate <= MAX_RATE and math.isfinite(rate)):
             raise SpecError(f"--request-rate: expected requests per second above 0 and at most {MAX_RATE:g}, got {rate:g}")
-        if not (0 < burstiness <= 1e3 and math.isfinite(burstiness)):
-            raise SpecError(f"--burstiness: expected a gamma shape above 0 (1: Poisson; below 1: burstier), got {burstiness:g}")
+        if not (MIN_BURSTINESS <= burstiness <= 1e3):
+            raise SpecError(f"--burstiness: expected a gamma shape from {MIN_BURSTINESS:g} to 1000 (1: Poisson; below 1: "
+                            f"burstier), got {burstiness:g}")
         gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
         arrival = np.concatenate(([0.0], np.cumsum(gaps[:-1])))
     inp = _lengths(mix, mix.isl, n, rng)
