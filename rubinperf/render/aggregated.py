@@ -75,6 +75,15 @@ def _source(r: dict) -> str:
     return f"closed loop, {fmt_num(r['concurrency'])} clients{gap}"
 
 
+def _short(r: dict) -> str:
+    """A curve row's traffic: the rate, the clients or the trace."""
+    if r["mode"] == "request-rate":
+        return "all at once" if r["request_rate"] == float("inf") else f"{fmt_num(r['request_rate'])}/s"
+    if r["mode"] == "trace":
+        return "trace"
+    return f"{fmt_num(r['concurrency'])} clients"
+
+
 def simulated_tables(records: list[dict]) -> None:
     """Simulated runs (serve --request-rate, --trace, --simulate): one run as vllm bench serve reports it; several
     as a curve, one row each."""
@@ -85,8 +94,8 @@ def simulated_tables(records: list[dict]) -> None:
     engine = (f"budget {fmt_num(r0['max_num_batched_tokens'])} tokens/step, chunked prefill "
               f"{'on' if r0['chunked_prefill'] else 'off'}, prefill {'in' if r0['mixed_prefill_decode'] else 'beside'} "
               f"the decode forward; at most {fmt_num(r0['max_running_requests_per_rank'])} running requests and "
-              f"{fmt_num(r0['kv_capacity_tokens_per_rank'])} KV tokens per scheduler; step times from tables built once "
-              f"({r0['table_cpu_s']:.2f} s CPU)")
+              f"{fmt_num(r0['kv_capacity_tokens_per_rank'])} KV tokens per scheduler; step times from the step model's "
+              "tables, built once")
     if len(records) == 1:
         r = records[0]
         g = r["gpus"]
@@ -117,7 +126,7 @@ def simulated_tables(records: list[dict]) -> None:
                         caption=caption))
         return
     last = _pct_keys(r0)[-1]
-    cols = [col("traffic", "left"), col("req/s"), col("tok/s/GPU", short="tok/s/G"),
+    cols = [col("rate" if r0["mode"] == "request-rate" else "traffic", "left"), col("req/s"), col("tok/s/GPU", short="tok/s/G"),
             col("out tok/s/GPU", short="out/G", drop=4), col("TTFT median", short="TTFT"),
             col(f"TTFT {last[1]}", short=f"TTFT {last[1]}"), col("TPOT median", short="TPOT"),
             col(f"ITL {last[1]}", drop=3), col("E2E median", short="E2E", drop=2),
@@ -126,12 +135,17 @@ def simulated_tables(records: list[dict]) -> None:
         cols.insert(2, col("goodput req/s", short="good"))
     rows = []
     for r in records:
-        row = [_source(r), f"{r['request_throughput_per_s']:.3g}", fmt_num(r["total_tokens_per_s_per_gpu"]),
+        row = [_short(r), f"{r['request_throughput_per_s']:.3g}", fmt_num(r["total_tokens_per_s_per_gpu"]),
                fmt_num(r["output_tokens_per_s_per_gpu"]), _ms(r["median_ttft_ms"]), _ms(r[f"{last[0]}_ttft_ms"]),
                _ms(r["median_tpot_ms"]), _ms(r[f"{last[0]}_itl_ms"]), _ms(r["median_e2e_ms"]),
                fmt_num(r["requests_queued"]), fmt_num(r["requests_preempted"])]
         if "request_goodput_per_s" in r0:
             row.insert(2, f"{r['request_goodput_per_s']:.3g}")
         rows.append(row)
-    print_out(table(what, cols, rows, caption="tok/s/GPU counts input + output tokens; queued: requests not admitted "
-                    "at the first step after they arrived\n" + engine))
+    kinds = ", ".join(dict.fromkeys(_source(r).split(",")[0] + (", " + _source(r).split(", ")[-1]
+                                                                if r["mode"] == "request-rate" and r["request_rate"] != float("inf")
+                                                                else "") for r in records))
+    print_out(table(f"{what}: {kinds}", cols, rows,
+                    caption="req/s: completed requests over the run; good: those within every --goodput limit; "
+                            "tok/s/GPU counts input + output tokens; queued: requests not admitted at the first step "
+                            "after they arrived; preempt: requests preempted (recomputed)\n" + engine))
