@@ -60,6 +60,7 @@ AXIS_POINTS = {"rows": 16, "chunk": 12, "context": 10, "chunk_context": 6}
 MAX_REQUESTS = 1_000_000     # requests of one run (a trace's lines, --num-requests)
 MAX_TRACE_BYTES = 256 * 2**20
 MIN_BURSTINESS = 1e-3       # gamma shape: below, nearly every gap is 0 and a few are huge (and 1e-320 is none)
+MIN_RATE = 1e-6              # requests/s: one in 11 days
 MAX_RATE = 1e6               # requests/s
 TRACE_KEYS = {"arrival_s": "arrival time in seconds from the start", "input_tokens": "prompt tokens",
               "output_tokens": "generated tokens", "session": "session id (a string or an integer; optional)",
@@ -104,8 +105,8 @@ def synthetic(mix, n: int, seed: int = 0, rate: float | None = None, burstiness:
     elif rate == math.inf:   # vllm bench serve's default: every request at once
         arrival = np.zeros(n)
     else:
-        if not (0 < rate <= MAX_RATE and math.isfinite(rate)):
-            raise SpecError(f"--request-rate: expected requests per second above 0 and at most {MAX_RATE:g}, got {rate:g}")
+        if not (MIN_RATE <= rate <= MAX_RATE):
+            raise SpecError(f"--request-rate: expected {MIN_RATE:g} to {MAX_RATE:g} requests per second, got {rate:g}")
         if not (MIN_BURSTINESS <= burstiness <= 1e3):
             raise SpecError(f"--burstiness: expected a gamma shape from {MIN_BURSTINESS:g} to 1000 (1: Poisson; below 1: "
                             f"burstier), got {burstiness:g}")
@@ -738,8 +739,8 @@ def parse_rates(text) -> list[float]:
             v = float(p)
         except ValueError:
             raise SpecError(f"--request-rate: expected requests per second such as 4 or 1,2,4 (or inf), got {p!r}") from None
-        if not (v == math.inf or 0 < v <= MAX_RATE):
-            raise SpecError(f"--request-rate: expected requests per second above 0 and at most {MAX_RATE:g} (or inf), got {p}")
+        if not (v == math.inf or MIN_RATE <= v <= MAX_RATE):
+            raise SpecError(f"--request-rate: expected {MIN_RATE:g} to {MAX_RATE:g} requests per second (or inf), got {p}")
         out.append(v)
     if not out or len(out) > 64:
         raise SpecError("--request-rate: expected 1 to 64 rates")
