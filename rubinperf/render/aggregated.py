@@ -119,7 +119,8 @@ def simulated_tables(records: list[dict]) -> None:
         lat = [[name.upper() if name != "e2e" else "E2E latency", _ms(r[f"mean_{name}_ms"])]
                + [_ms(r[f"{key}_{name}_ms"]) for key, _ in pk] for name in ("ttft", "tpot", "itl", "e2e")]
         caption = (f"mean running batch {fmt_num(r['mean_running_batch_per_rank'])}/rank, "
-                   f"{fmt_num(r['mean_in_system'])} requests in the system; {fmt_num(r['steps'])} steps of "
+                   f"{fmt_num(r['mean_in_system'])} requests in the system; {fmt_num(r['steps_per_scheduler'])} steps "
+                   f"{'per rank ' if r['layout'].startswith('dep') else ''}of "
                    f"{_ms(r['mean_step_ms'])} mean, {fmt_pct(r['prefill_step_share'])} with prefill; ITL: every "
                    f"decoding request's wait between its steps\n{engine}")
         print_out(table("latency", [col("metric", "left"), col("mean")] + [col(label) for _, label in pk], lat,

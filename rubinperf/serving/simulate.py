@@ -721,7 +721,7 @@ def summary(runs: list[Run], percentiles=(50.0, 90.0, 99.0), goodput: dict | Non
         "requests_queued": int(np.sum(_gather(runs, "queued"))),
         "requests_preempted": int(np.sum(_gather(runs, "preempted") > 0)),
         "preemptions": int(np.sum(_gather(runs, "preempted"))),
-        "steps": int(total_steps),
+        "steps_per_scheduler": total_steps / len(runs),
         "mean_step_ms": busy / total_steps * 1e3 if total_steps else math.nan,
         "prefill_step_share": float(np.sum(step_k[step_c > 0]) / total_steps) if total_steps else 0.0,
         "mean_running_batch_per_rank": float(np.sum(step_t * step_k * step_b) / busy) if busy else 0.0,
