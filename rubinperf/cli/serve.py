@@ -36,7 +36,8 @@ def serve(
                              "burstier), as vllm bench serve's.")] = 1.0,
     trace: Annotated[Optional[str], typer.Option(
         "--trace", help="Simulate a JSONL trace, one request a line: {\"arrival_s\", \"input_tokens\", "
-                        "\"output_tokens\"[, \"session\", \"prefix_tokens\"]}.")] = None,
+                        "\"output_tokens\"[, \"session\", \"prefix_tokens\"]}; a session's later turn may give "
+                        "\"turn_gap_s\" (after its previous turn ends) instead of \"arrival_s\".")] = None,
     simulate: Annotated[bool, typer.Option(
         "--simulate", help="Simulate the closed loop step by step (-c clients) instead of its steady state.")] = False,
     num_requests: Annotated[Optional[int], typer.Option(

@@ -64,7 +64,8 @@ MIN_RATE = 1e-6              # requests/s: one in 11 days
 MAX_RATE = 1e6               # requests/s
 TRACE_KEYS = {"arrival_s": "arrival time in seconds from the start", "input_tokens": "prompt tokens",
               "output_tokens": "generated tokens", "session": "session id (a string or an integer; optional)",
-              "prefix_tokens": "prompt tokens shared with the session's earlier context (optional)"}
+              "prefix_tokens": "prompt tokens shared with the session's earlier context (optional)",
+              "turn_gap_s": "instead of arrival_s, for a session's later turn: seconds after its previous turn ends"}
 GOODPUT_KEYS = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e", "itl": "itl"}
 
 
@@ -73,8 +74,9 @@ GOODPUT_KEYS = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e", "it
 
 @dataclass(frozen=True)
 class Traffic:
-    """Requests: arrival time (nan: sent by a closed-loop client), prompt and output tokens, the tokens of the prompt
-    found cached (synthetic traffic), the session (-1: none) and the prefix shared with the session's earlier turns."""
+    """Requests: arrival time (nan: sent by a closed-loop client, or after the request it follows), prompt and output
+    tokens, the tokens of the prompt found cached (synthetic traffic), the session (-1: none), the prefix shared with
+    the session's earlier turns, and the request a turn follows (-1: none) with its gap after that one ends."""
 
     arrival_s: np.ndarray
     input_tokens: np.ndarray
@@ -82,6 +84,15 @@ class Traffic:
     cached_tokens: np.ndarray
     session: np.ndarray
     prefix_tokens: np.ndarray
+    follows: np.ndarray = None
+    gap_s: np.ndarray = None
+
+    def __post_init__(self):
+        n = len(self.input_tokens)
+        if self.follows is None:
+            object.__setattr__(self, "follows", np.full(n, -1, dtype=np.int64))
+        if self.gap_s is None:
+            object.__setattr__(self, "gap_s", np.zeros(n))
 
     def __len__(self) -> int:
         return len(self.input_tokens)
@@ -126,8 +137,10 @@ def _count(n) -> int:
 
 def read_trace(path: str, limit: int | None = None) -> Traffic:
     """A JSONL trace, one request per line: {"arrival_s", "input_tokens", "output_tokens"[, "session",
-    "prefix_tokens"]}. Checked strictly: the file's size first, then every line (unknown or missing keys, wrong
-    types, negative or out-of-order times, a prefix longer than its prompt) is a SpecError naming the line."""
+    "prefix_tokens"]}, or a session's later turn with "turn_gap_s" (seconds after its previous turn ends: a session
+    keeps its think time however fast the engine serves it) instead of "arrival_s". Checked strictly: the file's size
+    first, then every line (unknown or missing keys, wrong types, negative or out-of-order times, a prefix longer than
+    its prompt, a gap without an earlier turn of its session) is a SpecError naming the line."""
     try:
         size = os.path.getsize(path)
     except OSError as exc:
@@ -139,7 +152,7 @@ def read_trace(path: str, limit: int | None = None) -> Traffic:
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"--trace {path}: cannot read it as UTF-8 text ({exc})") from None
-    rows, sessions = [], {}
+    rows, sessions, last, latest = [], {}, {}, 0.0
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -157,30 +170,41 @@ def read_trace(path: str, limit: int | None = None) -> Traffic:
         unknown = sorted(set(rec) - set(TRACE_KEYS))
         if unknown:
             raise SpecError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(TRACE_KEYS)})")
-        for key in ("arrival_s", "input_tokens", "output_tokens"):
+        if "arrival_s" in rec and "turn_gap_s" in rec:
+            raise SpecError(f"{where}: give arrival_s or turn_gap_s, not both")
+        for key in ("arrival_s" if "turn_gap_s" not in rec else "turn_gap_s", "input_tokens", "output_tokens"):
             if key not in rec:
                 raise SpecError(f"{where}: missing {key!r} ({TRACE_KEYS[key]})")
-        t = _number(rec["arrival_s"], where, "arrival_s", 0.0, 1e9)
-        if rows and t < rows[-1][0]:
-            raise SpecError(f"{where}: arrival_s {t:g} is before the previous line's {rows[-1][0]:g} (sort the trace by arrival)")
+        s = rec.get("session")
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (str, int))):
+            raise SpecError(f"{where}: session: expected a string or an integer, got {type(s).__name__}")
+        follows, gap = -1, 0.0
+        if "turn_gap_s" in rec:
+            gap = _number(rec["turn_gap_s"], where, "turn_gap_s", 0.0, 1e6)
+            if s is None or s not in last:
+                raise SpecError(f"{where}: turn_gap_s: only a session's later turn has one (no earlier line of "
+                                f"session {s!r})" if s is not None else f"{where}: turn_gap_s: needs a session")
+            t, follows = math.nan, last[s]
+        else:
+            t = _number(rec["arrival_s"], where, "arrival_s", 0.0, 1e9)
+            if t < latest:
+                raise SpecError(f"{where}: arrival_s {t:g} is before an earlier line's {latest:g} (sort the trace by arrival)")
+            latest = t
         inp = _number(rec["input_tokens"], where, "input_tokens", 1, 1e7, whole=True)
         out = _number(rec["output_tokens"], where, "output_tokens", 1, 1e7, whole=True)
         prefix = _number(rec.get("prefix_tokens", 0), where, "prefix_tokens", 0, 1e7, whole=True)
         if prefix >= inp:
             raise SpecError(f"{where}: prefix_tokens {prefix:g} must be below input_tokens {inp:g} (one token at least is computed)")
-        s = rec.get("session")
-        if s is None:
-            sid = -1
-        elif isinstance(s, (str, int)) and not isinstance(s, bool):
-            sid = sessions.setdefault(s, len(sessions))
-        else:
-            raise SpecError(f"{where}: session: expected a string or an integer, got {type(s).__name__}")
-        rows.append((t, inp, out, sid, prefix))
+        sid = -1 if s is None else sessions.setdefault(s, len(sessions))
+        if s is not None:
+            last[s] = len(rows)
+        rows.append((t, inp, out, sid, prefix, follows, gap))
     if not rows:
         raise SpecError(f"--trace {path}: no requests")
     a = np.array(rows, dtype=float)
     shared = np.where(a[:, 3] < 0, a[:, 4], 0.0)   # a prefix without a session: shared by every request (kept cached)
-    return Traffic(a[:, 0], a[:, 1], a[:, 2], shared, a[:, 3].astype(np.int64), np.where(a[:, 3] < 0, 0.0, a[:, 4]))
+    return Traffic(a[:, 0], a[:, 1], a[:, 2], shared, a[:, 3].astype(np.int64), np.where(a[:, 3] < 0, 0.0, a[:, 4]),
+                   a[:, 5].astype(np.int64), a[:, 6])
 
 
 def _number(v, where, key, lo, hi, whole=False) -> float:
@@ -405,9 +429,15 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
             arrivals.append((0.0, i))
         next_new = min(clients, n)
     else:
-        arrivals = list(zip(traffic.arrival_s.tolist(), range(n)))
+        arrivals = [(t, i) for i, (t, f) in enumerate(zip(traffic.arrival_s.tolist(), traffic.follows.tolist())) if f < 0]
         next_new = n
     heapq.heapify(arrivals)
+    followers: dict = {}        # request -> the turns sent a gap after it ends
+    gap_after = traffic.gap_s.tolist()
+    if clients <= 0:
+        for j, f in enumerate(traffic.follows.tolist()):
+            if f >= 0:
+                followers.setdefault(f, []).append(j)
     waiting: deque = deque()
     running: dict = {}          # id -> None, in admission order (the last is preempted first)
     prefilling: list = []       # [id, tokens left to compute, tokens in KV before the next piece]
@@ -446,6 +476,8 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
         if clients > 0 and next_new < n:
             heappush(arrivals, (now + think_s, next_new))
             next_new += 1
+        for j in followers.get(i, ()):
+            heappush(arrivals, (now + gap_after[j], j))
 
     def evict(need):
         """Drop least recently used cached contexts until `need` more KV tokens fit beside the running ones."""
@@ -640,7 +672,12 @@ def split_ranks(traffic: Traffic, dp: int) -> list[np.ndarray]:
 
 
 def _take(t: Traffic, idx) -> Traffic:
-    return Traffic(*(getattr(t, f.name)[idx] for f in dataclasses.fields(Traffic)))
+    """The requests `idx` (sorted), each follows-link renumbered among them (a session's turns are all on one rank)."""
+    local = np.full(len(t), -1, dtype=np.int64)
+    local[idx] = np.arange(idx.size)
+    out = {f.name: getattr(t, f.name)[idx] for f in dataclasses.fields(Traffic)}
+    out["follows"] = np.where(out["follows"] >= 0, local[np.maximum(out["follows"], 0)], -1)
+    return Traffic(**out)
 
 
 def run_engine(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0) -> list[Run]:

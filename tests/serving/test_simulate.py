@@ -235,3 +235,28 @@ def test_cli_request_rate_trace_json_csv(tmp_path, capsys):
             code = exc.code
         err = capsys.readouterr().err
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (bad, err)
+
+
+def test_a_session_turn_waits_its_gap_after_the_previous_turn_ends(tmp_path):
+    """turn_gap_s: a later turn goes out that long after its session's previous turn ends, however long the engine
+    took; its prefix comes from that turn's context. A gap without an earlier turn of its session is an error."""
+    rows = [{"arrival_s": 0.0, "input_tokens": 20000, "output_tokens": 200, "session": 7},
+            {"turn_gap_s": 7.0, "input_tokens": 20500, "output_tokens": 200, "session": 7, "prefix_tokens": 20200},
+            {"arrival_s": 1.0, "input_tokens": 8000, "output_tokens": 100}]
+    (run,) = S.run_engine(SIM, S.read_trace(_trace(tmp_path, rows)))
+    assert run.arrival_s[1] == pytest.approx(run.end_s[0] + 7.0)
+    assert run.first_token_s[1] - run.arrival_s[1] < (run.first_token_s[0] - run.arrival_s[0]) / 5
+    for bad, why in (([{"turn_gap_s": 1.0, "input_tokens": 10, "output_tokens": 5, "session": 1}], "no earlier line"),
+                     ([rows[0], dict(rows[1], arrival_s=3.0)], "not both"),
+                     ([rows[0], dict(rows[1], session=None)], "needs a session")):
+        with pytest.raises(SpecError, match=why):
+            S.read_trace(_trace(tmp_path, bad, "bad.jsonl"))
+
+
+def test_dep_ranks_keep_a_session_together():
+    t = S.Traffic(np.arange(6.0), np.full(6, 1000.0), np.full(6, 10.0), np.zeros(6), np.array([0, 1, 0, -1, 1, 0]),
+                  np.zeros(6))
+    ranks = S.split_ranks(t, 2)
+    assert sorted(np.concatenate(ranks).tolist()) == list(range(6))
+    where = {i: r for r, idx in enumerate(ranks) for i in idx.tolist()}
+    assert where[0] == where[2] == where[5] and where[1] == where[4]
