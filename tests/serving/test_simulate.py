@@ -260,3 +260,38 @@ def test_dep_ranks_keep_a_session_together():
     assert sorted(np.concatenate(ranks).tolist()) == list(range(6))
     where = {i: r for r, idx in enumerate(ranks) for i in idx.tolist()}
     assert where[0] == where[2] == where[5] and where[1] == where[4]
+
+
+def test_pareto_and_compare_take_the_turn_gap(capsys):
+    """--turn-gap (default: the workload's turn_gap_s, agentx 7 s) is the aggregated engines' think time: each point's
+    clients are its running requests, those in prefill and those thinking, N = B + lambda (TTFT + gap) (Little's law),
+    and the gap adds lambda x gap clients at the same running batch."""
+    from typer.testing import CliRunner
+
+    from rubinperf.cli import app
+
+    got = {}
+    for gap in ("0", "7"):
+        r = CliRunner().invoke(app, ["pareto", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", gap,
+                                     "--json", "--no-chart"])
+        assert r.exit_code == 0, r.output
+        got[gap] = json.loads(r.output)
+    for rec in got["7"]:
+        lam = rec["request_throughput_per_s"]
+        assert rec["turn_gap_s"] == 7.0
+        assert rec["concurrency"] == pytest.approx(rec["running_batch_per_rank"] + rec["queued_per_rank"]
+                                                   + lam * (rec["mean_ttft_ms"] / 1e3 + 7.0), rel=0.02)
+    from rubinperf.specs.workload import load_workload
+
+    assert load_workload("agentx").turn_gap_s == 7.0 and load_workload("chat-8k1k").turn_gap_s == 0.0
+    r = CliRunner().invoke(app, ["compare", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", "3",
+                                 "--json", "--kernels", "0"])
+    assert r.exit_code == 0, r.output
+    from rubinperf.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(["pareto", "--serving", "agg", "-l", "tp2", "--turn-gap", "-1"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and "--turn-gap" in capsys.readouterr().err
