@@ -497,6 +497,8 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
             waiting.append(i)
             in_sys += 1
         if not running and not waiting:
+            if not arrivals:
+                raise SpecError("simulation: requests left that never arrive (a turn whose session's earlier turn is missing)")
             now = arrivals[0][0]
             continue
         # decoding requests grow: preempt the last admitted while the KV cannot hold the step's growth
@@ -544,10 +546,14 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
             todo = need - hit
             if not chunked and todo > room and C > 0:
                 break
-            if s >= 0 and s in cache and not preempted[i]:   # its blocks move from the cache to the request
-                cache_tok -= cache.pop(s)
+            mine = cache.pop(s, None) if s >= 0 and not preempted[i] else None   # its blocks go to the request
+            if mine is not None:
+                cache_tok -= mine
             evict(need + fixed_tok)
             if S + growth + palloc + (len(running) + 1) * fixed_tok + need + cache_tok > cap:
+                if mine is not None:   # not admitted: its context stays cached
+                    cache[s] = mine
+                    cache_tok += mine
                 break
             waiting.popleft()
             if counter > eligible[i]:
