@@ -21,15 +21,16 @@ runs it:
 Each step's time comes from the closed-form step model through tables built once, with the vectorised step path
 (numpy arrays through rubinperf.step.timing.step), over (decode rows, context) for steps without prefill and over
 (decode rows, chunk tokens, decode context, chunk context) for steps with it, and interpolated multilinearly. A DEP
-engine's steps are timed at the busiest rank's expected rows (prefill.busiest_rank_load), as the closed form times
-them; its ranks are simulated one at a time, each with its share of the traffic (routed round robin, a session's
-turns to its first turn's rank), not in lockstep. Disaggregated P/D (a KV transfer between pools) is not simulated:
-this is the aggregated engine.
+engine's ranks each run this scheduler and step together: a step lasts as long as the slowest rank's (its own rows,
+chunk and contexts), so the wait for the busiest rank comes from the simulated ranks, not from a formula. A request
+goes to its session's rank, else to the rank with the fewest requests (vLLM's DP load balancing counts waiting and
+running requests). Disaggregated P/D (a KV transfer between pools) is not simulated: this is the aggregated engine.
 
 Between events (an arrival, a completion, the KV cache filling, a prompt to prefill) the decode steps repeat with the
 same rows; they are advanced together, their time taken at the run's middle context (each run at most
-RUN_CONTEXT_GROWTH of the context), so the loop is over runs of steps, not tokens. Speculative decoding emits the
-mean acceptance a tokens per step to every decoding request (deterministic; no per-request acceptance spread).
+RUN_CONTEXT_GROWTH of the context), so the loop is over runs of steps, not tokens. Speculative decoding emits a
+request's own acceptance a_i tokens a step, drawn once per request from the stack's per-request law (the one P90's
+interactivity uses), so requests of one length finish after different numbers of steps.
 
 Reported as `vllm bench serve` reports: request, output and total token throughput over the run (first arrival to
 last completion), TTFT, TPOT ((E2E - TTFT) / (output - 1)), ITL (every decoding request's wait between steps, a sample
@@ -320,7 +321,6 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
     t0 = time.process_time()
     from rubinperf.roofline import admission_time
     from rubinperf.serving.aggregated import DEFAULT_RESERVE_BYTES
-    from rubinperf.serving.prefill import busiest_rank_load
     from rubinperf.step.capacity import capacity
     from rubinperf.step.point import make_point
     from rubinperf.step.timing import step
@@ -343,13 +343,12 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
     Xd = _axis(16, top, AXIS_POINTS["context"])
     Xc = _axis(64, top, AXIS_POINTS["chunk_context"], zero=True)
     C = _axis(1, budget, AXIS_POINTS["chunk"])
-    busiest = busiest_rank_load(B, lay.dp) if lay.dp > 1 else B
     O, U = mix.mean_output, mix.uncached
     admit = admission_time(hw, B * a / max(O - 1, 1.0) * mix.mean_input)   # as the closed form: a function of B
     point = make_point(m, hw, lay, phase="decode", batch=1, context=mix.mean_input + O / 2, draft_tokens=k,
                        acceptance=a, eplb=True, engram_placement=m.engram_placement)
     # decode steps: batch (B, 1) x context (1, Xd)
-    dec = step(m, hw, lay, dataclasses.replace(point, batch=np.maximum(busiest, 1.0)[:, None], context=Xd[None, :]))
+    dec = step(m, hw, lay, dataclasses.replace(point, batch=B[:, None], context=Xd[None, :]))
     dec = dataclasses.replace(dec, extra_cpu_s=admit[:, None])
     dec_s = np.broadcast_to(np.asarray(dec.expected_s, dtype=float), (len(B), len(Xd))).copy()
     seqs_per = max(U, 1.0) if chunk_hint is None else max(chunk_hint, 1.0)
@@ -361,7 +360,7 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
         mix_r = dataclasses.replace(mix_r, extra_cpu_s=admit[:, None])
         mixed = np.asarray(mix_r.expected_s, dtype=float)
         mixed = np.broadcast_to(mixed, (len(B), CC.size)).reshape(len(B), len(C), len(Xd), len(Xc))
-        mixed = np.maximum(mixed, dec_s[:, None, :, None])   # DEP: the step waits for the busiest decode rank too
+        mixed = np.maximum(mixed, dec_s[:, None, :, None])   # a chunk only adds rows
     else:   # the chunk runs as a prefill step of its own, then the decode step
         pf = make_point(m, hw, lay, phase="prefill", batch=1, context=0.0, new_tokens=float(budget), eplb=True,
                         engram_placement=m.engram_placement)
@@ -400,11 +399,39 @@ class Run:
     busy_s: float              # time the engine ran steps
 
 
-def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0) -> Run:
-    """Run the scheduler over the traffic. Open loop (clients 0): each request arrives at its arrival time. Closed
-    loop: `clients` clients each send a request, wait for its last token, think `think_s`, and send the next (the
-    traffic's requests in order; their arrival times unused)."""
+class _Rank:
+    """One scheduler's state (a TP instance, or one DEP rank)."""
+
+    __slots__ = ("waiting", "running", "prefilling", "palloc", "Bd", "A", "S", "fin", "cache", "cache_tok", "load",
+                 "pieces", "C", "Cx", "growth")
+
+    def __init__(self):
+        self.waiting: deque = deque()
+        self.running: dict = {}       # id -> None, in admission order (the last is preempted first)
+        self.prefilling: list = []    # [id, tokens left to compute, tokens in KV before the next piece]
+        self.palloc = 0.0             # KV tokens the prefilling requests hold
+        self.Bd, self.A, self.S = 0, 0.0, 0.0   # decoding requests, their tokens per step, their KV tokens
+        self.fin: list = []           # heap of (decode step index at which it finishes, epoch, id)
+        self.cache: OrderedDict = OrderedDict()   # session -> KV tokens its last context left in the prefix cache
+        self.cache_tok = 0.0
+        self.load = 0                 # requests routed here and not finished
+        self.pieces: list = []
+        self.C = self.Cx = self.growth = 0.0
+
+
+def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0, seed: int = 0) -> Run:
+    """Run the engine's schedulers over the traffic, stepping together (a DEP engine's ranks wait for the slowest
+    rank's step; a TP instance is one). Open loop (clients 0): each request arrives at its arrival time (a session's
+    later turn given a gap: that long after its previous turn ends) and goes to its session's rank, else to the
+    rank with the fewest requests (waiting and running). Closed loop: `clients` clients, client c on rank c mod dp,
+    each sends a request, waits for its last token, thinks `think_s`, and sends the next (the traffic's requests in
+    order; their arrival times unused). With a draft, each request keeps its own acceptance a_i (tokens per verify
+    step), drawn (`seed`) from the stack's per-request law (interactivity.per_request_acceptance: mean a, concentration
+    acceptance_concentration), so requests of one length finish after different numbers of steps."""
+    from rubinperf.serving.interactivity import per_request_acceptance
+
     n = len(traffic)
+    dp = max(1, int(sim.layout.dp))
     a, per_row, budget = sim.acceptance, sim.rows_per_request, sim.budget
     cap, fixed_tok, max_run, chunked = sim.kv_tokens, sim.request_kv_tokens, sim.max_running, sim.chunked
     T_dec, T_mix = sim.decode, sim.mixed
@@ -417,16 +444,27 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
         if inp[i] + out[i] + fixed_tok > cap:
             raise SpecError(f"request {i + 1}: {inp[i] + out[i]:,.0f} tokens do not fit the engine's KV cache of "
                             f"{max(cap - fixed_tok, 0):,.0f} tokens per scheduler")
+    ranks = [_Rank() for _ in range(dp)]
+    home: dict = {}             # session -> its rank
+    rank_of = [-1] * n
     arrival = [math.nan] * n
     first = [math.nan] * n
     end = [math.nan] * n
     queued = [False] * n
     preempted = [0] * n
     eligible = [0] * n          # the step index at which a request could first be admitted
+    alloc = [0.0] * n           # KV tokens a prefilling request holds
+    kv0 = [0.0] * n             # KV tokens of a decoding request at its decode start
+    dstart = [0] * n            # decode step index at its decode start
+    left = [0] * n              # decode steps left at (re)start
+    emitted = [0.0] * n         # tokens emitted so far (for a recompute)
+    epoch = [0] * n
+    t_pre = [math.nan] * n
     arrivals: list = []         # heap of (time, id)
     if clients > 0:
         for i in range(min(clients, n)):
             arrivals.append((0.0, i))
+            rank_of[i] = i % dp
         next_new = min(clients, n)
     else:
         arrivals = [(t, i) for i, (t, f) in enumerate(zip(traffic.arrival_s.tolist(), traffic.follows.tolist())) if f < 0]
@@ -438,21 +476,10 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
         for j, f in enumerate(traffic.follows.tolist()):
             if f >= 0:
                 followers.setdefault(f, []).append(j)
-    waiting: deque = deque()
-    running: dict = {}          # id -> None, in admission order (the last is preempted first)
-    prefilling: list = []       # [id, tokens left to compute, tokens in KV before the next piece]
-    alloc = [0.0] * n           # KV tokens a prefilling request holds
-    palloc = 0.0                # their sum
-    kv0 = [0.0] * n             # KV tokens of a decoding request at its decode start
-    dstart = [0] * n            # decode step index at its decode start
-    left = [0] * n              # decode steps left at (re)start
-    emitted = [0.0] * n         # tokens emitted so far (for a recompute)
-    epoch = [0] * n
-    t_pre = [math.nan] * n
-    fin: list = []              # heap of (decode step index at which it finishes, epoch, id)
-    Bd, S = 0, 0.0              # decoding requests, their KV tokens
-    cache: OrderedDict = OrderedDict()   # session -> KV tokens its last context left in the prefix cache
-    cache_tok = 0.0
+    e = sim.engine
+    acc = per_request_acceptance(int(e.draft_tokens), float(a), float(e.hw.acceptance_concentration), n,
+                                 np.random.default_rng([int(seed), 1])).tolist()
+    dec_steps = [max(0, math.ceil((o - 1) / x - 1e-9)) for o, x in zip(out, acc)]
     counter = 0
     now = 0.0
     done = 0
@@ -460,185 +487,218 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
     in_sys = 0
     steps_t, steps_k, steps_b, steps_c, gaps = [], [], [], [], []
     heappop, heappush = heapq.heappop, heapq.heappush
-    dec_steps = [max(0, math.ceil((o - 1) / a - 1e-9)) for o in out]
 
-    def finish(i):
-        nonlocal done, in_sys, cache_tok, next_new
+    def evict(r, need):
+        """Drop the rank's least recently used cached contexts until `need` more KV tokens fit beside its running ones."""
+        used = r.S + r.palloc + len(r.running) * fixed_tok
+        cache = r.cache
+        while cache and used + r.cache_tok + need > cap:
+            _, v = cache.popitem(last=False)
+            r.cache_tok -= v
+
+    def finish(r, i):
+        nonlocal done, in_sys, next_new
         end[i] = now
         done += 1
         in_sys -= 1
+        r.load -= 1
         s = sess[i]
         if s >= 0:
-            old = cache.pop(s, 0.0)
-            cache_tok -= old
-            cache[s] = inp[i] + out[i]
-            cache_tok += inp[i] + out[i]
+            r.cache_tok -= r.cache.pop(s, 0.0)
+            r.cache[s] = inp[i] + out[i]
+            r.cache_tok += inp[i] + out[i]
         if clients > 0 and next_new < n:
+            rank_of[next_new] = rank_of[i]   # the same client
             heappush(arrivals, (now + think_s, next_new))
             next_new += 1
         for j in followers.get(i, ()):
             heappush(arrivals, (now + gap_after[j], j))
 
-    def evict(need):
-        """Drop least recently used cached contexts until `need` more KV tokens fit beside the running ones."""
-        nonlocal cache_tok
-        used = S + palloc + len(running) * fixed_tok
-        while cache and used + cache_tok + need > cap:
-            _, v = cache.popitem(last=False)
-            cache_tok -= v
-
-    while done < n:
-        # arrivals up to now join the queue
-        while arrivals and arrivals[0][0] <= now:
-            t, i = heappop(arrivals)
-            arrival[i] = t
-            area += now - t
-            eligible[i] = counter
-            waiting.append(i)
-            in_sys += 1
-        if not running and not waiting:
-            if not arrivals:
-                raise SpecError("simulation: requests left that never arrive (a turn whose session's earlier turn is missing)")
-            now = arrivals[0][0]
-            continue
-        # decoding requests grow: preempt the last admitted while the KV cannot hold the step's growth
-        growth = a * Bd
-        if cache:
-            evict(growth)
-        while running and S + growth + palloc + len(running) * fixed_tok > cap:
+    def plan(r):
+        """Schedule the rank's next step: preempt while its decodes cannot grow, then the prompts' chunks and the
+        admissions. Sets r.pieces, r.C, r.Cx, r.growth; returns the step's time on this rank (0: nothing to run)."""
+        growth = r.A
+        if r.cache:
+            evict(r, growth)
+        running, prefilling = r.running, r.prefilling
+        while running and r.S + growth + r.palloc + len(running) * fixed_tok > cap:
             v, _ = running.popitem()
             preempted[v] += 1
             epoch[v] += 1
-            if alloc[v] > 0 or any(p[0] == v for p in prefilling):
+            if alloc[v] > 0:
                 prefilling[:] = [p for p in prefilling if p[0] != v]
-                palloc -= alloc[v]
+                r.palloc -= alloc[v]
                 alloc[v] = 0.0
             else:
-                kv = kv0[v] + a * (counter - dstart[v])
-                S -= kv
-                Bd -= 1
-                done_steps = counter - dstart[v]
-                emitted[v] += a * done_steps
-                left[v] = max(left[v] - done_steps, 0)
+                steps = counter - dstart[v]
+                r.S -= kv0[v] + acc[v] * steps
+                r.Bd -= 1
+                r.A -= acc[v]
+                emitted[v] += acc[v] * steps
+                left[v] = max(left[v] - steps, 0)
                 t_pre[v] = now
-            waiting.appendleft(v)
-            growth = a * Bd
-        room = budget - Bd * per_row
+                if r.Bd == 0:
+                    r.A = r.S = 0.0
+            r.waiting.appendleft(v)
+            growth = r.A
+        room = budget - r.Bd * per_row
         pieces, C, Cx = [], 0.0, 0.0
         for p in prefilling:
-            if room <= 0:
-                break
-            if not chunked and p[1] > room and (C > 0):
+            if room <= 0 or (not chunked and p[1] > room and C > 0):
                 break
             piece = min(p[1], room) if chunked else p[1]
             pieces.append((p, piece))
             C += piece
             Cx += piece * p[2]
             room -= piece
+        waiting, cache = r.waiting, r.cache
         while waiting and room > 0 and len(running) < max_run:
             i = waiting[0]
             need = inp[i] + (emitted[i] if preempted[i] else 0.0)
-            hit = cached0[i]
             s = sess[i]
-            if s >= 0 and s in cache and not preempted[i]:
-                hit = max(hit, min(prefix[i], cache[s]))
+            hit = cached0[i]
+            mine = cache.pop(s, None) if s >= 0 and not preempted[i] else None   # its blocks go to the request
+            if mine is not None:
+                r.cache_tok -= mine
+                hit = max(hit, min(prefix[i], mine))
             hit = min(hit, need - 1)
             todo = need - hit
             if not chunked and todo > room and C > 0:
-                break
-            mine = cache.pop(s, None) if s >= 0 and not preempted[i] else None   # its blocks go to the request
-            if mine is not None:
-                cache_tok -= mine
-            evict(need + fixed_tok)
-            if S + growth + palloc + (len(running) + 1) * fixed_tok + need + cache_tok > cap:
+                fits = False
+            else:
+                evict(r, need + fixed_tok)
+                fits = r.S + growth + r.palloc + (len(running) + 1) * fixed_tok + need + r.cache_tok <= cap
+            if not fits:
                 if mine is not None:   # not admitted: its context stays cached
                     cache[s] = mine
-                    cache_tok += mine
+                    r.cache_tok += mine
                 break
             waiting.popleft()
             if counter > eligible[i]:
                 queued[i] = True
             running[i] = None
             alloc[i] = need
-            palloc += need
+            r.palloc += need
             p = [i, todo, hit]
             prefilling.append(p)
             piece = min(todo, room) if chunked else todo
             pieces.append((p, piece))
             C += piece
-            Cx += piece * p[2]
+            Cx += piece * hit
             room -= piece
+        r.pieces, r.C, r.Cx, r.growth = pieces, C, Cx, growth
         if C > 0:
-            xd = S / Bd if Bd else Cx / C
-            dt = T_mix(max(Bd, 1), C, xd, Cx / C)
-            K = 1
-        elif Bd:
-            # a run of decode steps up to the next event
-            K = fin[0][0] - counter if fin else 1
-            while fin and epoch[fin[0][2]] != fin[0][1]:
-                heappop(fin)
-                K = fin[0][0] - counter if fin else 1
-            free = cap - (S + growth + palloc + len(running) * fixed_tok)
-            if growth > 0:
-                K = min(K, 1 + int(free // growth))
-            xd0 = S / Bd
-            K = min(K, max(1, int(RUN_CONTEXT_GROWTH * xd0 / a)))
-            if arrivals:
-                dt0 = T_dec(Bd, xd0)
-                K = min(K, max(1, math.ceil((arrivals[0][0] - now) / dt0)))
-            K = max(K, 1)
-            dt = T_dec(Bd, xd0 + growth * (K - 1) / 2 / Bd)
-        else:   # nothing can run (cannot happen: an empty engine admits the queue's head)
+            return T_mix(max(r.Bd, 1), C, r.S / r.Bd if r.Bd else Cx / C, Cx / C)
+        return T_dec(r.Bd, r.S / r.Bd) if r.Bd else 0.0
+
+    def decode_run(r):
+        """Steps this decode-only rank can repeat before an event: a completion, its KV filling, RUN_CONTEXT_GROWTH."""
+        fin = r.fin
+        while fin and epoch[fin[0][2]] != fin[0][1]:
+            heappop(fin)
+        K = fin[0][0] - counter if fin else 1
+        free = cap - (r.S + r.growth + r.palloc + len(r.running) * fixed_tok)
+        if r.growth > 0:
+            K = min(K, 1 + int(free // r.growth))
+        return max(1, min(K, int(RUN_CONTEXT_GROWTH * r.S / max(r.A, 1e-9))))
+
+    while done < n:
+        # arrivals up to now join a rank's queue
+        while arrivals and arrivals[0][0] <= now:
+            t, i = heappop(arrivals)
+            k = rank_of[i]
+            if k < 0:
+                s = sess[i]
+                k = home.get(s, -1) if s >= 0 else -1
+                if k < 0:
+                    k = min(range(dp), key=lambda q: ranks[q].load) if dp > 1 else 0
+                    if s >= 0:
+                        home[s] = k
+                rank_of[i] = k
+            r = ranks[k]
+            r.waiting.append(i)
+            r.load += 1
+            arrival[i] = t
+            area += now - t
+            eligible[i] = counter
+            in_sys += 1
+        if in_sys == 0:
+            if not arrivals:
+                raise SpecError("simulation: requests left that never arrive (a turn whose session's earlier turn is missing)")
+            now = arrivals[0][0]
+            continue
+        dt = max(plan(r) for r in ranks)
+        active = [r for r in ranks if r.Bd or r.C]
+        if not active:   # cannot happen: an empty rank admits its queue's head
             raise SpecError("simulation: the scheduler could not run a step")
+        K = 1
+        if not any(r.C for r in active):
+            # a run of decode steps up to the next event on any rank, timed at its middle context
+            K = min(decode_run(r) for r in active)
+            if arrivals:
+                K = min(K, max(1, math.ceil((arrivals[0][0] - now) / dt)))
+            if K > 1:
+                dt = max(T_dec(r.Bd, (r.S + r.growth * (K - 1) / 2) / r.Bd) for r in active)
         span = K * dt
         area += in_sys * span
         busy += span
         now += span
         counter += K
-        S += growth * K
+        rows = 0
+        chunk = 0.0
+        for r in active:
+            rows += r.Bd
+            chunk += r.C
+            r.S += r.growth * K
         steps_t.append(dt)
         steps_k.append(K)
-        steps_b.append(Bd)
-        steps_c.append(C)
-        # prefill pieces done
-        for p, piece in pieces:
-            p[1] -= piece
-            p[2] += piece
-            if p[1] <= 0:
-                i = p[0]
-                prefilling.remove(p)
-                palloc -= alloc[i]
-                alloc[i] = 0.0
-                if first[i] != first[i]:   # nan: its first token
-                    first[i] = now
-                    emitted[i] = 1.0
-                    left[i] = dec_steps[i]
-                elif t_pre[i] == t_pre[i]:
-                    gaps.append(now - t_pre[i])
-                    t_pre[i] = math.nan
-                if left[i] <= 0:
-                    del running[i]
-                    finish(i)
+        steps_b.append(rows)
+        steps_c.append(chunk)
+        for r in active:
+            # prefill pieces done
+            for p, piece in r.pieces:
+                p[1] -= piece
+                p[2] += piece
+                if p[1] <= 0:
+                    i = p[0]
+                    r.prefilling.remove(p)
+                    r.palloc -= alloc[i]
+                    alloc[i] = 0.0
+                    if first[i] != first[i]:   # nan: its first token
+                        first[i] = now
+                        emitted[i] = 1.0
+                        left[i] = dec_steps[i]
+                    elif t_pre[i] == t_pre[i]:
+                        gaps.append(now - t_pre[i])
+                        t_pre[i] = math.nan
+                    if left[i] <= 0:
+                        del r.running[i]
+                        finish(r, i)
+                        continue
+                    kv0[i] = inp[i] + emitted[i]
+                    dstart[i] = counter
+                    r.S += kv0[i]
+                    r.Bd += 1
+                    r.A += acc[i]
+                    heappush(r.fin, (counter + left[i], epoch[i], i))
+            r.pieces = []
+            r.C = 0.0
+            fin = r.fin
+            while fin and fin[0][0] <= counter:
+                _, ep, i = heappop(fin)
+                if epoch[i] != ep:
                     continue
-                kv0[i] = inp[i] + emitted[i]
-                dstart[i] = counter
-                S += kv0[i]
-                Bd += 1
-                heappush(fin, (counter + left[i], epoch[i], i))
-        while fin and fin[0][0] <= counter:
-            _, ep, i = heappop(fin)
-            if epoch[i] != ep:
-                continue
-            S -= kv0[i] + a * (counter - dstart[i])
-            Bd -= 1
-            del running[i]
-            finish(i)
-        if Bd == 0:
-            S = 0.0
+                r.S -= kv0[i] + acc[i] * (counter - dstart[i])
+                r.Bd -= 1
+                r.A -= acc[i]
+                del r.running[i]
+                finish(r, i)
+            if r.Bd == 0:
+                r.S = r.A = 0.0
     return Run(sim=sim, traffic=traffic, arrival_s=np.array(arrival), first_token_s=np.array(first),
                end_s=np.array(end), queued=np.array(queued), preempted=np.array(preempted),
                step_s=np.array(steps_t), step_count=np.array(steps_k, dtype=float),
-               step_rows=np.array(steps_b, dtype=float), step_chunk=np.array(steps_c),
+               step_rows=np.array(steps_b, dtype=float) / dp, step_chunk=np.array(steps_c),
                gap_s=np.array(gaps), in_system_s=area, busy_s=busy)
 
 
@@ -662,41 +722,9 @@ def _pkey(p: float) -> str:
     return "median" if p == 50 else "p" + f"{p:g}".replace(".", "_")
 
 
-def split_ranks(traffic: Traffic, dp: int) -> list[np.ndarray]:
-    """Indices of each DEP rank's requests: round robin in arrival order, a session's turns to its first turn's rank."""
-    n = len(traffic)
-    if dp <= 1:
-        return [np.arange(n)]
-    rank = np.arange(n) % dp
-    sess = traffic.session
-    has = sess >= 0
-    if np.any(has):
-        firsts = {}
-        for i in np.nonzero(has)[0].tolist():
-            rank[i] = firsts.setdefault(int(sess[i]), int(rank[i]))
-    return [np.nonzero(rank == r)[0] for r in range(dp)]
-
-
-def _take(t: Traffic, idx) -> Traffic:
-    """The requests `idx` (sorted), each follows-link renumbered among them (a session's turns are all on one rank)."""
-    local = np.full(len(t), -1, dtype=np.int64)
-    local[idx] = np.arange(idx.size)
-    out = {f.name: getattr(t, f.name)[idx] for f in dataclasses.fields(Traffic)}
-    out["follows"] = np.where(out["follows"] >= 0, local[np.maximum(out["follows"], 0)], -1)
-    return Traffic(**out)
-
-
-def run_engine(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0) -> list[Run]:
-    """Simulate every scheduler of the engine (one; a DEP engine's ranks, each with its share of the traffic and of
-    the clients)."""
-    dp = sim.layout.dp
-    runs = []
-    for r, idx in enumerate(split_ranks(traffic, dp)):
-        if idx.size == 0:
-            continue
-        c = 0 if clients <= 0 else max(1, clients // dp + (1 if r < clients % dp else 0))
-        runs.append(simulate(sim, _take(traffic, idx), clients=c, think_s=think_s))
-    return runs
+def run_engine(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float = 0.0, seed: int = 0) -> list[Run]:
+    """Simulate the engine (its schedulers stepping together) over the traffic: a list of one Run."""
+    return [simulate(sim, traffic, clients=clients, think_s=think_s, seed=seed)]
 
 
 def _gather(runs: list[Run], name: str) -> np.ndarray:
@@ -810,7 +838,7 @@ def serve_records(e, *, rates=(), trace: Traffic | None = None, trace_path: str 
     out = []
     for extra, traffic, c in jobs:
         t0 = time.process_time()
-        runs = run_engine(sim, traffic, clients=c, think_s=think_s if c else 0.0)
+        runs = run_engine(sim, traffic, clients=c, think_s=think_s if c else 0.0, seed=seed)
         rec = summary(runs, percentiles, goodput)
         rec.update(extra)
         rec.update({"isl": e.mix.isl, "osl": e.mix.osl, "random_range_ratio": e.mix.range_ratio,
