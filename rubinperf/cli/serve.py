@@ -59,6 +59,11 @@ def serve(
     past the point where prefill saturates, requests queue and TTFT grows. Percentiles use the
     spreads P90 uses and the request mix's length range.
 
+    --request-rate (open loop, Poisson or --burstiness gamma bursts), --trace (a JSONL replay)
+    and --simulate (the -c clients) run the engine step by step instead: continuous batching,
+    chunked prefill, KV capacity with queueing and preemption, the prefix cache by session; TTFT,
+    TPOT, ITL and E2E at --percentiles, goodput under --goodput, queued and preempted requests.
+
     Examples:
 
       rubinperf serve -H gb300-nvl72 -l tp2 --concurrency 64 --isl 8K --osl 1K
@@ -109,6 +114,8 @@ def serve(
                      range_ratio=random_range_ratio, convention=range_convention,
                      prefix_hit=0.0 if prefix_hit is None else parse_prefix_hit(prefix_hit), turn_gap_s=turn_gap)
     m, (hw,) = load_specs(model, [hardware], sets, stacks=[stack] if stack else None)
+    if traffic is not None:
+        sim.check_context(traffic, m, f"--trace {trace}: request")
     lay = parse_layout(layout)
     from rubinperf.specs.layout import check_layout
 

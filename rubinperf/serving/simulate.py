@@ -208,6 +208,16 @@ def read_trace(path: str, limit: int | None = None) -> Traffic:
                    a[:, 5].astype(np.int64), a[:, 6])
 
 
+def check_context(traffic: Traffic, model, what: str = "request") -> None:
+    """Every request's input + output within the model's maximum context: else a SpecError naming the first one."""
+    total = traffic.input_tokens + traffic.output_tokens
+    over = np.nonzero(total > model.max_context_tokens)[0]
+    if over.size:
+        i = int(over[0])
+        raise SpecError(f"{what} {i + 1}: {total[i]:,.0f} tokens exceed {model.name}'s maximum context of "
+                        f"{model.max_context_tokens:,}")
+
+
 def _number(v, where, key, lo, hi, whole=False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise SpecError(f"{where}: {key}: expected a number, got {json.dumps(v)[:40]}")
@@ -440,6 +450,7 @@ def simulate(sim: SimEngine, traffic: Traffic, clients: int = 0, think_s: float 
     cached0 = traffic.cached_tokens.tolist()
     sess = traffic.session.tolist()
     prefix = traffic.prefix_tokens.tolist()
+    check_context(traffic, sim.engine.model)
     for i in range(n):
         if inp[i] + out[i] + fixed_tok > cap:
             raise SpecError(f"request {i + 1}: {inp[i] + out[i]:,.0f} tokens do not fit the engine's KV cache of "
