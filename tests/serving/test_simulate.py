@@ -230,6 +230,12 @@ def test_cli_request_rate_trace_json_csv(tmp_path, capsys):
     assert "mean_ttft_ms" in head.split(",") and len(r.output.splitlines()) == 2
     r = CliRunner().invoke(app, ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--trace", path])
     assert r.exit_code == 0 and "TTFT" in r.output
+    args = ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--simulate", "-c", "4,8", "-n", "100", "--turn-gap", "2",
+            "--json"]
+    runs = [json.loads(CliRunner().invoke(app, args).output) for _ in range(2)]
+    assert runs[0] == runs[1]   # deterministic for a seed
+    assert [(x["mode"], x["concurrency"], x["turn_gap_s"]) for x in runs[0]] == [("closed-loop", 4.0, 2.0),
+                                                                              ("closed-loop", 8.0, 2.0)]
     from rubinperf.cli import main
 
     for bad in (["--request-rate", "0"], ["--trace", str(tmp_path / "none.jsonl")], ["--goodput", "ttft:2s"],
