@@ -298,7 +298,7 @@ class Table:
 
 @dataclass(frozen=True, eq=False)
 class SimEngine:
-    """What the event loop needs of one scheduler (a TP instance or one DEP rank): its step tables, budget and KV."""
+    """What the event loop needs of each scheduler (a TP instance, or each DEP rank): its step tables, budget and KV."""
 
     engine: object             # the closed form's aggregated.Engine (its model, rack, layout, draft, acceptance)
     decode: Table              # (decode rows, decode context) -> s
@@ -355,7 +355,7 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
     O, U = mix.mean_output, mix.uncached
     admit = admission_time(hw, B * a / max(O - 1, 1.0) * mix.mean_input)   # as the closed form: a function of B
     point = make_point(m, hw, lay, phase="decode", batch=1, context=mix.mean_input + O / 2, draft_tokens=k,
-                       acceptance=a, eplb=True, engram_placement=m.engram_placement)
+                       acceptance=a, eplb=e.eplb, engram_placement=m.engram_placement)
     # decode steps: batch (B, 1) x context (1, Xd)
     dec = step(m, hw, lay, dataclasses.replace(point, batch=B[:, None], context=Xd[None, :]))
     dec = dataclasses.replace(dec, extra_cpu_s=admit[:, None])
@@ -371,7 +371,7 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
         mixed = np.broadcast_to(mixed, (len(B), CC.size)).reshape(len(B), len(C), len(Xd), len(Xc))
         mixed = np.maximum(mixed, dec_s[:, None, :, None])   # a chunk only adds rows
     else:   # the chunk runs as a prefill step of its own, then the decode step
-        pf = make_point(m, hw, lay, phase="prefill", batch=1, context=0.0, new_tokens=float(budget), eplb=True,
+        pf = make_point(m, hw, lay, phase="prefill", batch=1, context=0.0, new_tokens=float(budget), eplb=e.eplb,
                         engram_placement=m.engram_placement)
         c2, x2 = np.meshgrid(C, Xc, indexing="ij")
         alone = step(m, hw, lay, dataclasses.replace(pf, batch=np.maximum(c2 / seqs_per, 1.0), new_tokens=c2,
@@ -389,8 +389,8 @@ def sim_engine(e, max_context: float, chunk_hint: float | None = None) -> SimEng
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """One scheduler's simulated run: per-request times and counts, the steps' times and rows, and the count in the
-    system integrated over time (for Little's law)."""
+    """One engine's simulated run: per-request times and counts, the steps' times (a run of K equal steps is one entry)
+    and mean rows per scheduler, and the count in the system integrated over time (for Little's law)."""
 
     sim: SimEngine
     traffic: Traffic
