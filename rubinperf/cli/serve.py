@@ -49,6 +49,11 @@ def serve(
     goodput: Annotated[Optional[str], typer.Option(
         "--goodput", help="Simulated runs: the limits a good request meets, such as 'ttft:2s tpot:50ms' (also itl, "
                           "e2el).")] = None,
+    prefill_layout: Annotated[Optional[str], typer.Option(
+        "--prefill-layout", help="Simulated open loop: P/D, the prompts on engines of this shape (dep2, tp4, ...), "
+                                 "their KV sent to the -l engine, which decodes. Default: aggregated.")] = None,
+    prefill_instances: Annotated[int, typer.Option(
+        "--prefill-instances", help="With --prefill-layout: prefill engines feeding the decode engine.")] = 1,
     model, stack, draft_tokens, acceptance, eplb, sets, as_json, as_csv, quiet, wide,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
@@ -86,6 +91,8 @@ def serve(
     simulated = simulate or request_rate is not None or trace is not None
     if request_rate is not None and trace is not None:
         raise SpecError("--request-rate and --trace: choose one source of requests")
+    if prefill_layout is not None and not (request_rate is not None or trace is not None):
+        raise SpecError("--prefill-layout: P/D is simulated open loop: give --request-rate or --trace")
     if not simulated:
         for name, given in (("--percentiles", percentiles), ("--goodput", goodput)):
             if given is not None:
@@ -124,10 +131,16 @@ def serve(
         raise SpecError(f"--draft-tokens: expected 0 or more, got {draft_tokens}")
     e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb, suggest=True)
     if simulated:
+        pre = None
+        if prefill_layout is not None:
+            pl = parse_layout(prefill_layout)
+            check_layout(pl, m, hw)
+            pre = engine(m, hw, pl, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb, suggest=True)
         records = sim.serve_records(e, rates=rates, trace=traffic, trace_path=trace or "",
                                     clients=levels if simulate and not rates and traffic is None else (),
                                     num_requests=1000 if num_requests is None else num_requests, seed=seed, burstiness=burstiness, think_s=turn_gap,
-                                    percentiles=pcts, goodput=limits)
+                                    percentiles=pcts, goodput=limits, prefill=pre,
+                                    prefill_instances=prefill_instances)
         from rubinperf.render.aggregated import simulated_tables
 
         emit(records, as_json, simulated_tables, as_csv=as_csv, quiet=quiet)

@@ -90,7 +90,11 @@ def simulated_tables(records: list[dict]) -> None:
     if not records:
         return
     r0 = records[0]
-    what = f"{r0['model']} on {r0['hardware']} {r0['layout']} ({r0['stack']}), aggregated, simulated"
+    if r0.get("serving") == "disagg":
+        what = (f"{r0['model']} on {r0['hardware']} ({r0['stack']}), P/D: prefill {r0['prefill_instances']} × "
+                f"{r0['prefill_layout']}, decode {r0['layout']}, simulated")
+    else:
+        what = f"{r0['model']} on {r0['hardware']} {r0['layout']} ({r0['stack']}), aggregated, simulated"
     engine = (f"budget {fmt_num(r0['max_num_batched_tokens'])} tokens/step, chunked prefill "
               f"{'on' if r0['chunked_prefill'] else 'off'}, prefill {'in' if r0['mixed_prefill_decode'] else 'beside'} "
               f"the decode forward; at most {fmt_num(r0['max_running_requests_per_rank'])} running requests and "
@@ -119,9 +123,11 @@ def simulated_tables(records: list[dict]) -> None:
         lat = [[name.upper() if name != "e2e" else "E2E latency", _ms(r[f"mean_{name}_ms"])]
                + [_ms(r[f"{key}_{name}_ms"]) for key, _ in pk] for name in ("ttft", "tpot", "itl", "e2e")]
         caption = (f"mean running batch {fmt_num(r['mean_running_batch_per_rank'])}/rank, "
-                   f"{fmt_num(r['mean_in_system'])} requests in the system; {fmt_num(r['steps_per_scheduler'])} steps "
+                   f"{fmt_num(r['mean_in_system'])} requests in the system; {fmt_num(r['steps_per_scheduler'])} "
+                   f"{'decode-engine ' if r.get('serving') == 'disagg' else ''}steps "
                    f"{'per rank ' if r['layout'].startswith('dep') else ''}of "
-                   f"{_ms(r['mean_step_ms'])} mean, {fmt_pct(r['prefill_step_share'])} with prefill; ITL: every "
+                   f"{_ms(r['mean_step_ms'])} mean, {fmt_pct(r['prefill_step_share'])} with "
+                   f"{'an admission (KV loaded)' if r.get('serving') == 'disagg' else 'prefill'}; ITL: every "
                    f"decoding request's wait between its steps\n{engine}")
         print_out(table("latency", [col("metric", "left"), col("mean")] + [col(label) for _, label in pk], lat,
                         caption=caption))

@@ -741,7 +741,55 @@ def _gather(runs: list[Run], name: str) -> np.ndarray:
     return np.concatenate([getattr(r, name) for r in runs])
 
 
-def summary(runs: list[Run], percentiles=(50.0, 90.0, 99.0), goodput: dict | None = None) -> dict:
+def disaggregated(prefill: SimEngine, instances: int, decode: SimEngine, traffic: Traffic, seed: int = 0) -> Run:
+    """P/D: the prompts run on `instances` prefill engines (requests round robin in arrival order), each a simulated
+    engine whose requests end with their first token; each request's KV then goes to the decode engine over the link
+    the pools share (step/latency.py: kv_link, kv_transfer_time, for one request's KV per GPU), and the decode engine
+    admits it (one token to compute: its KV is loaded) and decodes the rest. The decode pool does not hold the
+    prefill pool back (no backpressure), so the two are simulated one after the other, exactly. Open loop only: a
+    session's turn sent after the previous one ends, or a closed-loop client, would couple them.
+
+    The Run: arrival, TTFT from the prefill engines, E2E from the decode engine; queued in either; the decode
+    engine's steps, preemptions and count in the system; the prefill's count in the system added."""
+    from rubinperf.step.capacity import kv_bytes_per_rank
+    from rubinperf.step.latency import kv_link, kv_transfer_time
+
+    if np.any(traffic.follows >= 0):
+        raise SpecError("--prefill-layout: a trace whose turns wait for earlier turns (turn_gap_s) couples the pools; "
+                        "give arrival_s for every line")
+    n = len(traffic)
+    ones = np.ones(n)
+    first, queued, area = np.full(n, np.nan), np.zeros(n, dtype=bool), 0.0
+    for k in range(instances):
+        idx = np.arange(k, n, instances)
+        if not idx.size:
+            continue
+        part = Traffic(traffic.arrival_s[idx], traffic.input_tokens[idx], ones[idx], traffic.cached_tokens[idx],
+                       traffic.session[idx], traffic.prefix_tokens[idx])
+        run = simulate(prefill, part, seed=seed)
+        first[idx] = run.first_token_s
+        queued[idx] = run.queued
+        area += run.in_system_s
+    m, hw = decode.engine.model, decode.engine.hw
+    link = kv_link(hw, "nvlink", prefill.layout, decode.layout)
+    tokens = np.geomspace(1.0, max(float(traffic.input_tokens.max()), 2.0), 48)
+    secs = [kv_transfer_time(hw, float(kv_bytes_per_rank(m, prefill.layout, t, hw.window_kv_whole_sequence)), link)
+            for t in tokens]
+    moved = first + np.interp(traffic.input_tokens, tokens, secs)
+    order = np.argsort(moved, kind="stable")
+    back = np.empty(n, dtype=np.int64)
+    back[order] = np.arange(n)
+    dec = Traffic(moved[order], traffic.input_tokens[order], traffic.output_tokens[order],
+                  np.maximum(traffic.input_tokens[order] - 1, 0.0), np.full(n, -1, dtype=np.int64), np.zeros(n))
+    run = simulate(decode, dec, seed=seed)
+    return Run(sim=decode, traffic=traffic, arrival_s=traffic.arrival_s.copy(), first_token_s=first,
+               end_s=run.end_s[back], queued=queued | run.queued[back], preempted=run.preempted[back],
+               step_s=run.step_s, step_count=run.step_count, step_rows=run.step_rows, step_chunk=run.step_chunk,
+               gap_s=run.gap_s, in_system_s=area + float(np.sum(moved - first)) + run.in_system_s, busy_s=run.busy_s)
+
+
+def summary(runs: list[Run], percentiles=(50.0, 90.0, 99.0), goodput: dict | None = None, gpus: int | None = None
+            ) -> dict:
     """The benchmark's figures over the engine's runs: throughput over the run (first arrival to last completion),
     per-request latencies at the percentiles, goodput, and counts of queued and preempted requests."""
     sim = runs[0].sim
@@ -760,7 +808,7 @@ def summary(runs: list[Run], percentiles=(50.0, 90.0, 99.0), goodput: dict | Non
     gaps = _gather(runs, "gap_s")
     itl_v = np.concatenate([step_t, gaps])
     itl_w = np.concatenate([step_k * step_b, np.ones(gaps.size)])
-    ranks = e.layout.ranks
+    ranks = e.layout.ranks if gpus is None else gpus
     busy = sum(r.busy_s for r in runs)
     total_steps = float(np.sum(step_k))
     rec = {
@@ -829,9 +877,15 @@ def parse_rates(text) -> list[float]:
 
 
 def serve_records(e, *, rates=(), trace: Traffic | None = None, trace_path: str = "", clients=(), num_requests=1000,
-                  seed=0, burstiness=1.0, think_s=0.0, percentiles=(50.0, 90.0, 99.0), goodput=None) -> list[dict]:
+                  seed=0, burstiness=1.0, think_s=0.0, percentiles=(50.0, 90.0, 99.0), goodput=None,
+                  prefill=None, prefill_instances: int = 1) -> list[dict]:
     """`serve` simulated: a record per request rate, per concurrency (closed-loop clients), or of the trace; the
-    step tables built once for all of them."""
+    step tables built once for all of them. With `prefill` (an aggregated.Engine of the prefill layout), P/D: the
+    prompts on `prefill_instances` such engines, the decode on `e` (disaggregated)."""
+    if prefill is not None and clients:
+        raise SpecError("--prefill-layout: P/D is simulated open loop (--request-rate or --trace), not with --simulate")
+    if prefill is not None and not 1 <= prefill_instances <= 1024:
+        raise SpecError(f"--prefill-instances: expected 1 to 1,024, got {prefill_instances}")
     jobs = []
     for r in rates:
         jobs.append(({"mode": "request-rate", "request_rate": r, "burstiness": burstiness, "seed": seed},
@@ -843,10 +897,17 @@ def serve_records(e, *, rates=(), trace: Traffic | None = None, trace_path: str 
         jobs.append(({"mode": "trace", "trace": trace_path}, trace, 0))
     top = max(float(np.max(t.input_tokens + t.output_tokens)) for _, t, _ in jobs)
     sim = sim_engine(e, top)
+    pre = sim_engine(prefill, top) if prefill is not None else None
     out = []
     for extra, traffic, c in jobs:
-        runs = run_engine(sim, traffic, clients=c, think_s=think_s if c else 0.0, seed=seed)
-        rec = summary(runs, percentiles, goodput)
+        if pre is None:
+            runs = run_engine(sim, traffic, clients=c, think_s=think_s if c else 0.0, seed=seed)
+            rec = summary(runs, percentiles, goodput)
+        else:
+            runs = [disaggregated(pre, prefill_instances, sim, traffic, seed=seed)]
+            rec = summary(runs, percentiles, goodput, gpus=e.layout.ranks + prefill_instances * prefill.layout.ranks)
+            rec.update({"serving": "disagg", "prefill_layout": prefill.layout.name,
+                        "prefill_instances": prefill_instances, "decode_layout": e.layout.name})
         rec.update(extra)
         rec.update({"isl": e.mix.isl, "osl": e.mix.osl, "random_range_ratio": e.mix.range_ratio,
                     "range_convention": e.mix.convention, "prefix_hit_rate": e.mix.prefix_hit})
