@@ -68,6 +68,7 @@ def serve(
     and --simulate (the -c clients) run the engine step by step instead: continuous batching,
     chunked prefill, KV capacity with queueing and preemption, the prefix cache by session; TTFT,
     TPOT, ITL and E2E at --percentiles, goodput under --goodput, queued and preempted requests.
+    --prefill-layout makes it P/D: prompts on prefill engines, KV sent to the -l engine.
 
     Examples:
 
@@ -80,6 +81,8 @@ def serve(
       rubinperf serve -H gb300-nvl72 -l tp2 --request-rate 2,4,6 --num-requests 2000 --goodput 'ttft:2s tpot:50ms'
 
       rubinperf serve -H gb300-nvl72 -l tp2 --trace requests.jsonl --percentiles 50,90,99,99.9
+
+      rubinperf serve -H gb300-nvl72 -l dep8 --prefill-layout dep2 --prefill-instances 2 --request-rate 20
     """
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine, parse_concurrency
     from rubinperf.specs.layout import parse_layout
@@ -91,6 +94,10 @@ def serve(
     simulated = simulate or request_rate is not None or trace is not None
     if request_rate is not None and trace is not None:
         raise SpecError("--request-rate and --trace: choose one source of requests")
+    if prefill_layout is None and prefill_instances != 1:
+        raise SpecError("--prefill-instances: with --prefill-layout (P/D)")
+    if not 1 <= prefill_instances <= 1024:
+        raise SpecError(f"--prefill-instances: expected 1 to 1,024 prefill engines, got {prefill_instances}")
     if prefill_layout is not None and not (request_rate is not None or trace is not None):
         raise SpecError("--prefill-layout: P/D is simulated open loop: give --request-rate or --trace")
     if not simulated:
