@@ -129,6 +129,7 @@ class Engine:
     saturated: np.ndarray      # prefill demand reached the budget left (the grid point cannot grow)
     max_requests: float        # KV capacity per scheduler
     bound: np.ndarray
+    eplb: bool = True          # the stack's EPLB on (its balancedness), as the steps were timed
 
     @property
     def step_s(self):
@@ -276,7 +277,8 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
                   busiest=np.broadcast_to(np.asarray(busiest, dtype=float), B.shape).copy(), chunk=chunk,
                   prefill_share=share, decode_s=decode_s, mixed_s=mixed_s,
                   chunks_per_request=_chunks(mix, float(room[0]), bool(hw.chunked_prefill)), saturated=saturated,
-                  max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape))
+                  max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape),
+                  eplb=bool(eplb))
 
 
 @dataclass(frozen=True, eq=False)
