@@ -286,9 +286,8 @@ def money_section(records: list[dict], basis: dict, previews: dict) -> str:
         if not r.get("reachable") or r["metric"] == "single_user":
             continue
         rows.append([_question(r), r["hardware"] + (" (preview)" if r["hardware"] in previews else ""),
-                     _config(r), f"{_usd(r.get('usd_per_m_tokens'))} /M tok",
-                     f"{_usd(r.get('usd_per_m_output'))} /M out", f"{_usd(r.get('usd_per_m_input'))} /M in",
-                     f"{fmt_num(r.get('tokens_per_s_per_kw'))} tok/s/kW"])
+                     _config(r), _usd(r.get("usd_per_m_tokens")), _usd(r.get("usd_per_m_output")),
+                     _usd(r.get("usd_per_m_input")), f"{fmt_num(r.get('tokens_per_s_per_kw'))} tok/s/kW"])
     if not rows:
         return ""
     lines = "".join(
@@ -346,11 +345,12 @@ def ledger_section(points: list[dict], families: list[dict] | None, scope: str) 
     from rubinperf.render.html import table_html
 
     hits = sum(bool(r.get("in_band")) for r in points)
-    head = f"{hits} of {len(points)} published points {scope} in band" if points else f"no published point {scope}"
+    head = f"{hits} of {len(points)} published points in band" if points else "no published point"
     rows = [[r["id"] + (" (fitted)" if r.get("fitted") else ""), r["hardware"], fmt_num(r["published"]),
              fmt_num(r.get("predicted")), "—" if r.get("ratio") is None else f"{r['ratio']:.2f}",
              f"{r['band'][0]:.2f}–{r['band'][1]:.2f}", "in band" if r.get("in_band") else "MISS"] for r in points]
-    out = [f'<section id="validation"><h2>Validation: {_e(head)}</h2>']
+    out = [f'<section id="validation"><h2>Validation: {_e(head)}</h2><p>The points: those {_e(scope)}, as '
+           "<code>rubinperf validate</code> checks them (predicted against published, each within its band).</p>"]
     if families:
         items = "".join(f"<li><b>{_e(f['family'])}</b>: {_e(f.get('verdict', ''))}</li>" for f in families)
         out.append(f"<p>The accuracy ledger, one verdict per family of evidence (error on rows no fit saw):</p>"

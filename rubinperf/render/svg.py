@@ -252,7 +252,7 @@ def step_bars(record: dict) -> list[dict]:
     but for that exposed part, so they are not added again."""
     from rubinperf.step.records import EXPOSED_HOST_ROW
 
-    return [b for b in record["breakdown"] if b["part"] != "cpu" or b["kernel"] == EXPOSED_HOST_ROW]
+    return [b for b in record["breakdown"] if b.get("part") != "cpu" or b["kernel"] == EXPOSED_HOST_ROW]
 
 
 def kernel_bars_svg(record: dict, top: int = 12, gid: str = "kernels", width: int = 760, narrow: bool = False) -> str:
