@@ -70,14 +70,14 @@ def serve_records(setups, layout: str, concurrency: str, draft_tokens, acceptanc
     return out, f"rubinperf serve -H RACK -l {layout} -c {concurrency} --isl 8K --osl 1K"
 
 
-def validation_records(files, model: str, racks: list[str], workload: str) -> tuple[list[dict], list[dict] | None]:
-    """(point records, ledger families or None): from `rubinperf validate --json` files when given, else the
-    published points of these racks, this model and this workload (the figures the headline answers) validated
-    now."""
+def validation_records(files, run: bool) -> tuple[list[dict] | None, list[dict] | None]:
+    """(point records, ledger families), each None when not known: read from `rubinperf validate --json` files,
+    or, with `run`, what `rubinperf validate` computes (every published point; the accuracy ledger's families where
+    the core has one). Neither: (None, None), the page says how to get them."""
     if files:
         import json
 
-        points, families = [], None
+        points, families = None, None
         for name in files:
             try:
                 data = json.loads(open(name, encoding="utf-8").read())
@@ -87,16 +87,23 @@ def validation_records(files, model: str, racks: list[str], workload: str) -> tu
                 families = (families or []) + data["families"]
             elif isinstance(data, list) and all(isinstance(r, dict) and {"id", "in_band", "band"} <= set(r)
                                                 for r in data):
-                points += data
+                points = (points or []) + data
             else:
                 raise SpecError(f"--validation {name}: expected the JSON of `rubinperf validate --json` (a list of "
                                 "point records) or of `rubinperf validate --ledger --json` ({families, ...})")
         return points, families
+    if not run:
+        return None, None
     from rubinperf.analysis.validate import load_points, validate
 
-    mine = [p for p in load_points() if p.model == model and p.hardware in racks and p.workload == workload
-            and (p.baseline_hardware is None or p.baseline_hardware in racks)]
-    return validate(mine), None
+    try:   # the accuracy ledger of issue 34 (rubinperf.analysis.ledger), as `rubinperf validate` runs it
+        from rubinperf.analysis.ledger import all_families, apply_bands, ledger
+    except ImportError:   # pragma: no cover - depends on the core's version
+        return validate(load_points()), None
+    records = validate(load_points(), evidence=False)
+    fams = all_families(records)
+    apply_bands(records, fams)
+    return records, ledger(records, fams)["families"]
 
 
 @shared_options(SWEEP)
@@ -116,8 +123,10 @@ def report(
                                     "16,64.")] = "64",
     validation: Annotated[Optional[List[str]], typer.Option(
         "--validation", help="A `rubinperf validate --json` output (its point records, or the ledger of --ledger "
-                             "--json) to summarise in the validation section; repeatable. Default: the published "
-                             "points of these racks and this model, validated now.")] = None,
+                             "--json) to summarise in the validation section; repeatable.")] = None,
+    run_validate: Annotated[bool, typer.Option(
+        "--validate", help="Run `rubinperf validate` for the validation section (every published point and the "
+                           "accuracy ledger: seconds more). Default: the section says how to add it.")] = False,
     output: Annotated[str, typer.Option(
         "--output", "-o",
         help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
@@ -144,7 +153,7 @@ def report(
 
       rubinperf report -w chat-8k1k --layout tp8 --save-dir run1
 
-      rubinperf validate --json > v.json; rubinperf report --validation v.json
+      rubinperf report --validate -o checked.html
     """
     from pathlib import Path
 
@@ -180,7 +189,7 @@ def report(
     m, _, w = setups[0]
     platforms = [hw for _, hw, _ in setups]
     served, serve_cmd = serve_records(setups, serve_layout, concurrency, draft_tokens, acceptance, eplb)
-    checked, families = validation_records(validation, m.name, [hw.name for hw in platforms], w.name)
+    checked, families = validation_records(validation, run_validate)
 
     from rubinperf.render import manager as M
     from rubinperf.render.html import compare_section, sensitivity_section, step_section
@@ -189,15 +198,12 @@ def report(
     previews = M.preview_reasons(platforms)
     basis = {hw.name: {"price_usd_per_gpu_hour": hw.price_usd_per_gpu_hour, "gpu_power_w": hw.gpu_power_w,
                        "source": hw.sources.get("hardware.economics", "")} for hw in platforms}
-    scope = ("in the files given" if validation else
-             f"of {', '.join(hw.name for hw in platforms)}, {m.name} and workload {w.name} "
-             "(validation/published.toml)")
     parts = {"banner": M.preview_banner(previews),
              "headline": M.headline_section(compared, previews, M.layout_reach(points)),
              "ratios": M.ratios_section(compared, previews), "compare": compare_section(compared),
              "money": M.money_section(compared, basis, previews),
              "serving": M.serving_section(served, serve_cmd, previews),
-             "validation": M.ledger_section(checked, families, scope),
+             "validation": M.ledger_section(checked, families),
              "frontier": frontier_html, "step": step_section(steps),
              "sensitivity": sensitivity_section(tornados, SWING), "sources": sources_part(m, platforms, w)}
     others = [hw.name for hw in platforms[1:]]

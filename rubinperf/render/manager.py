@@ -339,30 +339,45 @@ def serving_section(records: list[dict], command: str, previews: dict) -> str:
 # ---------------------------------------------------------------- validation
 
 
-def ledger_section(points: list[dict], families: list[dict] | None, scope: str) -> str:
-    """`rubinperf validate`'s summary: published points in band of all, per point; and one verdict line per
-    family of evidence where the ledger's families are given (else says where to get them)."""
+def _miss(r: dict) -> str:
+    return f"{r['id']} (" + ("unreachable" if r.get("ratio") is None else f"{r['ratio']:.2f}× the published figure") + ")"
+
+
+def ledger_section(points: list[dict] | None, families: list[dict] | None) -> str:
+    """`rubinperf validate`'s summary: published points in band of all (the misses listed); one verdict line per
+    family of evidence where the accuracy ledger's families are given. Neither given: how to add them."""
     from rubinperf.render.html import table_html
 
+    if points is None and not families:
+        return ('<section id="validation"><h2>Validation: not run for this report</h2><p>How far to trust these '
+                "figures: <code>rubinperf validate</code> checks every published point against its band and prints "
+                "the accuracy ledger (held-out error of kernels, steps and serving points, one verdict per family). "
+                "<code>rubinperf report --validate</code> adds its summary here (seconds more), "
+                "<code>--validation FILE</code> reads it from <code>rubinperf validate --json</code>.</p></section>")
+    points = points or []
     hits = sum(bool(r.get("in_band")) for r in points)
-    head = f"{hits} of {len(points)} published points in band" if points else "no published point"
-    rows = [[r["id"] + (" (fitted)" if r.get("fitted") else ""), r["hardware"], fmt_num(r["published"]),
-             fmt_num(r.get("predicted")), "—" if r.get("ratio") is None else f"{r['ratio']:.2f}",
-             f"{r['band'][0]:.2f}–{r['band'][1]:.2f}", "in band" if r.get("in_band") else "MISS"] for r in points]
-    out = [f'<section id="validation"><h2>Validation: {_e(head)}</h2><p>The points: those {_e(scope)}, as '
-           "<code>rubinperf validate</code> checks them (predicted against published, each within its band).</p>"]
+    head = f"{hits} of {len(points)} published points in band" if points else "the accuracy ledger"
+    out = [f'<section id="validation"><h2>Validation: {_e(head)}</h2>']
+    if points:
+        missed = [r for r in points if not r.get("in_band")]
+        out.append("<p>Each published point (validation/published.toml) predicted and checked against its band, "
+                   "as <code>rubinperf validate</code> does."
+                   + (" Misses: " + _e(", ".join(_miss(r) for r in missed)) + "." if missed else "") + "</p>")
     if families:
         items = "".join(f"<li><b>{_e(f['family'])}</b>: {_e(f.get('verdict', ''))}</li>" for f in families)
         out.append(f"<p>The accuracy ledger, one verdict per family of evidence (error on rows no fit saw):</p>"
                    f"<ul class=\"verdicts\">{items}</ul>")
-    else:
-        out.append('<p class="note">Per-family verdicts (held-out error of kernels, steps and serving points): not in '
-                   "this report; <code>rubinperf validate</code> prints them, and <code>rubinperf report --validation "
-                   "FILE</code> shows them from its --json output.</p>")
+    elif points:
+        out.append('<p class="note">Per-family verdicts (held-out error of kernels, steps and serving points): '
+                   "<code>rubinperf validate</code> prints them where the core keeps an accuracy ledger.</p>")
+    rows = [[r["id"] + (" (fitted)" if r.get("fitted") else ""), r["hardware"], fmt_num(r["published"]),
+             fmt_num(r.get("predicted")), "—" if r.get("ratio") is None else f"{r['ratio']:.2f}",
+             f"{r['band'][0]:.2f}–{r['band'][1]:.2f}", "in band" if r.get("in_band") else "MISS"] for r in points]
     if rows:
         out.append("<details><summary>every point</summary>"
                    + table_html(["point", "rack", "published", "predicted", "predicted / published", "band", ""],
                                 rows, left=2)
-                   + '<p class="note">band: the predicted / published ratios the point accepts</p></details>')
+                   + '<p class="note">band: the predicted / published ratios the point accepts; published and '
+                     "predicted in the point's own unit (validation/published.toml)</p></details>")
     out.append("</section>")
     return "".join(out)

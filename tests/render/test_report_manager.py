@@ -128,10 +128,15 @@ def test_ledger_section_counts_points_and_prints_family_verdicts():
     pts = [{"id": "a", "hardware": "x", "published": 1.0, "predicted": 1.1, "ratio": 1.1, "band": [0.9, 1.2],
             "in_band": True}, {"id": "b", "hardware": "x", "published": 1.0, "predicted": 2.0, "ratio": 2.0,
                                "band": [0.9, 1.2], "in_band": False}]
-    html = M.ledger_section(pts, None, "of x")
-    assert "1 of 2 published points in band" in html and "MISS" in html and "not in this report" in html
-    html = M.ledger_section(pts, [{"family": "kernels X", "verdict": "usable: half of 9 held-out rows within 5%"}], "")
-    assert "<b>kernels X</b>: usable: half of 9 held-out rows within 5%" in html and "not in this report" not in html
+    html = M.ledger_section(pts, None)
+    assert "1 of 2 published points in band" in html and "Misses: b (2.00× the published figure)" in html
+    assert "MISS" in html and "Per-family verdicts" in html
+    fams = [{"family": "kernels X", "verdict": "usable: half of 9 held-out rows within 5%"}]
+    html = M.ledger_section(pts, fams)
+    assert "<b>kernels X</b>: usable: half of 9 held-out rows within 5%" in html and "Per-family" not in html
+    assert "Validation: the accuracy ledger" in M.ledger_section(None, fams)
+    html = M.ledger_section(None, None)                              # not run: says how, claims nothing
+    assert "not run for this report" in html and "rubinperf report --validate" in html and "in band" not in html
 
 
 @pytest.mark.parametrize("text, want", [
