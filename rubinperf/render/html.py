@@ -24,7 +24,8 @@ CSS = """
 html{-webkit-text-size-adjust:100%}
 body{margin:0;background:#fff;color:#1b1b1b;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif}
 main{max-width:1120px;margin:0 auto;padding:12px 14px 40px}
-h1{font-size:1.45em;margin:.4em 0 .2em}
+h1{font-size:1.45em;margin:.4em 0 .1em}
+.sub{margin:0 0 .3em;color:#333}
 h2{font-size:1.2em;margin:1.6em 0 .4em;border-bottom:1px solid #ccc;padding-bottom:.15em}
 h3{font-size:1.02em;margin:1.1em 0 .3em}
 p,li{overflow-wrap:anywhere}
@@ -47,7 +48,7 @@ pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}
 .miss{color:#b00020;font-weight:600}
 svg.chart.narrow{display:none}
 @media (max-width:600px){svg.chart.wide{display:none}svg.chart.narrow{display:block}h1{font-size:1.2em}
-body{font-size:14.5px}}
+body{font-size:14.5px}.fb{display:none}}
 .banner{background:#fff4ce;border:1px solid #e0b400;border-radius:6px;padding:6px 10px;margin:.5em 0;font-size:.9em}
 .banner ul{margin:.2em 0;padding-left:1.2em}
 ul.head{list-style:none;padding:0;margin:.4em 0}
@@ -326,10 +327,13 @@ def report_html(title: str, subtitle: str, parts: dict[str, str]) -> str:
     order = [k for k in SECTION_TITLES if parts.get(k)]
     nav = "".join(f'<li><a href="#{k}">{SECTION_TITLES[k]}</a></li>' for k in order if SECTION_TITLES[k])
     top = parts.get("banner", "") + parts.get("headline", "")
+    head, _, rest = title.partition(": ")   # 'A against B: model, workload' -> the heading and a line under it
+    sub = f'<p class="sub">{_e(rest)}</p>' if rest else ""
     body = "".join(parts[k] for k in order if k != "headline")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>"
-            f"<h1>{_e(title)}</h1>{top}<p class=\"note\">{_e(strip_dirs(subtitle))}</p>"
+            f"<h1>{_e(head)}</h1>{sub}{top}"
+            f"<p class=\"note\">{_e(strip_dirs(subtitle))}</p>"
             f"<nav><details><summary>Contents</summary><ul>{nav}</ul></details></nav>{body}"
             "</main></body></html>\n")

@@ -191,17 +191,18 @@ def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
             key = "tokens_per_s_per_user" if per_user else "tokens_per_s_per_gpu"
             what = "tokens/s per user" if per_user else "tokens/s per GPU"
 
-            def fig(r):
+            def fig(r):   # the figure, and its band where the record has one (left out on a phone's width)
                 bd = band_of(r, key, key)
-                return fmt_num(r[key]) + (f" ({fmt_num(bd[0])}–{fmt_num(bd[1])})" if bd else "")
+                return _e(fmt_num(r[key])) + (f' <span class="fb">({_e(fmt_num(bd[0]))}–{_e(fmt_num(bd[1]))})</span>'
+                                              if bd else "")
 
-            sentence = f"{what[0].upper() + what[1:]}: {hw} {fig(b)} against {base} {fig(a)} {unit}."
+            sentence = f"{_e(what[0].upper() + what[1:])}: {_e(hw)} {fig(b)} against {_e(base)} {fig(a)} {unit}."
             why = why_line(a, b, reach)
             rb = band_of(b, "ratio")
-            band = (f'<span class="band">{ratio_text(rb[0])}–{ratio_text(rb[1])}</span>' if rb
+            band = (f'<span class="band">band {ratio_text(rb[0])}–{ratio_text(rb[1])}</span>' if rb
                     else f'<span class="band none">{NO_BAND}</span>')
             items.append(f'<li><span class="q">{_e(q)}</span> <span class="big">{ratio_text(b["ratio"])}</span> {band} '
-                         f"{tag}<p>{_e(sentence)}</p>" + (f'<p class="why">{_e(why)}</p>' if why else "") + "</li>")
+                         f"{tag}<p>{sentence}</p>" + (f'<p class="why">{_e(why)}</p>' if why else "") + "</li>")
     stat = next((r.get("interactivity_stat") for r in records if r.get("interactivity_stat")), "mean")
     note = ("Ratio: the second rack over the first, each on its own stack and at its best configuration for the "
             "question; (low–high): the band the records carry")

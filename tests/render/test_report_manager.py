@@ -54,9 +54,11 @@ def test_band_of_reads_low_high_beside_a_figure_and_none_without():
 def test_headline_with_bands_shows_each_ratio_and_its_band():
     html = M.headline_section(records(banded=True), {}, {})
     assert html.count('class="big"') == 2                               # one ratio per question, rack beyond the first
-    assert "2.50×" in html and "2.10×–2.90×" in html
+    assert "2.50×" in html and "band 2.10×–2.90×" in html
     assert "50.00×" in html and "40.00×–61.00×" in html
-    assert "new 2,500 (2,000–2,700) against old 1,000 (900–1,100) tok/s/GPU" in html   # the figures, their bands
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "new 2,500 (2,000–2,700) against old 1,000 (900–1,100) tok/s/GPU" in text   # the figures, their bands
+    assert html.count('<span class="fb">') == 4                        # (left out on a phone's width)
     assert M.NO_BAND not in html and "PREVIEW" not in html.upper()
 
 
