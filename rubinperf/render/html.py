@@ -264,6 +264,14 @@ def spec_sources(record, kind: str) -> dict:
         value = getattr(record, f.name)
         text = f"{value:g}" if isinstance(value, float) else str(value)
         sections.setdefault(key, []).append((f.name, text))
+    # Tables with a source but no fields of the record's own (a [ranges] table: each assumed field's range)
+    ranges = getattr(record, "ranges", None) or {}
+    for key in record.sources:
+        if key in sections:
+            continue
+        spec = key.split(".", 1)[0] if "." in key else None
+        names = {f.name for f in spec_fields(type(record)) if spec is None or f.metadata.get("spec") == spec}
+        sections[key] = [(n, f"{lo:g} to {hi:g}") for n, (lo, hi) in ranges.items() if n in names]
     path = public_path(getattr(record, "path", "") or "")
     stack_path = public_path(getattr(record, "stack_path", "") or "")
     return {"kind": kind, "name": record.name + (f" on {record.stack}" if getattr(record, "stack", None) else ""),
