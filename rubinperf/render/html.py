@@ -139,6 +139,14 @@ def _metric_words(r: dict) -> str:
     return "best single-user speed"
 
 
+def _band_words(r: dict) -> str:
+    """' (2.52×–3.00×)' where the record carries the ratio's band, else ''."""
+    from rubinperf.render.manager import band_of
+
+    b = band_of(r, "ratio")
+    return f" ({b[0]:.2f}×–{b[1]:.2f}×)" if b else ""
+
+
 def compare_section(records: list[dict], note: str = "") -> str:
     racks = list(dict.fromkeys(r["hardware"] for r in records))
     if not racks:
@@ -154,7 +162,7 @@ def compare_section(records: list[dict], note: str = "") -> str:
         body.append([_metric_words(r), r["hardware"], r.get("stack") or "",
                      f"{r['decode_layout']} × {fmt_num(r['batch_per_rank'])} (prefill {r['prefill_layout']})",
                      fmt_num(r["tokens_per_s_per_gpu"]), fmt_num(r["tokens_per_s_per_user"]),
-                     "—" if ratio is None else f"{float(ratio):.2f}×", _usd(r.get("usd_per_m_tokens")),
+                     "—" if ratio is None else f"{float(ratio):.2f}×" + _band_words(r), _usd(r.get("usd_per_m_tokens")),
                      fmt_num(r.get("tokens_per_s_per_kw")), r.get("decode_bound", "")])
     stat = records[0].get("interactivity_stat") or "mean"
     cap = (f"ratio: against {racks[0]} at the same point (tokens/s per GPU; the single-user row: tokens/s per user). "

@@ -203,6 +203,9 @@ def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
                     else f'<span class="band none">{NO_BAND}</span>')
             items.append(f'<li><span class="q">{_e(q)}</span> <span class="big">{ratio_text(b["ratio"])}</span> {band} '
                          f"{tag}<p>{sentence}</p>" + (f'<p class="why">{_e(why)}</p>' if why else "") + "</li>")
+    drivers = [f"{_question(r)}: {', '.join(r['ratio_band_drivers'])}" for r in records
+               if r.get("ratio_band_drivers") and band_of(r, "ratio")]
+    method = next((r.get("band_method") for r in records if r.get("band_method") and band_of(r, "ratio")), "")
     stat = next((r.get("interactivity_stat") for r in records if r.get("interactivity_stat")), "mean")
     note = ("Ratio: the second rack over the first, each on its own stack and at its best configuration for the "
             "question; (low–high): the band the records carry")
@@ -210,6 +213,9 @@ def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
         note += f" ({NO_BAND} for these records: the figures are the best estimate only)"
     note += (f". Throughput counts cached + uncached input + output tokens per GPU of both pools; tok/s/user is the "
              f"{'mean' if stat == 'mean' else stat.upper()} over users.")
+    if drivers:
+        note += (f" Each ratio's band{': ' + method if method else ''}; the assumed spec fields that move it most "
+                 f"(their ends' effect on the ratio) — " + "; ".join(drivers) + ".")
     return (f'<section id="headline"><ul class="head">{"".join(items)}</ul><p class="note">{_e(note)}</p></section>')
 
 

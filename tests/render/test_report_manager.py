@@ -34,7 +34,8 @@ def records(banded: bool) -> list[dict]:
         for r, (lo, hi) in zip((a_peak, b_peak, a_387, b_387), ((900, 1100), (2000, 2700), (90, 110), (4000, 5500))):
             r.update(low=float(lo), high=float(hi), band_of="tokens_per_s_per_gpu")
         b_peak.update(ratio_low=2.1, ratio_high=2.9)
-        b_387.update(ratio_low=40.0, ratio_high=61.0)
+        b_387.update(ratio_low=40.0, ratio_high=61.0, ratio_band_drivers=["hbm_stream_efficiency (-9%/+4%)"],
+                     band_method="ends of the assumed fields' ranges")
     return [a_peak, a_387, b_peak, b_387]
 
 
@@ -60,6 +61,7 @@ def test_headline_with_bands_shows_each_ratio_and_its_band():
     assert "new 2,500 (2,000–2,700) against old 1,000 (900–1,100) tok/s/GPU" in text   # the figures, their bands
     assert html.count('<span class="fb">') == 4                        # (left out on a phone's width)
     assert M.NO_BAND not in html and "PREVIEW" not in html.upper()
+    assert "At P90 ≥ 387 tok/s/user: hbm_stream_efficiency (-9%/+4%)" in unescape(html)   # what sets the band
 
 
 def test_headline_without_bands_says_they_are_not_computed():
