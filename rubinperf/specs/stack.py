@@ -51,6 +51,7 @@ class Stack:
     mma_prologue_cycles: float = _field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
     pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
+    preview_software: bool = _field("kernel", positive=False, default=False, doc="true when the stack's figures come from a vendor's preview (software measured only in a preview post, on previewed hardware): every figure it prices rests on them (the report's preview banner)")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
     mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches (FP8 operands, and those without a rate of their own below)")
     mma_bf16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of BF16 operands reaches (its library's kernels for that precision)")
