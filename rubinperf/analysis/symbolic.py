@@ -539,10 +539,10 @@ def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
 
 # The step's top-level quantities (explain_step's "top"), named, with their unit.
 STEP_LABELS = {
-    "expected_s": ("step time = max(GPU + exposed host work, CPU)", "s"),
+    "expected_s": ("step time = GPU + exposed host work", "s"),
     "gpu_s": ("GPU time = sum over GPU ops of their expected time", "s"),
-    "cpu_s": ("CPU time (scheduling + DP sync)", "s"),
-    "exposed_s": ("exposed host work = DP sync + host_exposed_share x scheduling", "s"),
+    "cpu_s": ("host path (the slowest rank's scheduling + DP sync)", "s"),
+    "exposed_s": ("exposed host work = max(0, host path - GPU) under async scheduling, else the host path", "s"),
     "sol_s": ("speed of light = sum over GPU ops of their SOL", "s"),
     "tokens_per_s_per_gpu": ("tokens/s per GPU", "tok/s"),
     "tokens_per_s_per_user": ("tokens/s per user", "tok/s"),

@@ -102,12 +102,12 @@ def step_text(st) -> None:
     cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
     exposed = S.to_short_str(S.tidy(st["top"]["exposed_s"]))
     lines += [
-        f"  step time = max(GPU + exposed, CPU) = max({_time(nums['gpu_s'])} + {_time(nums['exposed_s'])}, "
-        f"{_time(nums['cpu_s'])}) = {_time(nums['expected_s'])}",
+        f"  step time = GPU + exposed = {_time(nums['gpu_s'])} + {_time(nums['exposed_s'])} = {_time(nums['expected_s'])}",
         f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
-        f"  CPU = {cpu} = {_time(nums['cpu_s'])} (the scheduler's work and the DP sync)",
-        f"  exposed = {exposed} = {_time(nums['exposed_s'])} (the DP sync, a host barrier, in full; the scheduler's work "
-        "but for what async scheduling overlaps: host_exposed_share)",
+        f"  host path = {cpu} = {_time(nums['cpu_s'])} (the slowest rank's scheduler work, then the DP sync, a host "
+        "barrier)",
+        f"  exposed = {exposed} = {_time(nums['exposed_s'])} (async scheduling: what of the host path outlasts the GPU "
+        "step; without it: all of it)",
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
         lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")

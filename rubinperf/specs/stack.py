@@ -65,7 +65,8 @@ class Stack:
     step_overhead_s: float = _field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
     dp_sync_per_rank_s: float = _field("scheduler", "s", positive=False, doc="DP synchronisation: one message round of its all-reduce (linear: a round per rank of the DP group; recursive-doubling: ceil(log2 ranks) rounds)")
     dp_sync_algorithm: str = _field("scheduler", doc="the DP synchronisation's all-reduce: linear (rounds grow with the ranks) or recursive-doubling (log2 of them)")
-    host_exposed_share: float = _field("scheduler", positive=False, at_most=1.0, doc="share of the scheduler's host work (step overhead, admission) on the critical path: step = max(GPU + DP sync + share x scheduler work, all host work); 0: fully overlapped by async scheduling, 1: none overlapped")
+    async_scheduling: bool = _field("scheduler", doc="the engine prepares step n+1 on the host while the GPU runs step n (vLLM --async-scheduling, SGLang's overlap scheduler, TensorRT-LLM's overlap scheduler): the step is max(GPU, the slowest rank's host work + DP sync); false: host work and GPU work add")
+    host_rank_spread: float = _field("scheduler", positive=False, at_most=1.0, doc="coefficient of variation of one rank's scheduler work per step across DP ranks (the slowest of N ranks sets the DP barrier: mean + E[max of N standard normals] x sd); admissions add their own Poisson spread")
     # [eplb] expert balancedness (mean rank load / max rank load) the engine's load balancer reaches
     eplb_target_balancedness: float = _field("eplb", at_most=1.0, doc="target model, EPLB on")
     eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB on")

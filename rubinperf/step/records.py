@@ -140,7 +140,7 @@ def stack_records() -> list[dict]:
     return _spec_records("stack", load_stack, """name description * split_k_max mma_bytes_in_flight_per_sm pdl_hidden_s
         mma_compute_efficiency grouped_compute_efficiency grouped_fp4_compute_efficiency
         grouped_w4a16_compute_efficiency step_overhead_s dp_sync_per_rank_s dp_sync_algorithm
-        host_exposed_share eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
+        async_scheduling host_rank_spread eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
 
 
 def model_records() -> list[dict]:
