@@ -100,14 +100,13 @@ def step_text(st) -> None:
              f"context {c['context_tokens']:g}" + (f", draft tokens {c['draft_tokens']:g}, acceptance {c['acceptance']:g}"
                                                    if "draft_tokens" in c else f", new tokens {c['new_tokens_per_rank']:g}/rank")]
     cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
-    exposed = S.to_short_str(S.tidy(st["top"]["exposed_s"]))
     lines += [
         f"  step time = GPU + exposed = {_time(nums['gpu_s'])} + {_time(nums['exposed_s'])} = {_time(nums['expected_s'])}",
         f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
         f"  host path = {cpu} = {_time(nums['cpu_s'])} (the slowest rank's scheduler work, then the DP sync, a host "
         "barrier)",
-        f"  exposed = {exposed} = {_time(nums['exposed_s'])} (async scheduling: what of the host path outlasts the GPU "
-        "step; without it: all of it)",
+        f"  exposed = max(0, host path - GPU) = {_time(nums['exposed_s'])} under async scheduling (what of the host path "
+        "outlasts the GPU step); without it the host path itself",
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
         lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
