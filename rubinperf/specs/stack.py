@@ -101,6 +101,9 @@ class Stack:
     # [ep] how the engine's EP exchanges tokens: across NVLink domains (a layout wider than one domain), and the draft's
     ep_prefill_hierarchical: bool = _field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
     ep_decode_hierarchical: bool = _field("ep", doc="decode: as ep_prefill_hierarchical")
+    prefill_two_batch_overlap: bool = _field("ep", default=False, doc="prefill: the engine splits a step into two micro-batches and runs one's EP dispatch and combine (kernels of their own, not inside a fused MoE kernel) while the other computes (SGLang --enable-two-batch-overlap, vLLM --enable-dbo); false: the exchange runs between the computations")
+    two_batch_min_tokens: int = _field("ep", "tokens", positive=False, default=512, doc="prefill: new tokens per rank above which a two-micro-batch engine splits the step (vLLM's dbo_prefill_token_threshold)")
+    ep_exchange_sms: int = _field("ep", "SMs", positive=False, default=20, doc="SMs the EP exchange kernels hold while they run (DeepEP's Buffer.num_sms): the other micro-batch's compute runs on the rest")
     draft_ep_exchange: str = _field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     # [speculative] how the engine runs the draft model in a decode step
     draft_first_pass: str = _field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
