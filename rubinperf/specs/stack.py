@@ -74,6 +74,8 @@ class Stack:
     no_eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
     # [interactivity] how per-user decode speed spreads around its mean (rubinperf/serving/interactivity.py)
     acceptance_concentration: float = _field("interactivity", typical=(1, 1e5), doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
+    acceptance_concentration_low: float = _field("interactivity", typical=(1, 1e5), doc="the lowest acceptance_concentration its source supports (the widest per-request spread): the range's low end, as data")
+    acceptance_concentration_high: float = _field("interactivity", typical=(1, 1e5), doc="the highest acceptance_concentration its source supports: the range's high end, as data")
     step_time_spread: float = _field("interactivity", positive=False, typical=(1e-3, 1), doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel
     tp_allreduce_fused: bool = _field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
@@ -134,6 +136,11 @@ class Stack:
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+        if not self.acceptance_concentration_low <= self.acceptance_concentration <= self.acceptance_concentration_high:
+            raise SpecError(f"{self.path}: interactivity.acceptance_concentration: expected within its range "
+                            f"[acceptance_concentration_low, acceptance_concentration_high] = "
+                            f"[{self.acceptance_concentration_low:g}, {self.acceptance_concentration_high:g}], "
+                            f"got {self.acceptance_concentration:g}")
         if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
             raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
                             "the mHC work rides the epilogue pass of the one-shot all-reduce")
