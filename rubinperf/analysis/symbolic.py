@@ -519,7 +519,7 @@ def explain_step(ss: SymbolicStep) -> dict:
     return out
 
 
-P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0)
+P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0, 125.0)
 P90_TABLE_SIGMA = (0.0145, 0.05)
 
 
@@ -532,7 +532,10 @@ def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
     f = speed_factors(int(k), float(acceptance), nu, sigma)
     table = {f"{s:g}": {f"{n:g}": speed_factors(int(k), float(acceptance), n, s)["p90"] for n in P90_TABLE_NU}
              for s in sorted({*P90_TABLE_SIGMA, sigma})}
-    return {"acceptance_concentration": nu, "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
+    lo, hi = float(hw.acceptance_concentration_low), float(hw.acceptance_concentration_high)
+    return {"acceptance_concentration": nu, "acceptance_concentration_range": [lo, hi],
+            "p90_over_the_range": [speed_factors(int(k), float(acceptance), n, sigma)["p90"] for n in (lo, hi)],
+            "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
             "p10": f["p10"], "source": hw.sources.get("stack.interactivity", ""),
             "p90_by_sigma_and_nu": table}
 

@@ -136,7 +136,9 @@ def interactivity_text(it: dict, c: dict) -> None:
     lines = [f"interactivity per user: mean = acceptance / step; P90 = {it['p90']:.3f} x the mean, P50 = {it['p50']:.3f}, "
              f"P10 = {it['p10']:.3f} (k = {c['draft_tokens']:g}, acceptance {c['acceptance']:g}: a request's tokens per "
              f"step 1 + k f, f ~ Beta with concentration nu = {it['acceptance_concentration']:g}; its step time lognormal "
-             f"with log-sd sigma = {it['step_time_spread']:g})"]
+             f"with log-sd sigma = {it['step_time_spread']:g}); over nu's sourced range "
+             f"{it['acceptance_concentration_range'][0]:g}-{it['acceptance_concentration_range'][1]:g} the P90 factor is "
+             f"{it['p90_over_the_range'][0]:.3f}-{it['p90_over_the_range'][1]:.3f}"]
     lines = _wrap(lines)
     lines += textwrap.wrap("sources: " + it["source"], _width(), initial_indent="  ", subsequent_indent="    ")
     emit_text("\n".join(lines))

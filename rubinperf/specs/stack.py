@@ -136,11 +136,10 @@ class Stack:
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
-        if not self.acceptance_concentration_low <= self.acceptance_concentration <= self.acceptance_concentration_high:
-            raise SpecError(f"{self.path}: interactivity.acceptance_concentration: expected within its range "
-                            f"[acceptance_concentration_low, acceptance_concentration_high] = "
-                            f"[{self.acceptance_concentration_low:g}, {self.acceptance_concentration_high:g}], "
-                            f"got {self.acceptance_concentration:g}")
+        if self.acceptance_concentration_low > self.acceptance_concentration_high:
+            raise SpecError(f"{self.path}: interactivity.acceptance_concentration_low: expected at most "
+                            f"acceptance_concentration_high ({self.acceptance_concentration_high:g}), "
+                            f"got {self.acceptance_concentration_low:g}")
         if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
             raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
                             "the mHC work rides the epilogue pass of the one-shot all-reduce")
