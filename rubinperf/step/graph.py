@@ -37,7 +37,7 @@ class Op:
     name: str                 # what the engine calls it (breakdown row)
     kernels: tuple            # the Kernels it launches, one after another, per rank, one occurrence
     repeat: object = 1        # occurrences per step (layers)
-    part: str = "target"      # target | draft (GPU work) | cpu (host work: overlapped with the GPU but its exposed share)
+    part: str = "target"      # target | draft (GPU work) | cpu (host work: on the host path, exposed past the GPU step)
     die_local_weights: bool = False
     stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
     barrier: bool = False     # host work every rank waits for before the step's GPU work (a synchronising collective)

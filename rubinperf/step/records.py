@@ -58,7 +58,7 @@ def step_record(r) -> dict:
             "scale_out_ms": float(x["scale_out_s"]) * 1e3, "scale_out_bytes": float(x["scale_out_bytes"]),
             "kernels": float(x["kernels"]),
         })
-    # The host's time on the step's critical path (the DP sync and the scheduler's exposed share; all the host's
+    # The host's time on the step's critical path (under async scheduling what of the host path outlasts the GPU; all the host's
     # excess over the GPU where the step is host-bound): GPU rows + this row = the step.
     on_path = total - float(r.gpu_s)
     if on_path > 0:
