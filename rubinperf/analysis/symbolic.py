@@ -236,10 +236,14 @@ def _symbolic_graph(model, layout, spoint: Point, gpus_per_tray):
 
 
 @functools.lru_cache(maxsize=16)
-def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
+def _symbolic_step(model, layout, spoint: Point, shw: Hardware, split: bool = False):
+    """The StepResult over symbols; `split`: as two micro-batches (step.timing.two_micro_batches), as the numeric
+    step is where the stack splits it (decided on the numeric point: step.timing.splits_in_two)."""
     from rubinperf.step.result import StepResult
-    from rubinperf.step.timing import time_ops
+    from rubinperf.step.timing import time_ops, two_micro_batches
 
+    if split:
+        return StepResult(model, shw, layout, spoint, two_micro_batches(model, shw, layout, spoint))
     return StepResult(model, shw, layout, spoint, time_ops(_symbolic_graph(model, layout, spoint, shw.gpus_per_tray), shw))
 
 
@@ -254,7 +258,7 @@ class SymbolicStep:
     point: Point            # the numeric point
     model: object
     layout: object
-    key: tuple              # (model, layout, symbolic point, symbolic hardware)
+    key: tuple              # (model, layout, symbolic point, symbolic hardware, split in two micro-batches)
 
     @property
     def result(self):
@@ -277,9 +281,12 @@ def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
     # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
     spoint, shw = symbolic_point(point), symbolic_hardware(hw)
+    from rubinperf.step.timing import splits_in_two
+
     ops = _symbolic_graph(model, layout, spoint, shw.gpus_per_tray)
     values = {**hardware_values(hw), **point_values(point, model)}
-    return SymbolicStep(ops, values, hw, point, model, layout, (model, layout, spoint, shw))
+    split = splits_in_two(hw, point, ops)   # the numeric point's tokens against the stack's threshold
+    return SymbolicStep(ops, values, hw, point, model, layout, (model, layout, spoint, shw, split))
 
 
 from rubinperf.analysis.elasticity import METRICS  # noqa: E402  (labels shared with the numeric path)
