@@ -83,3 +83,14 @@ def test_h800_prefill_node_in_band_through_the_overlap():
     split = step(V3, H800, DEP32, make_point(V3, H800, DEP32, **kw))
     whole = step(V3, SERIES, DEP32, make_point(V3, SERIES, DEP32, **kw))
     assert ratio * float(split.expected_s) / float(whole.expected_s) < 0.8   # tokens/s go as 1 / step
+
+
+def test_the_symbolic_step_splits_as_the_numeric_one():
+    """explain and sensitivity read the symbolic step: split into two micro-batches where the numeric step is."""
+    from rubinperf.analysis import symbolic as S
+
+    point = make_point(V3, H800, DEP32, phase="prefill", batch=4, new_tokens=16384, context=5277)
+    ss = S.symbolic_step(V3, H800, DEP32, point)
+    assert ss.key[-1] is True
+    assert S.evaluate(ss.result.expected_s, ss.values) == pytest.approx(float(step(V3, H800, DEP32, point).expected_s),
+                                                                         rel=1e-9)
