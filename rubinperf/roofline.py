@@ -282,7 +282,8 @@ def expected_max_normal(n: int) -> float:
     h, total = 1.0 / 200, 0.0
     for j in range(-2400, 2401):
         x = j * h
-        total += x * n * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi) * (0.5 * math.erfc(-x / math.sqrt(2))) ** (n - 1)
+        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        total += x * n * phi * (0.5 * math.erfc(-x / math.sqrt(2))) ** (n - 1)
     return total * h
 
 

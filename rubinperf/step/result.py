@@ -95,7 +95,8 @@ class StepResult:
 
     @property
     def cpu_s(self):
-        """The host's path to the next launch: the slowest rank's scheduler work and the DP sync (roofline.host_path)."""
+        """The host's path to the next launch: the slowest rank's scheduler work, then the DP sync
+        (roofline.host_path)."""
         return self._host_rule.cpu_s
 
     @property
