@@ -179,8 +179,8 @@ def step_section(records: list[dict], top: int = 12) -> str:
              fmt_pct(r["fraction_of_roofline"]), fmt_num(r["tokens_per_s_per_gpu"]),
              fmt_num(r["tokens_per_s_per_user"]), r["bound"]] for r in records]
     out = ['<section id="step"><h2>One engine step</h2>', table_html(headers, body, left=3),
-           '<p class="note">step = max(GPU + exposed host, CPU); SOL = speed of light; decode tok/s = accepted '
-           "tokens (batch × acceptance / step)</p>"]
+           '<p class="note">step = GPU + exposed host; SOL = speed of light; '
+           "decode tok/s = accepted tokens (batch × acceptance / step)</p>"]
     for i, r in enumerate(records):
         title = (f"{r['hardware']} {r['layout']} {r['phase']}: batch {fmt_num(r['batch_per_rank'])}/rank, context "
                  f"{fmt_tokens(r['context_tokens'])}, step {fmt_time(r['step_time_ms'] / 1e3)}")

@@ -23,7 +23,7 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
-               "step = max(GPU + exposed host, CPU); SOL = speed of light"
+               "step = GPU + exposed host; SOL = speed of light"
                "\ntok/s/user: the mean over users")
     notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
     if notes:
