@@ -93,7 +93,9 @@ def validate_table(records: list[dict]) -> None:
     hits = sum(r["in_band"] for r in records)
     print_out(table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
                                   caption="ratio = predicted / published; 0.1.0 = what rubinperf 0.1.0 "
-                                          "predicted; sources: validation/published.toml"))
+                                          "predicted; band: what the held-out error of the evidence beneath the "
+                                          "point allows (ledger below; --json: band_from), never wider than the "
+                                          "file's; sources: validation/published.toml"))
 
 
 def kernel_table(rec: dict) -> None:
