@@ -545,6 +545,14 @@ def calibrated_toml(path, updates: dict, source: str, kind: str = "hardware") ->
         names = ", ".join(k for s_, k in keyed if s_ == sec)
         sources[sec] = f"{old}{CALIBRATED_NOTE}{names}; see the [efficiency] source)"
     text = rewrite_tables(text, keyed, sources)
+    if any(k in data.get("ranges", {}) for k in updates):   # a calibrated field is no assumption: its range goes
+        import tomlkit
+
+        doc = tomlkit.parse(text)
+        for k in updates:
+            if k in doc["ranges"]:
+                del doc["ranges"][k]
+        text = tomlkit.dumps(doc)
     build_spec(cls, tomllib.loads(text), path)  # raises SpecError if anything is off
     return text
 

@@ -354,6 +354,10 @@ def compare(
         agg = {s.hardware: s for s in per["agg"]}
         summaries = [x for d in per["disagg"] for x in (d, agg.get(d.hardware)) if x is not None]
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    from rubinperf.analysis.bands import compare_bands, serving_not_modelled
+
+    compare_bands(records, per["disagg"])   # low/high from the assumed fields' ranges (rubinperf/analysis/bands.py)
+    serving_not_modelled(records, setups)
     for rec in records:   # a rack the limits emptied: its unreachable points say which limit
         emptied = sw.emptied_by(rec["hardware"]) if sw is not None and not rec["reachable"] else ""
         if emptied:

@@ -187,11 +187,15 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
             side = (f"{fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
                     else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user ({stat_label(r)})")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
-            cells.append(f"{fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
+            band = (f" ({fmt_num(r['low'])}-{fmt_num(r['high'])})" if r.get("low") is not None
+                    and r.get("high") is not None else "")
+            cells.append(f"{fmt_num(main)}{band} {unit}\n{_config(r, several)}, {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:
-                ratios.append(_ratio(r["ratio"]))
+                band = (f" ({r['ratio_low']:.3g}-{r['ratio_high']:.3g})" if r.get("ratio_low") is not None
+                        and r.get("ratio_high") is not None else "")
+                ratios.append(_ratio(r["ratio"]) + band)
             elif not r["reachable"] and not recs[0]["reachable"]:
                 ratios.append("— (neither can)")
             elif not r["reachable"]:
@@ -218,7 +222,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
                f"interactivity = decode tokens/s per user ({_stat_words(first)}, speculative decoding included); "
-               "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
+               "at ≥ X: the best configuration whose users all get at least X; (low-high): the band the assumed "
+               "spec fields' ranges give (ends of each range, in quadrature; --json: band_drivers names them)"
+               + (f"; {note}" if note else "")
                + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
     print_out(table(title, cols, rows, caption=caption))
     for rack, runs in (wins or {}).items():

@@ -1,0 +1,255 @@
+"""Low/high bands on headline figures from the ranges of the assumed spec fields, and what the model leaves out.
+
+Method: evaluation at the ends of the ranges (not a propagation of elasticities). Every field of the rack's
+hardware and stack that states a range (`[ranges]` of its TOML, rubinperf.specs.loader.check_ranges) is set to its
+low and to its high end, one field at a time, the others at their values, and the step is timed again: all
+2 x n ends in one vectorised step (the platform's fields as numpy arrays, as `rubinperf.analysis.elasticity`
+does). Each end's deviation of the figure is d = ln(figure at the end / best figure); the band is
+
+    low  = best x exp(-sqrt(sum over fields of max(0, -d_low, -d_high)^2))
+    high = best x exp(+sqrt(sum over fields of max(0,  d_low,  d_high)^2))
+
+(independent assumptions add in quadrature). The fields with the largest deviations are named as the ones that
+set the band (`drivers`). Preview datasheet figures and calibrated fields carry no range: the band is about the
+assumptions only, and the accuracy ledger (`rubinperf validate`) says how far the model itself is off.
+
+A serving figure (compare): the decode step of the compared point at each end gives a speed factor
+f = step time / step time at the end; the rack's frontier (tokens/s per user and per GPU, both scaled by f: at a
+fixed batch both follow the decode step) is read again at the same target. Across two racks (a ratio) a field of
+the same name moves on both racks together (the same assumption: "large GEMMs reach 65-80% of peak").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+# What a step or serving figure leaves out, as the docs name it: (condition, text, where the docs say so).
+NOT_MODELLED = (
+    ("moe", "routing skew: tokens are routed to experts uniformly at random (no power-law skew), on TP paths too",
+     "docs/aiconfigurator.md"),
+    ("decode", "CUDA-graph batch padding: a decode step runs at its batch, not the next captured graph size",
+     "docs/models.md"),
+    ("always", "FP8 attention (FMHA FP8): attention computes in BF16; the KV precision sets the bytes read",
+     "docs/models.md"),
+    ("multi_domain", "DeepEP two-micro-batch overlap, its CPU wait for receive counts, and NIC congestion",
+     "docs/model.md"),
+    ("tp_mhc", "the side stream that runs the TP path's next mHC pre-norm beside the routed GEMMs (timed in series)",
+     "docs/model.md"),
+    ("parallel_draft", "the DSpark speculator's sequential Markov head", "docs/model.md"),
+    ("dep", "attention-DP request balancing (an engine holding requests until every rank has one)", "docs/serving.md"),
+)
+
+
+def not_modelled(model, hw, layout, phase: str) -> list[str]:
+    """The mechanisms of `NOT_MODELLED` that apply to this configuration, each with the doc that names it."""
+    domains = getattr(layout, "ranks", 1) > getattr(hw, "nvlink_domain_size", 1 << 30)
+    applies = {
+        "always": True,
+        "moe": bool(getattr(model, "num_routed_experts", 0)),
+        "decode": phase == "decode",
+        "multi_domain": domains,
+        "tp_mhc": layout.kind == "tp" and bool(getattr(hw, "tp_mhc_in_epilogue", False)),
+        "parallel_draft": phase == "decode" and getattr(hw, "draft_forwards", "") == "parallel-block",
+        "dep": layout.kind == "dep",
+    }
+    return [f"{text} ({doc})" for cond, text, doc in NOT_MODELLED if applies.get(cond)]
+
+
+# The spec tables each term of a kernel's time reads (rubinperf.roofline): a term is calibrated when one of its
+# tables was fitted to measurements, assumed when one of them says it assumes, else from a datasheet (sourced).
+TERM_TABLES = {
+    "compute": ("stack.efficiency", "hardware.compute"),
+    "memory": ("hardware.efficiency", "stack.efficiency", "hardware.memory"),
+    "parallelism": ("hardware.kernel", "stack.kernel", "hardware.memory"),
+    "comm": ("hardware.efficiency", "hardware.nvlink", "stack.efficiency"),
+    "latency": ("stack.kernel", "hardware.kernel"),
+}
+
+
+def term_basis(hw) -> dict:
+    """{term: "calibrated" | "assumed" | "sourced"} from the sources of the tables the term reads."""
+    out = {}
+    for term, tables in TERM_TABLES.items():
+        texts = [str(hw.sources.get(t, "")) for t in tables]
+        if any(t.startswith(("Calibrated", "Fitted")) or "(calibrated:" in t for t in texts[:1]):
+            out[term] = "calibrated"
+        elif any("assum" in t.lower() for t in texts):
+            out[term] = "assumed"
+        else:
+            out[term] = "sourced"
+    return out
+
+
+def ranged_fields(hw) -> dict:
+    """{field: (low, high)} of the platform's ranges that the step can take as arrays (float fields, not the
+    operating point's)."""
+    from rubinperf.analysis.elasticity import varied_fields
+
+    floats = varied_fields()
+    return {f: span for f, span in getattr(hw, "ranges", {}).items() if f in floats}
+
+
+def step_ends(model, hw, layout, point, attrs=("expected_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")):
+    """({attr: best}, {field: {attr: (at low end, at high end)}}): the step with each ranged field at its ends."""
+    import numpy as np
+
+    from rubinperf.step.timing import step
+
+    spans = ranged_fields(hw)
+    names = list(spans)
+    rows = 1 + 2 * len(names)
+    cols = {}
+    for i, f in enumerate(names):
+        col = np.full(rows, float(getattr(hw, f)))
+        col[1 + 2 * i], col[2 + 2 * i] = spans[f]
+        cols[f] = col
+    r = step(model, dataclasses.replace(hw, **cols), layout, point)
+    got = {a: np.broadcast_to(np.asarray(getattr(r, a), dtype=float), (rows,)) for a in attrs}
+    best = {a: float(got[a][0]) for a in attrs}
+    ends = {f: {a: (float(got[a][1 + 2 * i]), float(got[a][2 + 2 * i])) for a in attrs} for i, f in enumerate(names)}
+    return best, ends
+
+
+def combine(best: float, ends: dict, top: int = 3) -> dict:
+    """{low, high, drivers, method} from a figure's value at each field's two ends ({field: (lo_end, hi_end)})."""
+    down, up, why = 0.0, 0.0, []
+    if not (best and math.isfinite(best) and best > 0):
+        return {"low": None, "high": None, "drivers": [], "band_method": "none"}
+    for f, (a, b) in ends.items():
+        d = [math.log(x / best) for x in (a, b) if x and math.isfinite(x) and x > 0]
+        if not d:
+            continue
+        dn, dp = max(0.0, -min(d)), max(0.0, max(d))
+        down += dn * dn
+        up += dp * dp
+        if dn or dp:
+            why.append((max(dn, dp), f, dn, dp))
+    why.sort(reverse=True)
+    drivers = [f"{f} ({-100 * (1 - math.exp(-dn)):+.0f}%/{100 * (math.exp(dp) - 1):+.0f}%)"
+               for _, f, dn, dp in why[:top]]
+    return {"low": best * math.exp(-math.sqrt(down)), "high": best * math.exp(math.sqrt(up)), "drivers": drivers,
+            "band_method": "ends of the assumed fields' ranges, combined in quadrature"}
+
+
+# ---------------------------------------------------------------- estimate
+
+
+def estimate_band(model, hw, layout, point) -> dict:
+    """Band fields of one estimate record: step time, tokens/s per GPU and per user, each low/high."""
+    best, ends = step_ends(model, hw, layout, point)
+    out = {}
+    for attr, key in (("expected_s", "step_time_ms"), ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu"),
+                      ("tokens_per_s_per_user", "tokens_per_s_per_user")):
+        c = combine(best[attr], {f: e[attr] for f, e in ends.items()})
+        scale = 1e3 if attr == "expected_s" else 1.0
+        out[f"{key}_low"] = None if c["low"] is None else c["low"] * scale
+        out[f"{key}_high"] = None if c["high"] is None else c["high"] * scale
+        if attr == "tokens_per_s_per_gpu":
+            out["low"], out["high"] = out[f"{key}_low"], out[f"{key}_high"]
+            out["band_drivers"], out["band_method"] = c["drivers"], c["band_method"]
+    out["band_of"] = "tokens_per_s_per_gpu"
+    return out
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _speed_factors(pick) -> dict:
+    """{field: (f at low end, f at high end)} of a swept point: decode step time / step time at the end."""
+    r = pick.step_result()
+    best, ends = step_ends(r.model, r.hw, r.layout, r.point, attrs=("expected_s",))
+    t0 = best["expected_s"]
+    return {f: tuple(t0 / t for t in e["expected_s"]) for f, e in ends.items()}
+
+
+def _value_at(summary, metric: str, level, factor: float, value_key: str):
+    """A compare figure of a rack whose frontier moved by `factor` (both axes)."""
+    import numpy as np
+
+    from rubinperf.serving.pareto import best_at
+
+    x, y = summary.x * factor, summary.y * factor
+    if metric == "peak":
+        j = best_at(x, y, summary.feasible, -np.inf)
+    elif metric == "interactivity":
+        j = best_at(x, y, summary.feasible, level)
+    else:
+        top = float(np.max(x[summary.feasible])) if summary.feasible.any() else 0.0
+        j = best_at(x, y, summary.feasible, top)
+    if j is None:
+        return None
+    return float(x[j] if value_key == "tokens_per_s_per_user" else y[j])
+
+
+def compare_bands(records: list[dict], summaries: list) -> list[dict]:
+    """low/high (and the ratio's) on every compare record of a P/D deployment, in place."""
+    from rubinperf.serving.pareto import Pick, _chosen
+
+    by_rack = {s.hardware: s for s in summaries if getattr(s, "serving", "disagg") == "disagg"}
+    cache: dict = {}
+
+    def ends_of(rec):
+        s = by_rack.get(rec["hardware"])
+        if s is None or not rec.get("reachable"):
+            return None
+        key = (rec["hardware"], rec["metric"], rec["target_tokens_per_s_per_user"])
+        if key not in cache:
+            pick = _chosen(s, rec["metric"], rec["target_tokens_per_s_per_user"])
+            if not isinstance(pick, Pick):
+                cache[key] = None
+            else:
+                value_key = "tokens_per_s_per_user" if rec["metric"] == "single_user" else "tokens_per_s_per_gpu"
+                factors = _speed_factors(pick)
+                best = _value_at(s, rec["metric"], rec["target_tokens_per_s_per_user"], 1.0, value_key)
+                ends = {f: tuple(_value_at(s, rec["metric"], rec["target_tokens_per_s_per_user"], x, value_key)
+                                 for x in fs) for f, fs in factors.items()}
+                cache[key] = (best, ends)
+        return cache[key]
+
+    for rec in records:
+        got = ends_of(rec)
+        rec.update(low=None, high=None, band_drivers=[], band_method="")
+        if got is None:
+            continue
+        best, ends = got
+        c = combine(best, {f: tuple(x if x is not None else 0.0 for x in e) for f, e in ends.items()})
+        rec.update(low=c["low"], high=c["high"], band_drivers=c["drivers"], band_method=c["band_method"],
+                   band_of="tokens_per_s_per_user" if rec["metric"] == "single_user" else "tokens_per_s_per_gpu")
+        base = next((r for r in records if r["hardware"] == rec["baseline"] and r["metric"] == rec["metric"]
+                     and r["target_tokens_per_s_per_user"] == rec["target_tokens_per_s_per_user"]
+                     and r.get("serving") == rec.get("serving")), None)
+        b = ends_of(base) if base is not None and rec.get("ratio") is not None else None
+        if b is None or not b[0] or rec["hardware"] == rec["baseline"]:
+            rec.update(ratio_low=None, ratio_high=None, ratio_band_drivers=[])
+            continue
+        fields = set(ends) | set(b[1])
+        ratio0 = best / b[0]
+        r_ends = {}
+        for f in fields:
+            top = ends.get(f, (best, best))
+            bot = b[1].get(f, (b[0], b[0]))
+            r_ends[f] = tuple((t / u) if t and u else 0.0 for t, u in zip(top, bot))
+        rc = combine(ratio0, r_ends)
+        scale = rec["ratio"] / ratio0 if ratio0 else 1.0   # the ratio as compare computed it (same picks: 1)
+        rec.update(ratio_low=None if rc["low"] is None else rc["low"] * scale,
+                   ratio_high=None if rc["high"] is None else rc["high"] * scale, ratio_band_drivers=rc["drivers"])
+    return records
+
+
+def serving_not_modelled(records: list[dict], setups) -> list[dict]:
+    """`not_modelled` and `terms_basis` on each compare record (its rack's decode engine), in place."""
+    from rubinperf.specs.layout import parse_layout
+
+    racks = {hw.name: (m, hw) for m, hw, _ in setups}
+    for rec in records:
+        got = racks.get(rec["hardware"])
+        if got is None or not rec.get("reachable") or not rec.get("decode_layout"):
+            rec.setdefault("not_modelled", [])
+            continue
+        m, hw = got
+        lay = parse_layout(rec["decode_layout"])
+        rec["not_modelled"] = not_modelled(m, hw, lay, "decode") + [
+            "the prefill pool's busiest-rank term in disaggregated serving (docs/serving.md)"]
+        rec["terms_basis"] = term_basis(hw)
+    return records
