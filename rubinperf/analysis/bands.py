@@ -56,29 +56,36 @@ def not_modelled(model, hw, layout, phase: str) -> list[str]:
     return [f"{text} ({doc})" for cond, text, doc in NOT_MODELLED if applies.get(cond)]
 
 
-# The spec tables each term of a kernel's time reads (rubinperf.roofline): a term is calibrated when one of its
-# tables was fitted to measurements, assumed when one of them says it assumes, else from a datasheet (sourced).
-TERM_TABLES = {
-    "compute": ("stack.efficiency", "hardware.compute"),
-    "memory": ("hardware.efficiency", "stack.efficiency", "hardware.memory"),
-    "parallelism": ("hardware.kernel", "stack.kernel", "hardware.memory"),
-    "comm": ("hardware.efficiency", "hardware.nvlink", "stack.efficiency"),
-    "latency": ("stack.kernel", "hardware.kernel"),
+# The field that sets each term of a kernel's time (rubinperf.roofline) and the spec table that holds it: a term is
+# calibrated when that field was fitted to measurements (its table's source says so and, where the source lists the
+# fitted fields, names it), assumed when the table says it assumes, else sourced (a datasheet or a publication).
+TERM_FIELDS = {
+    "compute": ("mma_compute_efficiency", "stack.efficiency"),
+    "memory": ("hbm_stream_efficiency", "hardware.efficiency"),
+    "parallelism": ("mma_bytes_in_flight_per_sm", "stack.kernel"),
+    "comm": ("nvlink_efficiency", "hardware.efficiency"),
+    "latency": ("mma_prologue_cycles", "stack.kernel"),
 }
 
 
+def field_basis(hw, field: str, table: str) -> str:
+    """calibrated, assumed or sourced: how one field's value was set (from its table's source)."""
+    src = str(hw.sources.get(table, ""))
+    calibrated = src.startswith(("Calibrated", "Fitted")) or "(calibrated:" in src
+    if calibrated:
+        fitted = src.split("The other fields were not measured", 1)[0] if "The other fields were not measured" in src \
+            else src.split("(calibrated:", 1)[1] if "(calibrated:" in src and not src.startswith(("Calibrated", "Fitted")) \
+            else None
+        if fitted is None or field in fitted:
+            return "calibrated"
+    if getattr(hw, "ranges", {}).get(field) is not None or "assum" in src.lower():
+        return "assumed"
+    return "sourced"
+
+
 def term_basis(hw) -> dict:
-    """{term: "calibrated" | "assumed" | "sourced"} from the sources of the tables the term reads."""
-    out = {}
-    for term, tables in TERM_TABLES.items():
-        texts = [str(hw.sources.get(t, "")) for t in tables]
-        if any(t.startswith(("Calibrated", "Fitted")) or "(calibrated:" in t for t in texts[:1]):
-            out[term] = "calibrated"
-        elif any("assum" in t.lower() for t in texts):
-            out[term] = "assumed"
-        else:
-            out[term] = "sourced"
-    return out
+    """{term: "calibrated" | "assumed" | "sourced"}: how the field that sets each term was set."""
+    return {term: field_basis(hw, field, table) for term, (field, table) in TERM_FIELDS.items()}
 
 
 def ranged_fields(hw) -> dict:

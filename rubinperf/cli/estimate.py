@@ -28,6 +28,11 @@ def estimate(
         autocompletion=complete_words("hbm", "host", "peer-hbm"))] = None,
     breakdown: Annotated[bool, typer.Option(
         "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
+    band: Annotated[bool, typer.Option(
+        "--band", help="Low/high band beside tok/s per GPU (and step time and tok/s per user in --json): the step at "
+                       "both ends of every assumed spec field's range ([ranges] of the hardware and stack files), "
+                       "combined in quadrature; band_drivers names the fields that set it. Off by default: it needs "
+                       "numpy's vectorised step, which would double a plain estimate's time.")] = False,
     as_json, as_csv, quiet, sets, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
@@ -52,9 +57,17 @@ def estimate(
         from rubinperf.cli.bundles import check_save_dir
 
         check_save_dir(save_dir)
+    def annotate(m, hw, lay, point):
+        from rubinperf.analysis.bands import estimate_band, not_modelled, term_basis
+
+        out = {"terms_basis": term_basis(hw), "not_modelled": not_modelled(m, hw, lay, point.phase)}
+        if band:
+            out.update(estimate_band(m, hw, lay, point))
+        return out
+
     records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
                             draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
-                            engram_placement=engram_placement, sets=sets, stacks=stack)
+                            engram_placement=engram_placement, sets=sets, stacks=stack, annotate=annotate)
 
     def tables(rs):
         from rubinperf.render.step import estimate_tables

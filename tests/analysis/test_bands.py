@@ -1,0 +1,116 @@
+"""Ranges of assumed spec fields as data ([ranges], loaded strictly), and the low/high bands they give
+(rubinperf/analysis/bands.py): estimate --band, compare."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rubinperf.analysis import bands as B
+from rubinperf.errors import SpecError
+from rubinperf.specs.hardware import load_hardware
+from rubinperf.specs.loader import build_spec, read_toml, to_toml
+from rubinperf.specs.stack import load_platform, load_stack
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def _with_ranges(tmp_path, body: str) -> Path:
+    text = (REPO / "hardware" / "gb300-nvl72.toml").read_text().split("\n[ranges]")[0]
+    p = tmp_path / "hw.toml"
+    p.write_text(text + "\n[ranges]\n" + body)
+    return p
+
+
+def test_the_headline_racks_state_their_assumptions_ranges_as_data():
+    vr, gb = load_platform("vr-nvl72"), load_platform("gb300-nvl72")
+    # the prose's ranges: SM clock 1.7-2.1 GHz on Rubin, streaming 85-95% of HBM, large GEMMs 65-80% of peak
+    assert vr.ranges["sm_clock_hz"] == (1.7e9, 2.1e9)
+    assert vr.ranges["hbm_stream_efficiency"] == gb.ranges["hbm_stream_efficiency"] == (0.85, 0.95)
+    assert vr.ranges["mma_compute_efficiency"] == gb.ranges["mma_compute_efficiency"] == (0.65, 0.80)
+    assert vr.ranges["host_exposed_share"] == (0.0, 1.0)
+    for p in (vr, gb):
+        for f, (lo, hi) in p.ranges.items():
+            assert lo <= getattr(p, f) <= hi, f
+        assert p.sources["hardware.ranges"] and p.sources["stack.ranges"]
+    # datasheet (preview) figures are NVIDIA's: no range
+    assert "fp4_dense_flops_per_s" not in vr.ranges and "hbm_bandwidth_bytes_per_s" not in vr.ranges
+
+
+@pytest.mark.parametrize("body, culprit", [
+    ('hbm_stream_efficiency = [0.85, 0.95]\n', "ranges.source"),
+    ('source = "s"\nhbm_stream_efficency = [0.85, 0.95]\n', "not a number field"),
+    ('source = "s"\nsm_count = [100, 200]\n', "not a number field"),
+    ('source = "s"\nhbm_stream_efficiency = [0.9, 0.95]\n', "low <= efficiency.hbm_stream_efficiency"),
+    ('source = "s"\nhbm_stream_efficiency = [0.85]\n', "expected [low, high]"),
+    ('source = "s"\nhbm_stream_efficiency = [0.85, 1.5]\n', "at most 1"),
+    ('source = "s"\nhbm_stream_efficiency = ["a", 0.95]\n', "expected [low, high]"),
+])
+def test_a_bad_range_is_one_line_naming_the_key(tmp_path, cli, body, culprit):
+    p = _with_ranges(tmp_path, body)
+    with pytest.raises(SpecError, match=culprit.replace("[", r"\[")):
+        load_hardware(str(p))
+    r = cli("estimate", "-H", str(p), "-l", "tp8")
+    assert r.code == 2 and r.err.count("\n") == 1 and "Traceback" not in r.err
+
+
+def test_ranges_round_trip_through_to_toml(tmp_path):
+    for rec, kind in ((load_hardware("vr-nvl72"), "hardware"), (load_stack("vllm-rubin-nov2026"), "stack")):
+        p = tmp_path / f"{kind}.toml"
+        p.write_text(to_toml(rec))
+        back = build_spec(type(rec), read_toml(p), p)
+        assert back == rec and back.ranges == rec.ranges and back.sources["ranges"] == rec.sources["ranges"]
+
+
+def test_calibrating_a_field_drops_its_range():
+    from rubinperf.calibrate.fit import calibrated_toml
+
+    text = calibrated_toml(REPO / "hardware" / "gb300-nvl72.toml", {"hbm_stream_efficiency": 0.97}, "fitted here")
+    assert "hbm_stream_efficiency = [" not in text and "nvlink_efficiency = [" in text
+
+
+def test_bands_combine_the_ends_in_quadrature():
+    c = B.combine(100.0, {"a": (90.0, 110.0), "b": (100.0, 120.0), "c": (100.0, 100.0)})
+    assert c["low"] == pytest.approx(90.0)
+    assert c["high"] == pytest.approx(100 * math.exp(math.hypot(math.log(1.1), math.log(1.2))))
+    assert c["drivers"][0].startswith("b ") and len(c["drivers"]) == 2   # c does not move it
+
+
+def test_estimate_band_brackets_the_best_figure_and_names_its_drivers(cli):
+    r = cli("estimate", "--band", "--json")
+    assert r.code == 0, r.err
+    for rec in json.loads(r.out):
+        assert rec["low"] <= rec["tokens_per_s_per_gpu"] <= rec["high"]
+        assert rec["step_time_ms_low"] <= rec["step_time_ms"] <= rec["step_time_ms_high"]
+        assert rec["band_drivers"] and rec["band_method"].startswith("ends of")
+        assert set(rec["terms_basis"]) == {"compute", "memory", "parallelism", "comm", "latency"}
+        assert rec["not_modelled"]
+    # without --band: the basis and what is left out, no band (estimate stays as fast as it was)
+    plain = json.loads(cli("estimate", "--json").out)
+    assert all("low" not in rec and rec["terms_basis"] for rec in plain)
+
+
+def test_a_rack_with_no_ranges_has_a_band_of_zero_width(cli):
+    rec = json.loads(cli("estimate", "-H", "h200", "-l", "tp8", "--band", "--json").out)[0]
+    assert rec["low"] == rec["high"] == pytest.approx(rec["tokens_per_s_per_gpu"])
+    assert rec["terms_basis"]["compute"] == "calibrated"   # the H200's PyTorch stack was fitted
+
+
+def test_every_headline_figure_of_compare_carries_a_band(cli):
+    r = cli("compare", "--json", "--max-batch", "512")
+    assert r.code == 0, r.err
+    recs = json.loads(r.out)
+    assert {x["metric"] for x in recs} == {"peak", "interactivity", "single_user"}
+    for x in recs:
+        if not x["reachable"]:
+            continue
+        key = x["band_of"]
+        assert x["low"] <= x[key] <= x["high"], x["metric"]
+        assert x["band_drivers"]
+        if x["hardware"] != x["baseline"]:
+            assert x["ratio_low"] <= x["ratio"] <= x["ratio_high"]
+    out = cli("compare", "--max-batch", "512").out
+    assert "(low-high)" in out
