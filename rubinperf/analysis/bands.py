@@ -97,8 +97,10 @@ def ranged_fields(hw) -> dict:
     return {f: span for f, span in getattr(hw, "ranges", {}).items() if f in floats}
 
 
-def step_ends(model, hw, layout, point, attrs=("expected_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")):
-    """({attr: best}, {field: {attr: (at low end, at high end)}}): the step with each ranged field at its ends."""
+def ends_step(model, hw, layout, point, extra_cpu_s=0.0, shape=()):
+    """(names, result): the step with each ranged field at its low and high end, one field at a time: row 0 the
+    values, rows 1 + 2i and 2 + 2i field i's ends. `shape`: the point's own array shape (a swept batch), which the
+    rows broadcast against (fields of shape (rows, 1, ...)); `extra_cpu_s`: the host work the step had (admission)."""
     import numpy as np
 
     from rubinperf.step.timing import step
@@ -108,10 +110,22 @@ def step_ends(model, hw, layout, point, attrs=("expected_s", "tokens_per_s_per_g
     rows = 1 + 2 * len(names)
     cols = {}
     for i, f in enumerate(names):
-        col = np.full(rows, float(getattr(hw, f)))
+        col = np.full((rows,) + (1,) * len(shape), float(getattr(hw, f)))
         col[1 + 2 * i], col[2 + 2 * i] = spans[f]
         cols[f] = col
     r = step(model, dataclasses.replace(hw, **cols), layout, point)
+    if np.any(np.asarray(extra_cpu_s)):
+        r = dataclasses.replace(r, extra_cpu_s=extra_cpu_s)
+    return names, r
+
+
+def step_ends(model, hw, layout, point, attrs=("expected_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user"),
+              extra_cpu_s=0.0):
+    """({attr: best}, {field: {attr: (at low end, at high end)}}): the step with each ranged field at its ends."""
+    import numpy as np
+
+    names, r = ends_step(model, hw, layout, point, extra_cpu_s)
+    rows = 1 + 2 * len(names)
     got = {a: np.broadcast_to(np.asarray(getattr(r, a), dtype=float), (rows,)) for a in attrs}
     best = {a: float(got[a][0]) for a in attrs}
     ends = {f: {a: (float(got[a][1 + 2 * i]), float(got[a][2 + 2 * i])) for a in attrs} for i, f in enumerate(names)}
@@ -165,7 +179,7 @@ def estimate_band(model, hw, layout, point) -> dict:
 def _speed_factors(pick) -> dict:
     """{field: (f at low end, f at high end)} of a swept point: decode step time / step time at the end."""
     r = pick.step_result()
-    best, ends = step_ends(r.model, r.hw, r.layout, r.point, attrs=("expected_s",))
+    best, ends = step_ends(r.model, r.hw, r.layout, r.point, attrs=("expected_s",), extra_cpu_s=r.extra_cpu_s)
     t0 = best["expected_s"]
     return {f: tuple(t0 / t for t in e["expected_s"]) for f, e in ends.items()}
 
@@ -260,3 +274,41 @@ def serving_not_modelled(records: list[dict], setups) -> list[dict]:
             "the prefill pool's busiest-rank term in disaggregated serving (docs/serving.md)"]
         rec["terms_basis"] = term_basis(hw)
     return records
+
+
+# ---------------------------------------------------------------- pareto
+
+
+def pareto_bands(summary, frontier_only: bool = True) -> list:
+    """Per swept point of a rack (in the order of summary.picks): {low, high, tokens_per_s_per_user_low, ...} of
+    the point as configured (its layout and batch), or None (off the frontier, or an aggregated engine's point).
+    One vectorised step per decode run over its frontier batches x the ranged fields' ends: the decode step's speed
+    factor at each end scales both tokens/s per GPU and per user (at a fixed batch both follow the decode step)."""
+    import numpy as np
+
+    from rubinperf.serving.pareto import Pick
+
+    out: list = [None] * len(summary.picks)
+    by_run: dict = {}
+    for j, (p, front) in enumerate(zip(summary.picks, summary.on_frontier)):
+        if isinstance(p, Pick) and (front or not frontier_only) and summary.feasible[j]:
+            by_run.setdefault(p.run, []).append((j, p.i))
+    for run, items in by_run.items():
+        r = run.decode.result
+        idx = np.array([i for _, i in items])
+        b = np.asarray(run.decode.batch)[idx]
+        point = dataclasses.replace(r.point, batch=b)
+        extra = np.broadcast_to(np.asarray(r.extra_cpu_s, dtype=float), np.shape(run.decode.batch))[idx] \
+            if np.ndim(r.extra_cpu_s) else r.extra_cpu_s
+        names, rr = ends_step(r.model, r.hw, r.layout, point, extra, shape=b.shape)
+        t = np.broadcast_to(np.asarray(rr.expected_s, dtype=float), (1 + 2 * len(names),) + b.shape)
+        for col, (j, _) in enumerate(items):
+            rec = summary.picks[j].record
+            factors = {f: (t[0, col] / t[1 + 2 * k, col], t[0, col] / t[2 + 2 * k, col]) for k, f in enumerate(names)}
+            y, x = rec["tokens_per_s_per_gpu"], rec["tokens_per_s_per_user"]
+            c = combine(y, {f: (y * a, y * z) for f, (a, z) in factors.items()})
+            cu = combine(x, {f: (x * a, x * z) for f, (a, z) in factors.items()})
+            out[j] = {"low": c["low"], "high": c["high"], "tokens_per_s_per_user_low": cu["low"],
+                      "tokens_per_s_per_user_high": cu["high"], "band_of": "tokens_per_s_per_gpu",
+                      "band_drivers": c["drivers"], "band_method": c["band_method"] + " (the decode step's speed)"}
+    return out

@@ -261,7 +261,11 @@ def pareto(
         line = limits_line(sw, interactivity_stat, total_gpus)
         for hw in dict.fromkeys(s.hardware for s in summaries):
             notes.setdefault(hw, []).append(line)
-    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv))]
+    from rubinperf.analysis.bands import pareto_bands
+
+    # low/high on each frontier point from the assumed fields' ranges (rubinperf/analysis/bands.py)
+    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv),
+                                                             extra=pareto_bands(s))]
     if plot:
         m, _, w = setups[0]
         plots.plot_frontier(records, plot, title=f"{m.name}, workload {w.name}")

@@ -64,7 +64,8 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
     servings = list(dict.fromkeys(r.get("serving", "disagg") for r in records))
     both = len(servings) > 1
     stat = stat_label(records[0] if records else {})
-    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3)]
+    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("tok/s/GPU band", short="band", drop=1),
+            col("out tok/s/GPU", short="out/GPU", drop=3)]
     if both:
         cols.append(col("serving", "left", short="srv", wrap=False))
     cols += [col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
@@ -81,7 +82,9 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
         for r in shown:
             agg = r.get("serving") == "agg"
             config = _config(r, several)
-            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
+            band = (f"{fmt_num(r['low'])}-{fmt_num(r['high'])}" if r.get("low") is not None
+                    and r.get("high") is not None else "—")
+            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]), band,
                          fmt_num(r.get("output_tokens_per_s_per_gpu"))] + ([r.get("serving", "disagg")] if both else [])
                         + [config, fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
                            "agg" if agg else f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
@@ -98,6 +101,9 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
                    + (" of its serving" if both else "")
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
         caption += notes.get(hw, [])
+        if any(r.get("low") is not None for r in shown):
+            caption.append("band: the point at both ends of each assumed spec field's range (the decode step's "
+                           "speed), in quadrature; --json: band_drivers")
         if pools:
             caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
                            "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
