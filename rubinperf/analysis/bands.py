@@ -312,3 +312,56 @@ def pareto_bands(summary, frontier_only: bool = True) -> list:
                       "tokens_per_s_per_user_high": cu["high"], "band_of": "tokens_per_s_per_gpu",
                       "band_drivers": c["drivers"], "band_method": c["band_method"] + " (the decode step's speed)"}
     return out
+
+
+# ---------------------------------------------------------------- serve
+
+
+def serve_bands(records: list[dict], e) -> list[dict]:
+    """low/high of a closed-loop engine's figures (rubinperf serve), in place. The engine's decode step (at each
+    record's busiest rank's batch) and its prefill step (the record's chunk) at each field's ends give speed
+    factors fd and fp; the mean step (1 - s) d + s p (s: the share of steps with prefill) moves with them, and so
+    do throughput (x mean step / mean step at the end), TPOT (x the inverse) and TTFT (x 1 / fp)."""
+    import numpy as np
+
+    from rubinperf.step.point import make_point
+
+    if not records:
+        return records
+    m, hw, lay, mix = e.model, e.hw, e.layout, e.mix
+    b = np.array([max(float(r["busiest_rank_batch"]), 1.0) for r in records])
+    chunk = np.array([max(float(r["prefill_chunk_tokens"]), 1.0) for r in records])
+    d_point = make_point(m, hw, lay, phase="decode", batch=1, context=mix.mean_input + mix.mean_output / 2,
+                         draft_tokens=e.draft_tokens, acceptance=e.acceptance, engram_placement=m.engram_placement)
+    p_point = make_point(m, hw, lay, phase="prefill", batch=1, context=mix.mean_input * mix.prefix_hit,
+                         new_tokens=float(chunk[0]), engram_placement=m.engram_placement)
+    names, rd = ends_step(m, hw, lay, dataclasses.replace(d_point, batch=b), shape=b.shape)
+    _, rp = ends_step(m, hw, lay, dataclasses.replace(p_point, new_tokens=chunk), shape=chunk.shape)
+    rows = 1 + 2 * len(names)
+    td = np.broadcast_to(np.asarray(rd.expected_s, dtype=float), (rows,) + b.shape)
+    tp = np.broadcast_to(np.asarray(rp.expected_s, dtype=float), (rows,) + b.shape)
+    for c, r in enumerate(records):
+        s_ = float(r["prefill_step_share"])
+        d, p = float(r["decode_step_ms"]), float(r["prefill_step_ms"])
+        mean0 = (1 - s_) * d + s_ * p
+        ends_tp, ends_tpot, ends_ttft = {}, {}, {}
+        for k, f in enumerate(names):
+            means, ttfts = [], []
+            for row in (1 + 2 * k, 2 + 2 * k):
+                fd, fp = td[0, c] / td[row, c], tp[0, c] / tp[row, c]
+                means.append((1 - s_) * d / fd + s_ * p / fp)
+                ttfts.append(float(r["mean_ttft_ms"]) / fp)
+            ends_tp[f] = tuple(float(r["total_tokens_per_s_per_gpu"]) * mean0 / x for x in means)
+            ends_tpot[f] = tuple(float(r["median_tpot_ms"]) * x / mean0 for x in means)
+            ends_ttft[f] = tuple(ttfts)
+        c1 = combine(float(r["total_tokens_per_s_per_gpu"]), ends_tp)
+        c2 = combine(float(r["median_tpot_ms"]), ends_tpot)
+        c3 = combine(float(r["mean_ttft_ms"]), ends_ttft)
+        r.update(low=c1["low"], high=c1["high"], band_of="total_tokens_per_s_per_gpu", band_drivers=c1["drivers"],
+                 band_method=c1["band_method"] + " (the engine's decode and prefill steps)",
+                 median_tpot_ms_low=c2["low"], median_tpot_ms_high=c2["high"],
+                 mean_ttft_ms_low=c3["low"], mean_ttft_ms_high=c3["high"],
+                 not_modelled=not_modelled(m, hw, lay, "decode") + [
+                     "a prefix load from host memory (cached prefixes are taken as resident) (docs/serving.md)"],
+                 terms_basis=term_basis(hw))
+    return records

@@ -67,6 +67,9 @@ def serve(
         raise SpecError(f"--draft-tokens: expected 0 or more, got {draft_tokens}")
     e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb, suggest=True)
     records = closed_loop(e, levels).records()
+    from rubinperf.analysis.bands import serve_bands
+
+    serve_bands(records, e)   # low/high from the assumed fields' ranges (rubinperf/analysis/bands.py)
     from rubinperf.render.aggregated import serve_tables
 
     emit(records, as_json, serve_tables, quiet=quiet)

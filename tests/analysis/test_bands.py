@@ -114,3 +114,22 @@ def test_every_headline_figure_of_compare_carries_a_band(cli):
             assert x["ratio_low"] <= x["ratio"] <= x["ratio_high"]
     out = cli("compare", "--max-batch", "512").out
     assert "(low-high)" in out
+
+
+def test_pareto_frontier_points_carry_a_band(cli):
+    r = cli("pareto", "--json", "--frontier-only", "-H", "vr-nvl72", "--max-batch", "256")
+    assert r.code == 0, r.err
+    recs = json.loads(r.out)
+    assert recs and all(x["low"] <= x["tokens_per_s_per_gpu"] <= x["high"] for x in recs)
+    assert all(x["tokens_per_s_per_user_low"] <= x["tokens_per_s_per_user"] <= x["tokens_per_s_per_user_high"]
+               for x in recs)
+
+
+def test_serve_records_carry_bands_on_throughput_tpot_and_ttft(cli):
+    r = cli("serve", "-H", "gb300-nvl72", "-c", "4,64", "--json")
+    assert r.code == 0, r.err
+    for x in json.loads(r.out):
+        assert x["low"] <= x["total_tokens_per_s_per_gpu"] <= x["high"] and x["low"] < x["high"]
+        assert x["median_tpot_ms_low"] <= x["median_tpot_ms"] <= x["median_tpot_ms_high"]
+        assert x["mean_ttft_ms_low"] <= x["mean_ttft_ms"] <= x["mean_ttft_ms_high"]
+        assert x["not_modelled"] and x["terms_basis"]
