@@ -331,6 +331,7 @@ def apply_bands(records: list[dict], families: list[Family]) -> list[dict]:
         band, why = point_band(r, families)
         r["stated_band"] = list(r["band"])
         r["band"] = [band[0], band[1]]
+        r["band_low"], r["band_high"] = band
         r["band_from"] = why
         r["in_band"] = bool(r["reachable"] and band[0] <= r["ratio"] <= band[1])
     return records
