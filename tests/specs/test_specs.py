@@ -130,6 +130,8 @@ def _documents(cls, name):
                     v = draw(st.floats(min_value=lo, max_value=hi) if meta["positive"] else
                              st.one_of(st.just(0.0), st.floats(min_value=lo, max_value=hi)))
                 table[key] = v
+                if isinstance(d.get("ranges"), dict):   # a value moved off its stated range: the range goes with it
+                    d["ranges"].pop(key, None)
         return d
 
     return doc()
