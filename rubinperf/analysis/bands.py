@@ -301,6 +301,7 @@ def pareto_bands(summary, frontier_only: bool = True) -> list:
         extra = np.broadcast_to(np.asarray(r.extra_cpu_s, dtype=float), np.shape(run.decode.batch))[idx] \
             if np.ndim(r.extra_cpu_s) else r.extra_cpu_s
         names, rr = ends_step(r.model, r.hw, r.layout, point, extra, shape=b.shape)
+        nm, basis = not_modelled(r.model, r.hw, r.layout, "decode"), term_basis(r.hw)
         t = np.broadcast_to(np.asarray(rr.expected_s, dtype=float), (1 + 2 * len(names),) + b.shape)
         for col, (j, _) in enumerate(items):
             rec = summary.picks[j].record
@@ -309,6 +310,7 @@ def pareto_bands(summary, frontier_only: bool = True) -> list:
             c = combine(y, {f: (y * a, y * z) for f, (a, z) in factors.items()})
             cu = combine(x, {f: (x * a, x * z) for f, (a, z) in factors.items()})
             out[j] = {"low": c["low"], "high": c["high"], "tokens_per_s_per_user_low": cu["low"],
+                      "not_modelled": nm, "terms_basis": basis,
                       "tokens_per_s_per_user_high": cu["high"], "band_of": "tokens_per_s_per_gpu",
                       "band_drivers": c["drivers"], "band_method": c["band_method"] + " (the decode step's speed)"}
     return out

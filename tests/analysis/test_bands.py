@@ -137,3 +137,11 @@ def test_serve_records_carry_bands_on_throughput_tpot_and_ttft(cli):
         assert x["median_tpot_ms_low"] <= x["median_tpot_ms"] <= x["median_tpot_ms_high"]
         assert x["mean_ttft_ms_low"] <= x["mean_ttft_ms"] <= x["mean_ttft_ms_high"]
         assert x["not_modelled"] and x["terms_basis"]
+
+
+def test_a_field_set_on_the_command_line_loses_its_range():
+    from rubinperf.specs.overrides import apply_overrides
+
+    hw = load_platform("vr-nvl72")
+    new = apply_overrides(["hbm_stream_efficiency=0.99"], hardware=hw)["hardware"]
+    assert "hbm_stream_efficiency" not in new.ranges and "nvlink_efficiency" in new.ranges
