@@ -69,6 +69,7 @@ class Family:
     models: tuple = ()
     rows: list = field(default_factory=list)   # {"id", "measured", "predicted", "held_out"}
     note: str = ""
+    same_kernels: bool = True   # the rows time the kernels the stack describes (False: another version's kernels)
 
     def errors(self, held_out: bool = True, without: str | None = None) -> list[float]:
         return [abs(math.log(r["predicted"] / r["measured"])) for r in self.rows
@@ -189,7 +190,7 @@ def aiconfigurator_families() -> list[Family]:
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
                 rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} "),
-                note="; ".join(x for x in (how, notes.get(framework, "")) if x)))
+                note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 
 
@@ -275,11 +276,13 @@ def _default_stack(rack: str) -> str:
 
 
 def kernel_error(families: list[Family], rack: str, stack: str | None) -> tuple[float | None, str]:
-    """The held-out median kernel |ln| beneath a rack on a stack: the (rack, stack) families, else the rack's GPU's,
-    else its generation's, else the nearest generation's (a proxy); (None, why) when none has held-out rows."""
+    """The held-out median kernel |ln| beneath a rack on a stack: the (rack, stack) families whose rows time the
+    stack's own kernels, else every family of the rack's GPU, else its generation's, else the nearest generation's
+    (a proxy); (None, why) when none has held-out rows. (aiconfigurator's vLLM 0.24.0 tables time another vLLM's
+    FP8 block GEMMs than the October 2026 posts' stack describes: evidence of the GPU, not of that stack.)"""
     kern = [f for f in families if f.level == "kernel"]
     gpu = GPU.get(rack)
-    tiers = [("this rack and stack", lambda f: rack in f.hardware and stack in f.stacks),
+    tiers = [("this rack and stack", lambda f: rack in f.hardware and stack in f.stacks and f.same_kernels),
              ("this GPU", lambda f: any(GPU.get(h) == gpu for h in f.hardware)),
              ("this GPU generation", lambda f: any(GENERATION.get(GPU.get(h)) == GENERATION.get(gpu) for h in f.hardware))]
     proxy = PROXY_GENERATION.get(GENERATION.get(gpu, ""))
