@@ -234,6 +234,10 @@ def spec_sources(record, kind: str) -> dict:
         value = getattr(record, f.name)
         text = f"{value:g}" if isinstance(value, float) else str(value)
         sections.setdefault(key, []).append((f.name, text))
+    meta = {f.name: f.metadata for f in spec_fields(type(record))}
+    for name, (lo, hi) in (getattr(record, "ranges", None) or {}).items():   # [ranges]: the assumed fields' ranges
+        key = f"{meta[name]['spec']}.ranges" if "spec" in meta.get(name, {}) else "ranges"
+        sections.setdefault(key, []).append((name, f"[{lo:g}, {hi:g}]"))
     path = getattr(record, "path", "") or ""
     stack_path = getattr(record, "stack_path", "")
     return {"kind": kind, "name": record.name + (f" on {record.stack}" if getattr(record, "stack", None) else ""),
