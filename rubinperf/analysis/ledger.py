@@ -19,6 +19,7 @@ never widens to admit its own point. A band is never wider than that; a narrower
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -369,7 +370,13 @@ def ledger(records: list[dict] | None = None, families: list[Family] | None = No
 
 
 def all_families(records: list[dict]) -> list[Family]:
-    return kernel_families() + [aiconfigurator_step_family()] + point_families(records)
+    return list(_evidence()) + point_families(records)
+
+
+@functools.lru_cache(maxsize=1)
+def _evidence() -> tuple:
+    """The kernel and aiconfigurator step families: bundled files only, so built once per process."""
+    return tuple(kernel_families() + [aiconfigurator_step_family()])
 
 
 def all_families_from(families: list[Family], records: list[dict]) -> list[Family]:
