@@ -149,3 +149,15 @@ def test_a_field_set_on_the_command_line_loses_its_range():
     hw = load_platform("vr-nvl72")
     new = apply_overrides(["hbm_stream_efficiency=0.99"], hardware=hw)["hardware"]
     assert "hbm_stream_efficiency" not in new.ranges and "nvlink_efficiency" in new.ranges
+
+
+def test_every_bundled_rack_and_stack_states_ranges_for_its_assumptions():
+    from rubinperf.specs.loader import bundled_names
+
+    for kind, load in (("hardware", load_hardware), ("stack", load_stack)):
+        for name in bundled_names(kind):
+            rec = load(name)
+            assert rec.ranges and rec.sources["ranges"].startswith("The range of each assumed field"), name
+            # a field the file calls calibrated carries no range
+            for f in rec.ranges:
+                assert f"calibrated: {f}" not in " ".join(rec.sources.values()), (name, f)
