@@ -68,19 +68,30 @@ TERM_FIELDS = {
 }
 
 
+def fitted_fields(src: str):
+    """The fields a calibrated table's source lists as fitted (`... of the roofline: a, b, c). The other fields were
+    not measured`, or `(calibrated: a, b; ...)`), or None when it lists none."""
+    import re
+
+    for pat in (r"roofline: ([^)]*)\)", r"\(calibrated: ([^;)]*)"):
+        m = re.search(pat, src)
+        if m:
+            return {x.strip() for x in m.group(1).split(",")}
+    return None
+
+
 def field_basis(hw, field: str, table: str) -> str:
-    """calibrated, assumed or sourced: how one field's value was set (from its table's source)."""
-    src = str(hw.sources.get(table, ""))
-    calibrated = src.startswith(("Calibrated", "Fitted")) or "(calibrated:" in src
-    if calibrated:
-        fitted = src.split("The other fields were not measured", 1)[0] if "The other fields were not measured" in src \
-            else src.split("(calibrated:", 1)[1] if "(calibrated:" in src and not src.startswith(("Calibrated", "Fitted")) \
-            else None
-        if fitted is None or field in fitted:
-            return "calibrated"
-    if getattr(hw, "ranges", {}).get(field) is not None or "assum" in src.lower():
+    """calibrated, assumed or sourced: how one field's value was set. A field with a stated range is assumed;
+    else calibrated when its table's source says it was calibrated or fitted (and, where it lists the fitted
+    fields, lists it); else assumed when the source says it assumes; else sourced."""
+    if field in getattr(hw, "ranges", {}):
         return "assumed"
-    return "sourced"
+    src = str(hw.sources.get(table, ""))
+    if src.startswith(("Calibrated", "Fitted")) or "(calibrated:" in src:
+        listed = fitted_fields(src)
+        if listed is None or field in listed:
+            return "calibrated"
+    return "assumed" if "assum" in src.lower() else "sourced"
 
 
 def term_basis(hw) -> dict:

@@ -158,6 +158,18 @@ def test_every_bundled_rack_and_stack_states_ranges_for_its_assumptions():
         for name in bundled_names(kind):
             rec = load(name)
             assert rec.ranges and rec.sources["ranges"].startswith("The range of each assumed field"), name
-            # a field the file calls calibrated carries no range
-            for f in rec.ranges:
-                assert f"calibrated: {f}" not in " ".join(rec.sources.values()), (name, f)
+    # a field its table's source calls calibrated (fitted) carries no range
+    from rubinperf.specs.loader import spec_fields
+    from rubinperf.specs.stack import Platform
+
+    meta = {f.name: f.metadata for f in spec_fields(Platform)}
+    for name in bundled_names("hardware"):
+        for stack in bundled_names("stack"):
+            p = load_platform(name, stack)
+            for f in p.ranges:
+                listed = B.fitted_fields(p.sources[f"{meta[f]['spec']}.{meta[f]['section']}"])
+                assert not listed or f not in listed, (name, stack, f)
+    # the fitted lists are read: the H200's PyTorch stack names its fitted fields
+    h200 = load_platform("h200")
+    assert "mma_compute_efficiency" in B.fitted_fields(h200.sources["stack.efficiency"])
+    assert B.term_basis(h200)["compute"] == "calibrated" and B.term_basis(load_platform("vr-nvl72"))["compute"] == "assumed"
