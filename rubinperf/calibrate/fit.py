@@ -14,8 +14,9 @@ error, mean |ln(measured / expected)|, by coordinate search on a shrinking logar
 from a fixed start (refitting reproduces a calibration). Absolute rather than squared error:
 a few rows far off must not set the values for all (``loss="sq"`` gives the other fit).
 
-`cross_validate` fits on one half of the rows and predicts the other (two folds, rows
-alternated within each family), so the error it reports is on rows the fit did not see.
+`cross_validate` fits on one half of the shape families and predicts the other (two folds of whole shape
+families: a GEMM's weight shape at every m, an attention's heads at every batch and length), so the error it reports
+is on shapes the fit did not see, not on other sizes of shapes it fitted.
 
 Collectives: per row, time = collective_floor_s + hops x nvlink_latency_s
 + bytes_sent / (nvlink_bw x nvlink_efficiency), with hops and bytes sent from
@@ -277,20 +278,40 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     return result
 
 
+# The columns that say how much work a row does, not which kernel shape it is: rows that differ only in these are
+# one shape family (a GEMM's weight at every m, an attention's heads at every batch and length).
+WORK_AXES = ("m", "rows", "touched", "batch", "q_len", "kv_len", "nbytes", "ctas", "inflight_bytes", "stride_bytes",
+             "steps", "launches")
+
+
+def shape_family(row: dict) -> tuple:
+    """The shape family of a row: its family label and every shape column but the work axes (and the launch mode:
+    one shape in every mode is one family)."""
+    skip = set(WORK_AXES) | {"family", "mode", "measured_s", "spread", "samples", "calls", "flops", "bytes",
+                             "launches_source", "check_rel_err", "host_s", "source"}
+    return (family_label(row), *sorted((c, str(v)) for c, v in row.items() if c not in skip and v not in (None, "")))
+
+
 def folds(rows: list[dict], k: int = 2) -> list[int]:
-    """Fold of each row: rows alternate within each family and launch mode (in their order), so each fold
-    spans every family in every mode."""
-    seen: dict[str, int] = {}
+    """Fold of each row: whole shape families (`shape_family`) alternate between folds within each family label,
+    in their order, so a fold's test rows are shapes its fit never saw in any launch mode, at any size. A label with
+    a single shape family is held out whole in one fold (its fit saw none of that kernel's rows)."""
+    index: dict[tuple, int] = {}
+    per_label: dict[str, int] = {}
     out = []
     for r in rows:
-        lab = family_label(r) + row_mode(r)
-        out.append(seen.get(lab, 0) % k)
-        seen[lab] = seen.get(lab, 0) + 1
+        key = shape_family(r)
+        if key not in index:
+            lab = key[0]
+            index[key] = per_label.get(lab, 0) % k
+            per_label[lab] = per_label.get(lab, 0) + 1
+        out.append(index[key])
     return out
 
 
 def cross_validate(rows: list[dict], hw: Platform, k: int = 2, **fit_options) -> dict:
-    """Each timed row predicted by a fit made without it (k folds): median and worst |ln(measured/expected)|."""
+    """Each timed row predicted by a fit made without its whole shape family (k folds of shape families, `folds`):
+    median and worst |ln(measured/expected)|, on shapes the fit did not see."""
     timed = timed_rows(rows)
     probes = [r for r in rows if r["family"] in PROBES]
     fold = folds(timed, k)
@@ -306,7 +327,8 @@ def cross_validate(rows: list[dict], hw: Platform, k: int = 2, **fit_options) ->
         h = res.hardware(hw)
         errors[test_idx] = np.log(measured(test) / expected(test, h))
         sol_over[test_idx] = sol(test, h) / measured(test)
-    return {"folds": k, **error_stats(timed, errors, sol_over)}
+    return {"folds": k, "held_out": "whole shape families", "shape_families": len({shape_family(r) for r in timed}),
+            **error_stats(timed, errors, sol_over)}
 
 
 def error_stats(rows: list[dict], errors: np.ndarray, sol_over: np.ndarray) -> dict:
@@ -523,6 +545,14 @@ def calibrated_toml(path, updates: dict, source: str, kind: str = "hardware") ->
         names = ", ".join(k for s_, k in keyed if s_ == sec)
         sources[sec] = f"{old}{CALIBRATED_NOTE}{names}; see the [efficiency] source)"
     text = rewrite_tables(text, keyed, sources)
+    if any(k in data.get("ranges", {}) for k in updates):   # a calibrated field is no assumption: its range goes
+        import tomlkit
+
+        doc = tomlkit.parse(text)
+        for k in updates:
+            if k in doc["ranges"]:
+                del doc["ranges"][k]
+        text = tomlkit.dumps(doc)
     build_spec(cls, tomllib.loads(text), path)  # raises SpecError if anything is off
     return text
 

@@ -46,8 +46,11 @@ def calibrate(
     quantization, and the host launch of a lone kernel (the graph and stream boundaries and the host's dispatch
     are read off the probes), so that the roofline's expected times
     match the measurements (least absolute log error). It reports the error on rows each fit
-    did not see (two-fold cross-validation), per launch mode. Writes the measurements CSV and
-    <hardware>.toml (silicon fields) and <stack>.toml (kernel-library fields) into --out-dir. Needs PyTorch with CUDA, except with --from-csv.
+    did not see (two-fold cross-validation over whole shape families: a
+    shape is never fitted at one size and scored at another), per launch mode. Writes the measurements CSV and
+    <hardware>.toml (silicon fields) and <stack>.toml (kernel-library fields) into --out-dir, the stack
+    named after what was measured: pytorch-X.Y for kernels the suite ran through PyTorch (whatever the
+    hardware's default stack). Needs PyTorch with CUDA, except with --from-csv.
 
     Examples:
 
@@ -109,6 +112,13 @@ def calibrate(
             csv_path = out / name
             runner.write_outputs(rows, csv_path, env)
 
+    measured_stack = measured_stack_name(env) if kind == "kernels" else None
+    base_stack = hw.stack
+    if measured_stack and measured_stack != hw.stack:
+        from rubinperf.specs.loader import bundled_names
+
+        if measured_stack in bundled_names("stack"):   # start from the measured library's own stack
+            hw = load_platform(hardware, measured_stack)
     try:
         result = fit.fit_kernels(rows, hw) if kind == "kernels" else fit.fit_collectives(rows, hw)
     except SpecError as exc:  # nothing fittable in these measurements: name the file
@@ -117,22 +127,36 @@ def calibrate(
     _make_dir(out)
     toml_path = out / f"{hw.name}.toml"
     texts = []
+    # The kernel-library fields are written under the name of what was measured (PyTorch X.Y when the suite ran
+    # through torch), never under the name of a stack whose kernels were not measured (SGLang's DeepEP stack).
+    stack_name = measured_stack or hw.stack
     for spec, path, updates, target in (("hardware", hw.path, hw_updates, toml_path),
-                                        ("stack", hw.stack_path, stack_updates, out / f"{hw.stack}.toml")):
+                                        ("stack", hw.stack_path, stack_updates, out / f"{stack_name}.toml")):
         if not updates:
             continue
         old = hw.sources.get(f"{spec}.efficiency", "")
         source = fit.efficiency_source(env, command, result, old, fit_command)
         try:
-            texts.append((target, fit.calibrated_toml(path, updates, source, kind=spec)))
+            text = fit.calibrated_toml(path, updates, source, kind=spec)
         except SpecError as exc:
             raise SpecError(f"{path}: {exc}") from None
+        if spec == "stack" and stack_name != hw.stack:
+            text = renamed_stack(text, stack_name, hw.stack, env)
+        if spec == "hardware" and stack_updates and stack_name != hw.default_stack:
+            import json as _json
+            import re
+
+            # the calibrated rack runs on the stack written beside it
+            text = re.sub(r'(?m)^default_stack = .*$', lambda _: f"default_stack = {_json.dumps(stack_name)}", text,
+                          count=1)
+        texts.append((target, text))
     for target, text in texts:
         write_atomic(target, text)
-    stack_toml = str(out / f"{hw.stack}.toml") if stack_updates else ""
+    stack_toml = str(out / f"{stack_name}.toml") if stack_updates else ""
 
     rec = {
-        "hardware": hw.name, "stack": hw.stack, "kind": kind, "measurements": result.n, "csv": str(csv_path),
+        "hardware": hw.name, "stack": stack_name, "stack_started_from": hw.stack, "hardware_default_stack": base_stack,
+        "kind": kind, "measurements": result.n, "csv": str(csv_path),
         "toml": str(toml_path) if hw_updates else "", "stack_toml": stack_toml,
         "gpu": env.get("gpu"), "fit": [{"field": f, "before": result.before[f], "after": result.after[f],
                                         "fitted": f in result.fitted} for f in result.after],
@@ -155,6 +179,27 @@ def calibrate(
         from rubinperf.render.calibrate import calibration_tables
 
         calibration_tables(rec)
+
+
+def measured_stack_name(env: dict) -> str | None:
+    """The stack the measured kernels are: `pytorch-X.Y` when the suite ran them through torch (the env's torch
+    version), else None (tables of another tool: the hardware's stack)."""
+    import re
+
+    ver = re.match(r"(\d+)\.(\d+)", str(env.get("torch") or ""))
+    return f"pytorch-{ver.group(1)}.{ver.group(2)}" if ver else None
+
+
+def renamed_stack(text: str, name: str, started_from: str, env: dict) -> str:
+    """A calibrated stack TOML under the name of what was measured: its `name` and `description` lines rewritten."""
+    import json
+    import re
+
+    gpu = env.get("gpu") or "the local GPU"
+    desc = (f"PyTorch {env.get('torch', '')} kernels (cuBLAS, cuDNN, torch ops) as measured on {gpu} by rubinperf "
+            f"calibrate; fields no measurement constrains are those of {started_from}")
+    text = re.sub(r'(?m)^name = .*$', lambda _: f"name = {json.dumps(name)}", text, count=1)
+    return re.sub(r'(?m)^description = .*$', lambda _: f"description = {json.dumps(desc)}", text, count=1)
 
 
 def _read_env(csv_path: Path) -> dict:

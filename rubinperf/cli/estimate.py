@@ -33,6 +33,11 @@ def estimate(
         "--baseline", help="With --set: run the same steps without the overrides too and print the what-if as "
                            "differences: per step and per kernel the time before, after, the change, and which "
                            "roofline term (compute, memory, parallelism, comm, latency) moved the most.")] = False,
+    band: Annotated[bool, typer.Option(
+        "--band", help="Low/high band beside tok/s per GPU (and step time and tok/s per user in --json): the step at "
+                       "both ends of every assumed spec field's range ([ranges] of the hardware and stack files), "
+                       "combined in quadrature; band_drivers names the fields that set it. Off by default: it needs "
+                       "numpy's vectorised step, which would double a plain estimate's time.")] = False,
     as_json, as_csv, quiet, sets, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
@@ -63,10 +68,19 @@ def estimate(
         raise SpecError("--baseline compares a what-if with the unchanged specs: give the what-if with --set")
     if baseline and save_dir is not None:
         raise SpecError("--baseline and --save-dir: a bundle holds one run; save the what-if without --baseline")
+
+    def annotate(m, hw, lay, point):
+        from rubinperf.analysis.bands import estimate_band, not_modelled, term_basis
+
+        out = {"terms_basis": term_basis(hw), "not_modelled": not_modelled(m, hw, lay, point.phase)}
+        if band:
+            out.update(estimate_band(m, hw, lay, point))
+        return out
+
     point = dict(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=draft_tokens,
                  acceptance=acceptance, balancedness=balancedness, eplb=eplb, engram_placement=engram_placement,
                  stacks=stack)
-    records = run_estimates(model, hardware, layout, sets=sets, **point)
+    records = run_estimates(model, hardware, layout, sets=sets, annotate=annotate, **point)
     if baseline:
         from rubinperf.analysis.whatif import diff_step
 

@@ -153,6 +153,9 @@ def serve(
         emit(records, as_json, simulated_tables, as_csv=as_csv, quiet=quiet)
         return
     records = closed_loop(e, levels).records()
+    from rubinperf.analysis.bands import serve_bands
+
+    serve_bands(records, e)   # low/high from the assumed fields' ranges (rubinperf/analysis/bands.py)
     from rubinperf.render.aggregated import serve_tables
 
     emit(records, as_json, serve_tables, as_csv=as_csv, quiet=quiet)

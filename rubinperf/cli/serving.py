@@ -268,7 +268,11 @@ def pareto(
         line = limits_line(sw, interactivity_stat, total_gpus)
         for hw in dict.fromkeys(s.hardware for s in summaries):
             notes.setdefault(hw, []).append(line)
-    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv))]
+    from rubinperf.analysis.bands import pareto_bands
+
+    # low/high on each frontier point from the assumed fields' ranges (rubinperf/analysis/bands.py)
+    records = [r for s in summaries for r in point_records(s, frontier_only=frontier_only and (as_json or as_csv),
+                                                             extra=pareto_bands(s))]
     if plot:
         m, _, w = setups[0]
         plots.plot_frontier(records, plot, title=f"{m.name}, workload {w.name}")
@@ -391,6 +395,10 @@ def compare(
         agg = {s.hardware: s for s in per["agg"]}
         summaries = [x for d in per["disagg"] for x in (d, agg.get(d.hardware)) if x is not None]
     records = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    from rubinperf.analysis.bands import compare_bands, serving_not_modelled
+
+    compare_bands(records, per["disagg"])   # low/high from the assumed fields' ranges (rubinperf/analysis/bands.py)
+    serving_not_modelled(records, setups)
     for rec in records:   # a rack the limits emptied: its unreachable points say which limit
         emptied = sw.emptied_by(rec["hardware"]) if sw is not None and not rec["reachable"] else ""
         if emptied:

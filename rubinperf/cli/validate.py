@@ -19,14 +19,22 @@ def validate_cmd(
     stack: Annotated[Optional[str], typer.Option(
         "--stack", help="Run every point that names no stack of its own on this stack (a bundled name or a path). "
                         "Default: each point's stack, else its hardware's default_stack.")] = None,
+    ledger_only: Annotated[bool, typer.Option(
+        "--ledger", help="Only the accuracy ledger (held-out error per family of evidence, coverage); with --json "
+                         "its record {families, coverage}.")] = False,
     wide: Wide = False,
     as_csv: Csv = False,
     save_dir: SaveDir = None,
 ):
-    """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise.
+    """Compare predictions with published results; exit 0 when every point lies in its band, 1 otherwise
+    (--ledger: 1 when a family's held-out error grew past validation/ledger-baseline.json's margin).
 
     Each point carries its source, operating point, the published figure and a band for
-    predicted/published. Points marked fitted informed a spec field and are not independent.
+    predicted/published: the band the evidence beneath it allows (its rack's held-out kernel error,
+    the other step rows' held-out error), never wider than the one the file states. Points marked
+    fitted informed a spec field and are not independent. After the points, the accuracy ledger:
+    held-out error per family (kernels per GPU and stack, steps, mechanisms, serving), a verdict per
+    family, and which racks, stacks and models have any measured evidence.
 
     Example: rubinperf validate --json
     """
@@ -43,11 +51,31 @@ def validate_cmd(
         from rubinperf.specs.stack import load_stack
 
         load_stack(stack)   # a bad name fails once, before any point runs
-    records = validate(load_points(points or POINTS_FILE), stack=stack)
+    from rubinperf.analysis.ledger import all_families, apply_bands, ledger
+
+    records = validate(load_points(points or POINTS_FILE), stack=stack, evidence=False)
+    families = all_families(records)
+    apply_bands(records, families)
+    led = ledger(records, families)
+    if ledger_only:
+        from rubinperf.render.ledger import ledger_tables
+
+        from rubinperf.analysis.ledger import baseline, regressions
+
+        emit(led["families"] if as_csv else led, as_json, lambda _: ledger_tables(led), as_csv=as_csv, quiet=quiet)
+        if points is None and stack is None and regressions(led["families"], baseline()):
+            raise typer.Exit(1)   # a family's held-out error grew past the committed baseline's margin
+        return
     if save_dir is not None:
         from rubinperf.cli.bundles import save_validate
 
         save_validate(save_dir, records, points or POINTS_FILE)
-    emit(records, as_json, validate_table, as_csv=as_csv, quiet=quiet)
+    def tables(rs):
+        from rubinperf.render.ledger import ledger_tables
+
+        validate_table(rs)
+        ledger_tables(led)
+
+    emit(records, as_json, tables, as_csv=as_csv, quiet=quiet)
     if not all(r["in_band"] for r in records):
         raise typer.Exit(1)

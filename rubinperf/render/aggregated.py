@@ -30,6 +30,8 @@ def serve_tables(records: list[dict]) -> None:
                  f"{fmt_num(r['output_tokens_per_s_per_gpu'])} tok/s/GPU"],
                 ["total token throughput", f"{fmt_num(r['total_tokens_per_s'])} tok/s",
                  f"{fmt_num(r['total_tokens_per_s_per_gpu'])} tok/s/GPU"]]
+        if r.get("low") is not None:
+            rows.append(["  band (assumed ranges)", "", f"{fmt_num(r['low'])}-{fmt_num(r['high'])} tok/s/GPU"])
         print_out(table(f"{what}, concurrency {fmt_num(r['concurrency'])}",
                         [col("", "left"), col(f"server ({g} GPUs)"), col("per GPU")], rows))
         lat = [[name.upper() if name != "e2e" else "E2E latency", _ms(r[f"mean_{name}_ms"]), _ms(r[f"median_{name}_ms"]),
@@ -41,17 +43,20 @@ def serve_tables(records: list[dict]) -> None:
         print_out(table("latency", [col("metric", "left"), col("mean"), col("median"), col("P90"), col("P99")], lat,
                         caption=caption))
         return
-    cols = [col("concurrency", short="conc"), col("tok/s/GPU", short="tok/s/G"), col("out tok/s/GPU", short="out/G", drop=4),
+    cols = [col("concurrency", short="conc"), col("tok/s/GPU", short="tok/s/G"), col("band", drop=6),
+            col("out tok/s/GPU", short="out/G", drop=4),
             col("tok/s/user", short="tok/s/u"), col("TTFT p50", short="TTFT"), col("TPOT p50", short="TPOT"),
             col("ITL p99", drop=3), col("E2E p50", short="E2E", drop=2), col("batch/rank", short="batch", drop=5),
             col("prefill steps", short="pf%", drop=1)]
-    rows = [[fmt_num(r["concurrency"]), fmt_num(r["total_tokens_per_s_per_gpu"]), fmt_num(r["output_tokens_per_s_per_gpu"]),
+    rows = [[fmt_num(r["concurrency"]), fmt_num(r["total_tokens_per_s_per_gpu"]),
+             f"{fmt_num(r['low'])}-{fmt_num(r['high'])}" if r.get("low") is not None else "—",
+             fmt_num(r["output_tokens_per_s_per_gpu"]),
              fmt_num(1e3 / r["median_tpot_ms"]), _ms(r["median_ttft_ms"]), _ms(r["median_tpot_ms"]), _ms(r["p99_itl_ms"]),
              _ms(r["median_e2e_ms"]), fmt_num(r["running_batch_per_rank"]),
              fmt_pct(r["prefill_step_share"]) + ("*" if r["limited_by"] else "")] for r in records]
     print_out(table(what, cols, rows, caption="tok/s/GPU counts input + output tokens (InferenceX's tput_per_gpu); "
                     "tok/s/user = 1 / median TPOT; * the running batch is held (by the prefill budget or the KV cache): "
-                    "requests queue and TTFT grows\n" + engine))
+                    "requests queue and TTFT grows; band: the assumed spec fields' ranges (--json: band_drivers)\n" + engine))
 
 
 def _pct_keys(r: dict) -> list[tuple[str, str]]:

@@ -39,7 +39,8 @@ def calibration_tables(rec: dict) -> None:
             cols = [col("launch", "left", wrap=False), col("rows"), col("median |ln|", short="median"),
                     col("worst |ln|", short="worst"), col("max SOL/meas", short="SOL/meas", drop=1),
                     col("worst row", "left", min_width=20)]
-            print_out(table(f"error on rows the fit did not see ({ho['folds']}-fold cross-validation)",
+            print_out(table(f"error on shapes the fit did not see ({ho['folds']}-fold cross-validation over "
+                            f"{ho.get('shape_families', '?')} whole shape families)",
                                           cols, rows_))
     else:
         grp = [[g["collective"], str(g["ranks"]), str(g["points"]), fmt_time(g["intercept_s"]),

@@ -64,7 +64,8 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
     servings = list(dict.fromkeys(r.get("serving", "disagg") for r in records))
     both = len(servings) > 1
     stat = stat_label(records[0] if records else {})
-    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("out tok/s/GPU", short="out/GPU", drop=3)]
+    cols = [col(f"tok/s/user ({stat})", short="tok/s/user"), col("tok/s/GPU"), col("tok/s/GPU band", short="band", drop=1),
+            col("out tok/s/GPU", short="out/GPU", drop=3)]
     if both:
         cols.append(col("serving", "left", short="srv", wrap=False))
     cols += [col("decode × batch/rank", "left", short="decode×batch", wrap=False), col("step", drop=5),
@@ -81,7 +82,9 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
         for r in shown:
             agg = r.get("serving") == "agg"
             config = _config(r, several)
-            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]),
+            band = (f"{fmt_num(r['low'])}-{fmt_num(r['high'])}" if r.get("low") is not None
+                    and r.get("high") is not None else "—")
+            body.append([fmt_num(r["tokens_per_s_per_user"]), fmt_num(r["tokens_per_s_per_gpu"]), band,
                          fmt_num(r.get("output_tokens_per_s_per_gpu"))] + ([r.get("serving", "disagg")] if both else [])
                         + [config, fmt_time(r["decode_step_ms"] / 1e3), r["decode_bound"],
                            "agg" if agg else f"{r['prefill_gpus_per_decode_gpu']:.2f}", fmt_time(r["ttft_ms"] / 1e3),
@@ -98,6 +101,9 @@ def pareto_tables(records: list[dict], notes: dict, rows: int = 14, wins: dict |
                    + (" of its serving" if both else "")
                    + (f" ({len(shown)} shown; --json for all)" if len(shown) < len(front) else "")]
         caption += notes.get(hw, [])
+        if any(r.get("low") is not None for r in shown):
+            caption.append("band: the point at both ends of each assumed spec field's range (the decode step's "
+                           "speed), in quadrature; --json: band_drivers")
         if pools:
             caption.append("tok/s/GPU = cached + uncached input + output tokens over prefill and decode GPUs; "
                            "$/M in: prefill-pool GPU-hours per input token, $/M out: decode-pool GPU-hours per output token")
@@ -187,11 +193,15 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
             side = (f"{fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
                     else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user ({stat_label(r)})")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
-            cells.append(f"{fmt_num(main)} {unit}\n{_config(r, several)}, {side}")
+            band = (f" ({fmt_num(r['low'])}-{fmt_num(r['high'])})" if r.get("low") is not None
+                    and r.get("high") is not None else "")
+            cells.append(f"{fmt_num(main)}{band} {unit}\n{_config(r, several)}, {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:
-                ratios.append(_ratio(r["ratio"]))
+                band = (f" ({r['ratio_low']:.3g}-{r['ratio_high']:.3g})" if r.get("ratio_low") is not None
+                        and r.get("ratio_high") is not None else "")
+                ratios.append(_ratio(r["ratio"]) + band)
             elif not r["reachable"] and not recs[0]["reachable"]:
                 ratios.append("— (neither can)")
             elif not r["reachable"]:
@@ -218,7 +228,9 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
              + " vs ".join(hardware))
     caption = ("throughput = cached + uncached input + output tokens per second over every prefill and decode GPU; "
                f"interactivity = decode tokens/s per user ({_stat_words(first)}, speculative decoding included); "
-               "at ≥ X: the best configuration whose users all get at least X" + (f"; {note}" if note else "")
+               "at ≥ X: the best configuration whose users all get at least X; (low-high): the band the assumed "
+               "spec fields' ranges give (ends of each range, in quadrature; --json: band_drivers names them)"
+               + (f"; {note}" if note else "")
                + ("; stacks: " + ", ".join(f"{hw} on {stack_of[hw]}" for hw in hardware) if all(stack_of.values()) else ""))
     print_out(table(title, cols, rows, caption=caption))
     for rack, runs in (wins or {}).items():

@@ -21,10 +21,18 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      fmt_time(r["sol_step_time_ms"] / 1e3), fmt_pct(r["fraction_of_roofline"]),
                      fmt_num(r["tokens_per_s_per_gpu"]), fmt_num(r["tokens_per_s_per_user"]),
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
+        if "low" in r:
+            rows[-1].insert(9, "—" if r["low"] is None else f"{fmt_num(r['low'])}-{fmt_num(r['high'])}")
+    if records and "low" in records[0]:
+        cols.insert(9, col("tok/s/GPU band", short="band"))
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
                "step = GPU + exposed host; SOL = speed of light"
                "\ntok/s/user: the mean over users")
+    if records and "low" in records[0]:
+        caption += ("\nband: the step at both ends of each assumed field's range, in quadrature; set by "
+                    + "; ".join(f"{r['hardware']} {r['layout']}: {', '.join(r['band_drivers'][:2])}" for r in records
+                                if r.get("band_drivers")))
     notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
     if notes:
         caption += "\n" + "\n".join(notes)
@@ -93,7 +101,9 @@ def validate_table(records: list[dict]) -> None:
     hits = sum(r["in_band"] for r in records)
     print_out(table(f"Validation: {hits} of {len(records)} points in band", cols, rows,
                                   caption="ratio = predicted / published; 0.1.0 = what rubinperf 0.1.0 "
-                                          "predicted; sources: validation/published.toml"))
+                                          "predicted; band: what the held-out error of the evidence beneath the "
+                                          "point allows (ledger below; --json: band_from), never wider than the "
+                                          "file's; sources: validation/published.toml"))
 
 
 def kernel_table(rec: dict) -> None:

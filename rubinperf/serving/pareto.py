@@ -139,13 +139,15 @@ def summarize(sw: Sweep) -> list[Summary]:
     return out
 
 
-def point_records(summary: Summary, frontier_only: bool = False) -> list[dict]:
-    """Records of every swept point of a rack (or its frontier only), with `on_frontier`."""
+def point_records(summary: Summary, frontier_only: bool = False, extra: list | None = None) -> list[dict]:
+    """Records of every swept point of a rack (or its frontier only), with `on_frontier`; `extra`: fields to add
+    per point (aligned with summary.picks; None adds nothing)."""
     out = []
-    for p, front, ok in zip(summary.picks, summary.on_frontier, summary.feasible):
+    for j, (p, front, ok) in enumerate(zip(summary.picks, summary.on_frontier, summary.feasible)):
         if frontier_only and not front:
             continue
-        out.append({**p.record, "on_frontier": bool(front), "eligible": bool(ok)})   # eligible: fits and meets --ttft/--tpot
+        out.append({**p.record, "on_frontier": bool(front), "eligible": bool(ok),   # eligible: fits and meets --ttft/--tpot
+                    **((extra[j] or {}) if extra is not None else {})})
     return out
 
 

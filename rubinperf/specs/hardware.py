@@ -75,6 +75,8 @@ class Hardware:
     host_efficiency: float = _field("efficiency", at_most=1.0)
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
+    # [ranges]: an assumed field's range as data, {field: (low, high)} (rubinperf.specs.loader.check_ranges)
+    ranges: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def validate(self) -> None:
         if self.memory_domains > 1 and not (

@@ -246,9 +246,49 @@ def _unit(meta: dict) -> str:
 
 def top_level_keys(cls) -> tuple[str, ...]:
     """The top-level string keys of a spec (name, description; a hardware's default_stack): every field
-    outside a table, but the loader's own (sources, path)."""
+    outside a table, but the loader's own (sources, path, ranges)."""
     return tuple(f.name for f in dataclasses.fields(cls)
-                 if "section" not in f.metadata and f.name not in ("sources", "path") and f.init)
+                 if "section" not in f.metadata and f.name not in ("sources", "path", RANGES) and f.init)
+
+
+# The [ranges] table of a spec whose class has a `ranges` field (hardware, stack): an assumed field's range as data,
+# `<field> = [low, high]` in the field's unit, with a `source` saying why. Strict: a field of the spec that holds a
+# number, two finite numbers low <= value <= high, each a value the field itself may take.
+RANGES = "ranges"
+
+
+def has_ranges(cls) -> bool:
+    return any(f.name == RANGES for f in dataclasses.fields(cls))
+
+
+def check_ranges(path: Path, table: Any, cls, values: dict) -> tuple[dict, str]:
+    """The [ranges] table checked against the spec's fields and values: ({field: (low, high)}, source)."""
+    if not isinstance(table, dict):
+        raise SpecError(f"{path}: '{RANGES}' should be a table [{RANGES}], got {type(table).__name__}")
+    src = table.get("source")
+    if not isinstance(src, str) or not src.strip():
+        raise SpecError(f"{path}: missing key '{RANGES}.source' (a string saying where each range comes from)")
+    hints = _type_hints(cls)
+    by_name = {f.name: f for f in spec_fields(cls)}
+    out = {}
+    for key, span in table.items():
+        if key == "source":
+            continue
+        where = f"{path}: {RANGES}.{key}"
+        f = by_name.get(key)
+        if f is None or hints[key] is not float:
+            near = _close(key, [n for n in by_name if hints[n] is float])
+            raise SpecError(f"{where}: not a number field of this spec" + (f" (did you mean {near}?)" if near else ""))
+        if not (isinstance(span, list) and len(span) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in span)):
+            raise SpecError(f"{where}: expected [low, high] (two numbers{_unit(f.metadata)}), got {span!r}")
+        lo, hi = (check_value(path, key, x, float, f.metadata) for x in span)
+        value = values[key]
+        if not lo <= value <= hi:
+            raise SpecError(f"{where}: expected low <= {f.metadata['section']}.{key} ({value:g}) <= high, got "
+                            f"[{lo:g}, {hi:g}]")
+        out[key] = (lo, hi)
+    return out, src
 
 
 def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = None):
@@ -261,6 +301,10 @@ def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = 
         sections.setdefault(f.metadata["section"], []).append(f)
 
     kwargs: dict[str, Any] = {}
+    ranges_table = None
+    if has_ranges(cls) and RANGES in data:
+        ranges_table = data[RANGES]
+        data = {k: v for k, v in data.items() if k != RANGES}
     for key in top_level:
         if key not in data:
             raise SpecError(f"{path}: missing key '{key}' (a string)")
@@ -296,6 +340,8 @@ def build_spec(cls, data: dict, path: Path, top_level: tuple[str, ...] | None = 
                     continue
                 raise SpecError(f"{path}: missing key '{section}.{f.name}'{_expect(hints[f.name], f.metadata)}")
             kwargs[f.name] = check_value(path, f.name, table[f.name], hints[f.name], f.metadata)
+    if ranges_table is not None:
+        kwargs[RANGES], sources[RANGES] = check_ranges(path, ranges_table, cls, kwargs)
     kwargs["sources"] = sources
     kwargs["path"] = str(path)
     record = cls(**kwargs)
@@ -334,6 +380,10 @@ def to_toml(record) -> str:
         lines += ["", f"[{section}]", f"source = {_toml_value(record.sources[section])}"]
         for f in members:
             lines.append(f"{f.name} = {_toml_value(getattr(record, f.name))}")
+    spans = getattr(record, RANGES, None)
+    if spans:
+        lines += ["", f"[{RANGES}]", f"source = {_toml_value(record.sources.get(RANGES, ''))}"]
+        lines += [f"{k} = [{lo!r}, {hi!r}]" for k, (lo, hi) in spans.items()]
     return "\n".join(lines) + "\n"
 
 

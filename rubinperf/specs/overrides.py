@@ -118,6 +118,8 @@ def apply_overrides(assignments: list[str] | None, **records):
                 raise SpecError(f"--set {field}: expected a list of integers like [1,14], got {raw!r}") from None
         checked = check_value(Path(f"--set {kind}"), field, parsed, typ, f.metadata)
         new = dataclasses.replace(rec, **{field: checked})
+        if field in getattr(rec, "ranges", {}):   # a value the user sets is no longer the file's assumption
+            new = dataclasses.replace(new, ranges={k: v for k, v in rec.ranges.items() if k != field})
         check = getattr(new, "validate", None)
         if check is not None:
             try:

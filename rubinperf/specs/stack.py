@@ -113,6 +113,8 @@ class Stack:
     draft_forwards: str = _field("speculative", doc="a decode step's draft forwards: sequential (k forwards, the first over draft_first_pass rows, then one token per request: EAGLE/MTP proposers) or parallel-block (one forward over k query rows per request, its LM head over all k: vLLM's DSpark speculator); parallel-block ignores draft_first_pass")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
+    # [ranges]: an assumed field's range as data, {field: (low, high)} (rubinperf.specs.loader.check_ranges)
+    ranges: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def validate(self) -> None:
         from rubinperf.specs.layout import parse_layout
@@ -189,6 +191,8 @@ class Platform(Stack, Hardware):
     def _part(self, cls, spec: str):
         kw = {f.name: getattr(self, f.name) for f in spec_fields(cls)}
         srcs = {k.split(".", 1)[1]: v for k, v in self.sources.items() if k.startswith(spec + ".")}
+        names = {f.name for f in spec_fields(cls)}
+        kw["ranges"] = {k: v for k, v in self.ranges.items() if k in names}
         return kw, srcs
 
     def hardware_spec(self) -> Hardware:
@@ -219,7 +223,7 @@ def platform(hw: Hardware, st: Stack) -> Platform:
     sources = {f"hardware.{k}": v for k, v in hw.sources.items()}
     sources.update({f"stack.{k}": v for k, v in st.sources.items()})
     rec = Platform(name=hw.name, description=hw.description, default_stack=hw.default_stack, stack=st.name,
-                   sources=sources, path=hw.path, stack_path=st.path, **kw)
+                   sources=sources, path=hw.path, stack_path=st.path, ranges={**hw.ranges, **st.ranges}, **kw)
     rec.validate()
     return rec
 

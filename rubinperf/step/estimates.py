@@ -55,9 +55,10 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
                   sets: list[str] | None = None, stacks: list[str] | None = None, *, phase: str | None = None,
                   batch: float | None = None, context: float | None = None, new_tokens: float | None = None,
                   draft_tokens: int | None = None, acceptance: float | None = None, balancedness: float | None = None,
-                  eplb: bool = True, engram_placement: str | None = None) -> list[dict]:
+                  eplb: bool = True, engram_placement: str | None = None, annotate=None) -> list[dict]:
     """The records of `rubinperf estimate`: one step per (rack, engine shape), the default shapes where no layout is
-    given. The point options apply to every step of their phase (make_point checks them)."""
+    given. The point options apply to every step of their phase (make_point checks them). `annotate(model, hw,
+    layout, point)`, when given, returns fields added to each record (the CLI's band and basis)."""
     m, hws = load_specs(model, hardware, sets, stacks)
     from rubinperf.step.point import default_phase
 
@@ -92,6 +93,8 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
             note = "; ".join(x for x in (note, topology_note(rec, point)) if x)
             if note:
                 rec["note"] = note
+            if annotate is not None:
+                rec.update(annotate(m, hw, lay, point))
             records.append(rec)
     return records
 

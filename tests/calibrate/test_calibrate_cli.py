@@ -132,3 +132,25 @@ def test_from_csv_collectives(tmp_path, capsys):
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, fragment):
     code, out, err = run(capsys, "calibrate", *argv, "--out-dir", str(tmp_path))
     assert code == 2 and len(err.splitlines()) == 1 and fragment in err, err
+
+
+def test_measured_pytorch_kernels_are_written_under_pytorchs_name_not_the_racks_stack(tmp_path, capsys):
+    # H100 cluster's default stack is SGLang's DeepEP stack; the suite measured PyTorch's kernels: the stack written
+    # is named after them, and the calibrated rack runs on it
+    import shutil
+
+    csv = tmp_path / "m.csv"
+    shutil.copy(CSV, csv)
+    shutil.copy(CSV.with_name("measurements.env.json"), tmp_path / "m.env.json")
+    out = tmp_path / "out"
+    code, text, err = run(capsys, "calibrate", "-H", "h100-cluster", "--from-csv", str(csv), "--out-dir", str(out),
+                          "--json")
+    assert code == 0, err
+    rec = json.loads(text)
+    assert rec["stack"] == "pytorch-2.11" and rec["hardware_default_stack"] == "sglang-deepep-hopper"
+    assert rec["stack_toml"] == str(out / "pytorch-2.11.toml") and not (out / "sglang-deepep-hopper.toml").exists()
+    from rubinperf.specs.stack import load_platform
+
+    hw = load_platform(str(out / "h100-cluster.toml"))
+    assert hw.stack == "pytorch-2.11" and hw.stack_path == str(out / "pytorch-2.11.toml")
+    assert rec["heldout"]["held_out"] == "whole shape families"

@@ -166,10 +166,21 @@ def test_cross_validation_reports_error_on_unseen_rows(h200):
     rows = synthetic_kernels(h200, TRUE_KERNELS, sigma=0.05)
     timed = fit.timed_rows(rows)
     folds = fit.folds(timed)
-    for key in {(r["family"], r["mode"]) for r in timed}:  # every family and mode is in both halves
-        assert {f for r, f in zip(timed, folds) if (r["family"], r["mode"]) == key} == {0, 1} or \
-            sum((r["family"], r["mode"]) == key for r in timed) == 1
+    # whole shape families are held out: no shape (at any size, in any launch mode) is on both sides
+    by_shape = {}
+    for r, f in zip(timed, folds):
+        by_shape.setdefault(fit.shape_family(r), set()).add(f)
+    assert all(len(v) == 1 for v in by_shape.values())
+    # a kernel family of several shapes is in both halves (its parameters are fitted on the other shapes)
+    for lab in {k[0] for k in by_shape}:
+        shapes = [v for k, v in by_shape.items() if k[0] == lab]
+        assert set().union(*shapes) == ({0, 1} if len(shapes) > 1 else shapes[0])
+    # a GEMM at two sizes of one weight shape is one family; another weight shape another
+    g = {"family": "gemm", "dtype": "bf16", "impl": "torch.mm", "n": 4096, "k": 4096, "launches": 1}
+    assert fit.shape_family({**g, "m": 1}) == fit.shape_family({**g, "m": 4096, "mode": "cold"})
+    assert fit.shape_family({**g, "m": 1}) != fit.shape_family({**g, "m": 1, "n": 7168})
     cv = fit.cross_validate(rows, h200, rounds=6, points=13)
+    assert cv["held_out"] == "whole shape families" and cv["shape_families"] == len(by_shape)
     assert cv["n"] == len(timed) and set(cv["modes"]) == {"graph", "eager", "stream", "cold"}
     # log-normal noise of 0.05: a median |ln| near 0.05 x 0.674, and no model error beyond it
     assert 0.02 < cv["median_abs_log"] < 0.06

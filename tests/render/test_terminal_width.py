@@ -23,7 +23,7 @@ WHOLE = {
     "breakdown": ["memory", "latency", "target"],
     "pareto": ["gb300-nvl72", "tok/s/user", "tok/s/GPU", "memory"],
     "compare": ["gb300-nvl72", "vr-nvl72", "tok/s/GPU", "tok/s/user"],
-    "validate": ["vr-tp8-single-user", "gb300-throughput-at-196", "in band", "MISS", "0.80-1.25"],
+    "validate": ["vr-tp8-single-user", "gb300-throughput-at-196", "in band", "MISS", "0.95-1.10", "Accuracy ledger"],
     "sensitivity": ["hbm_bandwidth_bytes_per_s", "hbm_stream_efficiency", "elasticity"],
     "list hardware": ["gb300-nvl72", "gb200-nvl72", "PFLOP/s", "TB/s"],
     "list models": ["deepseek-v4.1-flash", "deepseek-v3", "top-6"],

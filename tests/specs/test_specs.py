@@ -38,7 +38,9 @@ def test_bundled_names():
 def test_bundled_hardware_loads(name):
     hw = load_hardware(name)
     assert hw.name == name
-    assert set(hw.sources) == {f.metadata["section"] for f in spec_fields(Hardware)}
+    # every table's source, and the [ranges] table's where the file states ranges of its assumed fields
+    assert set(hw.sources) - {"ranges"} == {f.metadata["section"] for f in spec_fields(Hardware)}
+    assert ("ranges" in hw.sources) == bool(hw.ranges)
     assert all(s.strip() for s in hw.sources.values())
     for f in spec_fields(Hardware):
         v = getattr(hw, f.name)
@@ -128,6 +130,8 @@ def _documents(cls, name):
                     v = draw(st.floats(min_value=lo, max_value=hi) if meta["positive"] else
                              st.one_of(st.just(0.0), st.floats(min_value=lo, max_value=hi)))
                 table[key] = v
+                if isinstance(d.get("ranges"), dict):   # a value moved off its stated range: the range goes with it
+                    d["ranges"].pop(key, None)
         return d
 
     return doc()

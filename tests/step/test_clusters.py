@@ -254,6 +254,7 @@ def test_the_public_v3_points_land_in_their_bands():
     assert len(pts) == 4
     # The one known miss (README, "Two micro-batches in prefill"): with two micro-batches SGLang's H100 prefill node
     # lands above its band (1.43): the model's H100 exchange is nearly as long as its compute, so the overlap gains
-    # 1.63x where SGLang measured 27-35%. When it comes back in band, this test says so.
-    for rec in validate(pts):
+    # 1.63x where SGLang measured 27-35%. When it comes back in band, this test says so. (The bands the points state,
+    # +-30%; the ledger's evidence bands are narrower: `rubinperf validate` reports those.)
+    for rec in validate(pts, evidence=False):
         assert rec["in_band"] == (rec["id"] != "sglang-h100-prefill-node"), rec
