@@ -219,8 +219,10 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
                     other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
     little = bytes_in_flight(kern, hw, ctas) / stream_latency(kern, hw)
-    if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight
-        little = little * sm_share
+    if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight; weights read from the SM's own
+        # memory domain come back sooner than interleaved ones, by the weights' bandwidth factor (Rubin's die-local
+        # expert weights)
+        little = little * sm_share * weight_factor
     extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
 
     # NVLink and the scale-out NIC are separate links: their bytes move at the same time (the larger
