@@ -19,6 +19,11 @@ def validate_cmd(
     stack: Annotated[Optional[str], typer.Option(
         "--stack", help="Run every point that names no stack of its own on this stack (a bundled name or a path). "
                         "Default: each point's stack, else its hardware's default_stack.")] = None,
+    kernels: Annotated[bool, typer.Option(
+        "--kernels", help="The kernel section instead of the points: every row of the public kernel evidence table "
+                          "(calibration/public/kernels.csv) predicted through the kernel functions the step uses, and "
+                          "the median |ln(measured / predicted)| per kernel family, GPU and split (fit / held-out). "
+                          "Exit 0 when the held-out rows' median is at most 0.15 and their worst at most 0.5.")] = False,
     wide: Wide = False,
     as_csv: Csv = False,
     save_dir: SaveDir = None,
@@ -43,6 +48,20 @@ def validate_cmd(
         from rubinperf.specs.stack import load_stack
 
         load_stack(stack)   # a bad name fails once, before any point runs
+    if kernels:
+        from rubinperf.analysis.kernel_evidence import HELD_OUT_MEDIAN_MAX, HELD_OUT_WORST_MAX, kernel_section
+        from rubinperf.render.step import kernel_evidence_table
+
+        if points or stack or save_dir is not None or as_csv:
+            from rubinperf.errors import SpecError
+
+            raise SpecError("--kernels: reads the evidence table alone (no --points, --stack, --save or --csv)")
+        section = kernel_section()
+        emit(section, as_json, kernel_evidence_table, quiet=quiet)
+        held = section["held_out"]
+        if held is None or held["median_abs_log"] > HELD_OUT_MEDIAN_MAX or held["worst_abs_log"] > HELD_OUT_WORST_MAX:
+            raise typer.Exit(1)
+        return
     records = validate(load_points(points or POINTS_FILE), stack=stack)
     if save_dir is not None:
         from rubinperf.cli.bundles import save_validate
