@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rubinperf.mathops import sfloor, sstep
+from rubinperf.mathops import sfloor, smax, sstep
 
 DEEPGEMM_COMMIT = "54e22612409371d6364144b69086735beb54e98b"
 
@@ -59,7 +59,8 @@ class MegaMoEConfig:
     block_k: Any            # K values per pipeline stage
     stage_smem_bytes: Any   # shared memory of one stage: half the block's tokens (multicast), the weights, SFs
     fixed_smem_bytes: Any   # shared memory besides the stages (dispatch buffers, output staging, barriers)
-    stages: Any             # pipeline stages that fit: (smem - fixed) // stage
+    stages: Any             # pipeline stages that fit: (smem - fixed) // stage (the heuristic asserts at least 2; at
+                            # least 1 here, for a spec swept below the kernel's needs)
     stage_hbm_bytes: Any    # bytes one stage brings from memory: FP4 weights and their SF, the tokens and theirs
     in_flight_bytes: Any    # stages x stage_hbm_bytes: what one SM keeps in flight while it streams weights
     pull_bytes: float       # bytes of one token pull
@@ -94,7 +95,7 @@ def megamoe_config(tokens, ranks, experts, top_k, hidden, smem_bytes=SM100_SMEM_
         fixed = dispatch + cd + amax + barriers + 4
         hbm = MEGAMOE_BLOCK_N * bk * weight_bytes + bm // 2 * bk * act_bytes + sf_bytes
         for name, value in (("block_m", bm), ("block_k", bk), ("stage", stage), ("fixed", fixed),
-                            ("stages", sfloor((smem_bytes - fixed) / stage)), ("hbm", hbm)):
+                            ("stages", smax(sfloor((smem_bytes - fixed) / stage), 1)), ("hbm", hbm)):
             fields[name].append(value)
     pick = {name: sstep(expected, MEGAMOE_EXPECTED_BOUNDS, values) for name, values in fields.items()}
     return MegaMoEConfig(expected, pick["block_m"], pick["block_k"], pick["stage"], pick["fixed"], pick["stages"],

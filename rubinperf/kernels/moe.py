@@ -238,8 +238,6 @@ def busiest_rank_experts(tokens, top_k, experts, local_experts, ranks):
     mean = experts_touched_topk(tokens, top_k, experts, local_experts=local_experts)
     q = mean / local_experts
     spread = _largest_normal(ranks) * (local_experts * q * (1 - q)) ** 0.5
-    if hasattr(mean, "free_symbols") or hasattr(spread, "free_symbols"):
-        return mean + spread
     return smin(mean + spread, local_experts)
 
 

@@ -55,7 +55,7 @@ class Stack:
     # SM100 kernel at commit 54e2261 with the code comments' fixed chain and the unloaded HBM latency
     megamoe_sync_s: float = _field("kernel", "s", positive=False, default=17.5e-6, doc="MegaMoE's fixed chain per call: expert-count exchange, grid syncs, two NVLink barriers (grid sync + cross-rank signal + grid sync) and the combine's first load, before and after its GEMMs")
     megamoe_stream_latency_s: float = _field("kernel", "s", default=0.5e-6, doc="latency one MegaMoE pipeline stage's weight load waits: with its stages x stage bytes in flight per SM, Little's law sets how fast a few experts' weights stream")
-    megamoe_smem_bytes: float = _field("kernel", "bytes", typical=(1e4, 1e6), default=232448.0, doc="shared memory MegaMoE's heuristic sizes its pipeline stages to (DeepGEMM SM100ArchSpec::smem_capacity, 227 KB)")
+    megamoe_smem_bytes: float = _field("kernel", "bytes", typical=(1.2e5, 1e6), default=232448.0, doc="shared memory MegaMoE's heuristic sizes its pipeline stages to (DeepGEMM SM100ArchSpec::smem_capacity, 227 KB)")
     megamoe_smem_weight_bytes_per_value: float = _field("kernel", typical=(0.25, 2), default=1.0, doc="bytes of one FP4 expert weight in a MegaMoE stage's shared memory: 1 in SM100's unpacked layout, 0.5 packed (the Rubin post's SM107 kernels)")
     megamoe_pull_round_trips: int = _field("kernel", typical=(1, 8), default=2, doc="remote round trips MegaMoE's dispatch pays per pulled token chunk (DeepGEMM: the token's TMA load, then its top-k weight; 1 when every remote load is issued before any local store, the Rubin post's)")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
