@@ -24,8 +24,12 @@ each term named (KernelTime):
   carry their bytes at the same time (the larger sets the pace); scale_out_s is the NIC's part,
   shown beside the terms (not a term of its own).
 - overlap: a kernel's pipeline hides the smaller terms under the largest (max). A fused
-  kernel (MegaMoE) runs dependent phases: a share rho = rows / (rows + fused_overlap_rows)
-  of the smaller terms hides, the rest adds.
+  kernel (MegaMoE) runs its GEMMs as one pipeline (max of compute and memory) and its exchange as
+  dependent phases: a share rho = rows / (rows + fused_overlap_rows) of the smaller hides, the rest adds.
+- MegaMoE as DeepGEMM's code runs it (kernels/deepgemm.py, docs/deepseek-kernels.md): its two GEMMs in waves of
+  blocks of their own (`_two_phase`), stages x stage bytes in flight per SM against the stack's
+  megamoe_stream_latency_s, its token pulls spread over dispatch-warp lanes (`serial_hops`), its fixed chain of
+  syncs (megamoe_sync_s, in the latency term).
 
 Works on numbers, numpy arrays and sympy symbols.
 """

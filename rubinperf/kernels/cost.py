@@ -82,7 +82,8 @@ _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
 FAMILIES = {
     "gemm": "dense GEMM: tiles of mma_tile_rows x mma_tile_cols, split-K, weights streamed by TMA pipelines",
     "grouped_gemm": "one GEMM per touched expert in one launch; rows padded per group",
-    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel; terms overlap as rows grow",
+    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel (DeepGEMM's blocks, stages and pulls); "
+                 "the exchange overlaps the GEMMs as rows grow",
     "attention": "attention and the indexer's logits: a chain of index loads and KV gathers, then MMA per block",
     "stream": "norms, mixing, selection, copies: bytes in, bytes out, a few CUDA-core FLOPs",
     "lookup": "table gathers (Engram) from HBM, host memory or peers",
