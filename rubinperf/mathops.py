@@ -252,3 +252,18 @@ class FieldArithmetic:
         return self._of_fields([v * k for v in self.__dict__.values()])
 
     __rmul__ = __mul__
+
+
+def sstep(x, bounds, values):
+    """values[i] for the first i with x <= bounds[i], else values[-1] (len(values) = len(bounds) + 1): a heuristic's
+    table of regimes (a kernel library picking its block size by tokens per expert). Numbers: the plain choice; numpy
+    arrays: np.select, element by element; sympy symbols: a Piecewise."""
+    if type(x) in _PLAIN:
+        return next((v for b, v in zip(bounds, values) if x <= b), values[-1])
+    if type(x).__module__ == "numpy":
+        import numpy as np
+
+        return np.select([x <= b for b in bounds], list(values[:-1]), default=values[-1])
+    import sympy
+
+    return sympy.Piecewise(*[(v, x <= b) for b, v in zip(bounds, values)], (values[-1], True))

@@ -24,8 +24,12 @@ each term named (KernelTime):
   carry their bytes at the same time (the larger sets the pace); scale_out_s is the NIC's part,
   shown beside the terms (not a term of its own).
 - overlap: a kernel's pipeline hides the smaller terms under the largest (max). A fused
-  kernel (MegaMoE) runs dependent phases: a share rho = rows / (rows + fused_overlap_rows)
-  of the smaller terms hides, the rest adds.
+  kernel (MegaMoE) runs its GEMMs as one pipeline (max of compute and memory) and its exchange as
+  dependent phases: a share rho = rows / (rows + fused_overlap_rows) of the smaller hides, the rest adds.
+- MegaMoE as DeepGEMM's code runs it (kernels/deepgemm.py, docs/deepseek-kernels.md): its two GEMMs in waves of
+  blocks of their own (`_two_phase`), stages x stage bytes in flight per SM against the stack's
+  megamoe_stream_latency_s, its token pulls spread over dispatch-warp lanes (`serial_hops`), its fixed chain of
+  syncs (megamoe_sync_s, in the latency term).
 
 Works on numbers, numpy arrays and sympy symbols.
 """
@@ -161,6 +165,8 @@ def occupancy(kern: Kernel, hw: Platform):
     per_tile = sms / tiles
     split = smax(1.0, smin(sfloor(per_tile), hw.split_k_max, sfloor(kern.k / hw.split_k_min_depth)))
     ctas = tiles * split
+    if kern.second_n is not None:  # two GEMMs in turn (MegaMoE's linear 1 and 2): a persistent grid of one CTA per SM
+        return _two_phase(kern, hw, m_tiles, tile_rows, tile_cols)
     if kern.max_ctas is not None:  # a persistent grid: at most max_ctas CTAs loop over the tiles
         exact = tiles / kern.max_ctas
         waves = exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
@@ -170,6 +176,27 @@ def occupancy(kern: Kernel, hw: Platform):
     # (ceil of exact - 1e-9: an exact whole number of waves stays whole where the symbolic path rounds 81 to 81.0000001)
     waves = exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
     return ctas, exact / waves, m_tiles * tile_rows / kern.rows
+
+
+def _two_phase(kern: Kernel, hw: Platform, m_tiles, tile_rows, tile_cols):
+    """Occupancy of a persistent kernel that runs a first GEMM's blocks (n columns, k deep) in waves over the SMs,
+    then a second's (second_n, second_k) in waves of their own (MegaMoE: linear 2 waits for linear 1's outputs):
+    the SMs' share in use is the blocks' work over the waves' (a block's time taken as its depth). Rows pad to
+    pad_rows where the MMA shrinks to a block's valid rows, else to whole tiles."""
+    sms = hw.sm_count
+    first = kern.groups * m_tiles * sceil(kern.n / tile_cols)
+    second = kern.groups * m_tiles * sceil(kern.second_n / tile_cols)
+    work = (first * kern.k + second * kern.second_k) / sms
+    span = sadd(_waves(first / sms, hw) * kern.k, _waves(second / sms, hw) * kern.second_k)
+    pad = tile_rows if kern.pad_rows is None else kern.pad_rows
+    padding = sceil(kern.rows / pad) * pad / kern.rows
+    return smin(first, sms), work / span, padding
+
+
+def _waves(exact, hw: Platform):
+    """Waves of a grid `exact` times the SMs: whole waves, or, with wave_quantization below 1, part of the last one's
+    idle SMs paid for."""
+    return exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
 
 
 def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
@@ -196,7 +223,11 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
                     other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
-    little = bytes_in_flight(kern, hw, ctas) / hw.hbm_latency_s
+    little = bytes_in_flight(kern, hw, ctas) / stream_latency(kern, hw)
+    if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight; weights read from the SM's own
+        # memory domain come back sooner than interleaved ones, by the weights' bandwidth factor (Rubin's die-local
+        # expert weights)
+        little = little * sm_share * weight_factor
     extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
 
     # NVLink and the scale-out NIC are separate links: their bytes move at the same time (the larger
@@ -205,10 +236,14 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
                       cost.scale_out_bytes / hw.scale_out_bandwidth_bytes_per_s)
     scale_out = (cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency)
                  + cost.scale_out_hops * hw.scale_out_latency_s)
+    nvlink = cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency)
+    if kern.hop_lanes_per_sm is None:   # a collective: its round trips one after another, then its bytes
+        nvlink, hops = nvlink, cost.nvlink_hops * hw.nvlink_latency_s
+    else:   # items pulled by many lanes at once: the link's rate or the lanes' round trips, whichever is slower
+        nvlink, hops = smax(nvlink, serial_hops(kern, hw) * hw.nvlink_latency_s), 0.0
     comm = (
-        _links(cost.nvlink_bytes / (hw.nvlink_bandwidth_bytes_per_s * hw.nvlink_efficiency),
-               cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency))
-        + cost.nvlink_hops * hw.nvlink_latency_s
+        _links(nvlink, cost.scale_out_bytes / (hw.scale_out_bandwidth_bytes_per_s * hw.scale_out_efficiency))
+        + hops
         + cost.cross_tray_hops * hw.cross_tray_latency_s
         + cost.scale_out_hops * hw.scale_out_latency_s
     )
@@ -237,6 +272,8 @@ def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) 
     operations run on CUDA cores in every family (a tensor-core kernel's epilogue): the vector rate."""
     if peak == "fp32":
         return "vector_compute_efficiency"
+    if family == "fused_moe":
+        return "megamoe_compute_efficiency"
     if family in GROUPED and dequantises_weights:
         return "grouped_w4a16_compute_efficiency"
     if family in GROUPED and peak in GROUPED_PRECISION_EFFICIENCY:
@@ -252,12 +289,28 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
     (stream_bytes_in_flight_per_sm), and a kernel that states its bytes per CTA keeps the lesser of
     its resident CTAs' bytes and that cap on each SM."""
     if kern.is_mma:
-        return smin(ctas, hw.sm_count) * hw.mma_bytes_in_flight_per_sm
+        per_sm = hw.mma_bytes_in_flight_per_sm if kern.in_flight_bytes_per_cta is None else kern.in_flight_bytes_per_cta
+        return smin(ctas, hw.sm_count) * per_sm
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
         return smin(ctas, hw.sm_count) * cap
     per_cta = smin(kern.in_flight_bytes_per_cta, cap)
     return smin(ctas * per_cta, hw.sm_count * cap)
+
+
+def stream_latency(kern: Kernel, hw: Platform):
+    """The latency one load of a kernel's stream waits (Little's law: rate = bytes in flight / this): the HBM latency;
+    for MegaMoE the stack's megamoe_stream_latency_s, the latency its stages' TMA loads of FP4 weights (unpacked to
+    8 bits in shared memory on SM100) see, fitted to the kernel's measurements (docs/deepseek-kernels.md)."""
+    return hw.megamoe_stream_latency_s if kern.family == "fused_moe" else hw.hbm_latency_s
+
+
+def serial_hops(kern: Kernel, hw: Platform):
+    """NVLink round trips one after another: a collective's messages; a kernel whose messages are independent items
+    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes."""
+    if kern.hop_lanes_per_sm is None:
+        return kern.cost.nvlink_hops
+    return kern.cost.nvlink_hops / (kern.hop_lanes_per_sm * hw.sm_count)
 
 
 def dp_sync_rounds(ranks, hw: Platform):
@@ -327,7 +380,10 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     - cold: a lone launch after a synchronisation: the host's dispatch (and a library call's host set-up), the
       driver and the GPU's wake-up, then the kernel."""
     parts = launch_parts(kern, hw, launch)
-    own = kern.cost.launches * (parts["start"] + (parts["loads"] + parts["prologue"]))
+    fill = parts["loads"] + parts["prologue"]
+    if kern.family == "fused_moe":
+        fill = fill + parts["sync"]
+    own = kern.cost.launches * (parts["start"] + fill)
     if kern.split_kv_groups is None:
         return own
     return own + kern.cost.launches * parts["reduction"]
@@ -339,6 +395,7 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
                   where PDL also hides the prologue);
       loads       its chain of dependent HBM loads before the work streams, and the drain of its last stores;
       prologue    a tensor-core kernel's prologue cycles at the SM clock;
+      sync        MegaMoE's fixed chain of expert-count exchange, grid syncs and NVLink barriers (megamoe_sync_s);
       reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
@@ -356,8 +413,10 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
         boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
             else hw.kernel_launch_stream_s
         reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+    # MegaMoE's chain of expert counts, grid syncs and NVLink barriers
+    sync = hw.megamoe_sync_s if kern.family == "fused_moe" else 0.0
     return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
-            "prologue": prologue, "reduction": reduction}
+            "prologue": prologue, "sync": sync, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):
@@ -379,13 +438,16 @@ def split_kv_reduction(kern: Kernel, hw: Platform):
 
 
 def overlap(kern: Kernel, hw: Platform, compute, memory, comm):
-    """How the body terms compose: the max in a pipelined kernel; in a fused kernel a share
-    rho = rows / (rows + fused_overlap_rows) of the smaller terms hides under the largest."""
+    """How the body terms compose: the max in a pipelined kernel. A fused kernel (MegaMoE) runs its GEMMs as one
+    pipeline (the TMA stages stream the weights under the MMAs: the max of compute and memory), and its exchange as
+    phases before and after them: a share rho = rows / (rows + fused_overlap_rows) of the smaller of the two hides
+    under the larger (the dispatch of later experts under the GEMMs of earlier ones), the rest adds."""
     largest = stimes_max(compute, memory, comm)
     if kern.fused_rows is None:
         return largest
+    gemm = stimes_max(compute, memory)
     rho = kern.fused_rows / (kern.fused_rows + hw.fused_overlap_rows)
-    return largest + (1 - rho) * (compute + memory + comm - largest)
+    return largest + (1 - rho) * (gemm + comm - largest)
 
 
 def two_batch_time(compute_s, exchange_s, layers, hw: Platform):

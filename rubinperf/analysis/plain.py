@@ -109,6 +109,8 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
             bits.append(f"{fmt_num(float(k.dependent_loads + k.drain_loads))} HBM round trips x {_t(hw.hbm_latency_s)}")
         if k.family in TENSOR_CORE:
             bits.append(f"MMA prologue {fmt_num(float(hw.mma_prologue_cycles))} cycles ({_t(p['prologue'])})")
+        if float(p["sync"]):
+            bits.append(f"fixed sync chain {_t(p['sync'])} (megamoe_sync_s)")
         if float(p["reduction"]):
             bits.append(f"split-KV reduction {_t(p['reduction'])}")
         own = sum(float(k.cost.launches) * rep * st * float(sum(launch_parts(k, hw, launch).values()))

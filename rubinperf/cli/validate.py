@@ -22,6 +22,11 @@ def validate_cmd(
     ledger_only: Annotated[bool, typer.Option(
         "--ledger", help="Only the accuracy ledger (held-out error per family of evidence, coverage); with --json "
                          "its record {families, coverage}.")] = False,
+    kernels: Annotated[bool, typer.Option(
+        "--kernels", help="The kernel section instead of the points: every row of the public kernel evidence table "
+                          "(calibration/public/kernels.csv) predicted through the kernel functions the step uses, and "
+                          "the median |ln(measured / predicted)| per kernel family, GPU and split (fit / held-out). "
+                          "Exit 0 when the held-out rows' median is at most 0.15 and their worst at most 0.5.")] = False,
     wide: Wide = False,
     as_csv: Csv = False,
     save_dir: SaveDir = None,
@@ -51,6 +56,20 @@ def validate_cmd(
         from rubinperf.specs.stack import load_stack
 
         load_stack(stack)   # a bad name fails once, before any point runs
+    if kernels:
+        from rubinperf.analysis.kernel_evidence import HELD_OUT_MEDIAN_MAX, HELD_OUT_WORST_MAX, kernel_section
+        from rubinperf.render.step import kernel_evidence_table
+
+        if points or stack or save_dir is not None or as_csv:
+            from rubinperf.errors import SpecError
+
+            raise SpecError("--kernels: reads the evidence table alone (no --points, --stack, --save or --csv)")
+        section = kernel_section()
+        emit(section, as_json, kernel_evidence_table, quiet=quiet)
+        held = section["held_out"]
+        if held is None or held["median_abs_log"] > HELD_OUT_MEDIAN_MAX or held["worst_abs_log"] > HELD_OUT_WORST_MAX:
+            raise typer.Exit(1)
+        return
     from rubinperf.analysis.ledger import all_families, apply_bands, ledger
 
     records = validate(load_points(points or POINTS_FILE), stack=stack, evidence=False)

@@ -82,7 +82,8 @@ _COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost))
 FAMILIES = {
     "gemm": "dense GEMM: tiles of mma_tile_rows x mma_tile_cols, split-K, weights streamed by TMA pipelines",
     "grouped_gemm": "one GEMM per touched expert in one launch; rows padded per group",
-    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel; terms overlap as rows grow",
+    "fused_moe": "MegaMoE: EP dispatch, expert GEMMs and combine in one kernel (DeepGEMM's blocks, stages and pulls); "
+                 "the exchange overlaps the GEMMs as rows grow",
     "attention": "attention and the indexer's logits: a chain of index loads and KV gathers, then MMA per block",
     "stream": "norms, mixing, selection, copies: bytes in, bytes out, a few CUDA-core FLOPs",
     "lookup": "table gathers (Engram) from HBM, host memory or peers",
@@ -134,6 +135,17 @@ class Kernel:
     # before the MMA (W4A16: FP4 experts dequantised to BF16): it runs at a rate of its own
     # (roofline.efficiency_field).
     dequantises_weights: bool = False
+    # A kernel whose messages (`Cost.nvlink_hops`) are independent items spread over its SMs, this many round-trip
+    # chains per SM at once (MegaMoE's dispatch warps pulling tokens): the serial round trips are the hops over
+    # lanes x SMs. None: the hops are serial, as a collective's.
+    hop_lanes_per_sm: Any = None
+    # A fused kernel of two GEMMs one after the other over the same rows (MegaMoE: linear 1 over n columns and k deep,
+    # then linear 2 over second_n columns and second_k deep): each runs its own waves of blocks. None: one GEMM.
+    second_n: Any = None
+    second_k: Any = None
+    # Rows the MMA pads a block's valid rows to, where it shrinks to them (MegaMoE's UMMA N follows the block's valid
+    # tokens, aligned to 16). None: whole tiles of tile_rows.
+    pad_rows: Any = None
 
     @property
     def is_mma(self) -> bool:

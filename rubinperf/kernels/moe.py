@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.deepgemm import (MEGAMOE_BLOCK_N, MEGAMOE_DISPATCH_WARPS, MEGAMOE_MMA_ROWS, SM100_SMEM_CAPACITY_BYTES,
+                                        megamoe_config)
 from rubinperf.kernels.memory import elementwise, empty
 from rubinperf.mathops import smax, smin
 from rubinperf.specs.precision import PRECISIONS, mma_peak
@@ -184,21 +188,72 @@ def ep_exchange(tokens, ranks, top_k, hidden, bytes_per_value, gpus_per_tray=Non
 
 
 def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "fp4", act: str = "fp8",
-             out: str = "bf16", gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False) -> Kernel:
+             out: str = "bf16", gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False,
+             smem_bytes=SM100_SMEM_CAPACITY_BYTES, smem_weight_bytes=1.0, pull_round_trips=2) -> Kernel:
     """MegaMoE on one of `ranks` expert-parallel ranks: dispatch, expert GEMMs over the rank's
-    `local_experts`, combine, in one kernel. `tokens` per rank, each routed to `top_k` of `experts`.
+    `local_experts`, combine, in one kernel. `tokens` per rank, each routed to `top_k` of `experts`;
+    `n` = 3 x intermediate (gate, up and down), `k` = hidden.
 
-    Experts touched on this rank: local x (1 - (1 - k/E)^(tokens x ranks)) (every rank's tokens
-    can land here). The fused terms overlap as the rows through the kernel grow (roofline).
-    Across NVLink domains the exchange also uses the NIC (`ep_dispatch_combine`).
-    """
-    touched = experts_touched_topk(tokens * ranks, top_k, experts, local_experts=local_experts)
+    As DeepGEMM's SM100 Mega MoE runs (kernels/deepgemm.py, docs/deepseek-kernels.md):
+    - experts touched on this rank: local x (1 - (1 - k/E)^(tokens x ranks)) (every rank's tokens can land here);
+      their FP4 weights are read once;
+    - blocks of the heuristic's block_m token rows x 128 weight rows (the tiles the roofline counts, padding rows to
+      block_m), each SM keeping stages x stage bytes in flight (`megamoe_config`: the stages that fit in
+      `smem_bytes` with `smem_weight_bytes` per weight value in shared memory);
+    - the dispatch pulls every remote token-topk row (FP8 + scales) and the combine writes each back (BF16): both
+      over NVLink, one copy per routed row that lands on another rank; each pull pays `pull_round_trips` remote round
+      trips per pull chunk, four dispatch warps per SM pulling at once (Kernel.hop_lanes_per_sm);
+    - its fixed chain (expert counts, grid syncs, two NVLink barriers, the combine's first load) is the stack's
+      megamoe_sync_s (roofline.launch_latency).
+    Across NVLink domains the exchange uses the NIC as `ep_dispatch_combine` says (DeepEP's modes), with its
+    collectives; within one domain the pulls above."""
+    touched = busiest_rank_experts(tokens * ranks, top_k, experts, local_experts, ranks)
     rows = tokens * top_k
-    comm = ep_dispatch_combine(tokens, ranks, top_k, k, PRECISIONS[act].bytes_per_element,
-                               PRECISIONS[out].bytes_per_element, gpus_per_tray, round_trips, gpus_per_domain,
-                               hierarchical)
+    a, o = PRECISIONS[act].bytes_per_element, PRECISIONS[out].bytes_per_element
+    cfg = megamoe_config(tokens, ranks, experts, top_k, k, smem_bytes=smem_bytes, smem_weight_bytes=smem_weight_bytes,
+                         weight_bytes=PRECISIONS[weight].bits / 8, act_bytes=1)
+    if spans_domains(ranks, gpus_per_domain):
+        comm = ep_dispatch_combine(tokens, ranks, top_k, k, a, o, gpus_per_tray, round_trips, gpus_per_domain,
+                                   hierarchical)
+        lanes = None
+    else:
+        remote = rows * (ranks - 1) / ranks   # routed rows that live on another rank: pulled, then written back
+        cross = 2 * round_trips if (gpus_per_tray is not None and _gt(ranks, gpus_per_tray)) else 0
+        comm = Cost(nvlink_bytes=remote * k * (a + o), nvlink_hops=remote * cfg.pulls_per_token * pull_round_trips,
+                    cross_tray_hops=cross)
+        lanes = MEGAMOE_DISPATCH_WARPS
+    inter = n / 3
     return Kernel("fused_moe", _grouped_cost(rows, n, k, touched, weight, act, out) + comm,
-                  groups=touched, rows=rows / touched, n=n, k=k, fused_rows=rows)
+                  groups=touched, rows=rows / touched, n=2 * inter, k=k, second_n=k, second_k=inter, fused_rows=rows,
+                  tile_rows=cfg.block_m, tile_cols=MEGAMOE_BLOCK_N, pad_rows=MEGAMOE_MMA_ROWS,
+                  in_flight_bytes_per_cta=cfg.in_flight_bytes, hop_lanes_per_sm=lanes)
+
+
+def busiest_rank_experts(tokens, top_k, experts, local_experts, ranks):
+    """Experts touched on the busiest of `ranks` ranks when `tokens` (all ranks') each pick `top_k` of `experts`
+    uniformly, `local_experts` per rank: a fused EP kernel waits at its NVLink barrier for the last rank, so the rank
+    with the most experts to stream sets the time. Each local expert is touched with q = 1 - (1 - k/E)^tokens
+    (`experts_touched_topk`); the count on one rank has mean L q and variance L q (1 - q) (experts taken as
+    independent); the busiest of n ranks lies z_n standard deviations above the mean, z_n the expected largest of n
+    standard normals (Blom's approximation: the normal quantile at (n - 0.375) / (n + 0.25); 1.43 for 8 ranks), and
+    at most L. With every expert touched (decode at a few hundred tokens per rank) it is L on every rank."""
+    mean = experts_touched_topk(tokens, top_k, experts, local_experts=local_experts)
+    q = mean / local_experts
+    spread = _largest_normal(ranks) * (local_experts * q * (1 - q)) ** 0.5
+    return smin(mean + spread, local_experts)
+
+
+def _largest_normal(n) -> float:
+    """Expected largest of n standard normal draws (Blom): 0 for one. The normal quantile by bisection on math.erf
+    (the statistics module costs the CLI's start-up more than this)."""
+    if not n > 1:
+        return 0.0
+    p = (n - 0.375) / (n + 0.25)
+    lo, hi = 0.0, 10.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p else (lo, mid)
+    return (lo + hi) / 2
 
 
 def _gt(a, b) -> bool:

@@ -171,3 +171,26 @@ def whatif_tables(diffs: list[dict]) -> None:
         caption = ("term moved: the roofline term of the kernel whose time changed the most"
                    + (f"\n{unchanged} kernel(s) unchanged" if unchanged else ""))
         print_out(table("kernels that moved, largest change first", kcols, krows, caption=caption))
+
+
+def kernel_evidence_table(section: dict) -> None:
+    """The kernel section of `rubinperf validate --kernels`: every evidence row, measured against predicted, then the
+    median and worst |ln(measured / predicted)| per kernel family, GPU and split."""
+    cols = [col("row", "left", min_width=16), col("kernel", "left", drop=3), col("GPU", "left"),
+            col("split", "left", drop=2), col("measured"), col("predicted", short="pred."), col("meas/pred"),
+            col("bound", "left", drop=1), col("source", "left", drop=4, min_width=12)]
+    rows = [[r["id"], r["kernel"], r["gpu"], r["split"], fmt_time(r["measured_us"] / 1e6),
+             "—" if r["predicted_us"] is None else fmt_time(r["predicted_us"] / 1e6),
+             "—" if r["predicted_us"] is None else f"{r['ratio']:.2f}", r["bound"] or f"skipped: {r['skipped']}",
+             r["source"]] for r in section["rows"]]
+    print_out(table(f"Kernel evidence: {sum(r['predicted_us'] is not None for r in section['rows'])} of "
+                    f"{len(section['rows'])} rows predicted", cols, rows,
+                    caption="meas/pred = measured / predicted, each row through the kernel functions the step uses on "
+                            "its GPU's spec; sources: calibration/public/kernels.csv; split: " + section["split"]))
+    cols = [col("kernel", "left"), col("GPU", "left"), col("split", "left"), col("rows"), col("median |ln|"),
+            col("worst |ln|"), col("worst row", "left", drop=1)]
+    rows = [[s["kernel"], s["gpu"], s["split"], str(s["rows"]), f"{s['median_abs_log']:.3f}",
+             f"{s['worst_abs_log']:.3f}", s["worst_row"]] for s in section["summary"]]
+    print_out(table("Kernel evidence: error per kernel family, GPU and split", cols, rows,
+                    caption="|ln(measured / predicted)|; rows with no predictor are left out (their reason is in the "
+                            "table above)"))

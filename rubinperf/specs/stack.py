@@ -52,6 +52,13 @@ class Stack:
     pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     preview_software: bool = _field("kernel", positive=False, default=False, doc="true when the stack's figures come from a vendor's preview (software measured only in a preview post, on previewed hardware): every figure it prices rests on them (the report's preview banner)")
+    # MegaMoE as DeepGEMM's code runs it (rubinperf/kernels/deepgemm.py, docs/deepseek-kernels.md); defaults: DeepGEMM's
+    # SM100 kernel at commit 54e2261 with the code comments' fixed chain and the unloaded HBM latency
+    megamoe_sync_s: float = _field("kernel", "s", positive=False, default=17.5e-6, doc="MegaMoE's fixed chain per call: expert-count exchange, grid syncs, two NVLink barriers (grid sync + cross-rank signal + grid sync) and the combine's first load, before and after its GEMMs")
+    megamoe_stream_latency_s: float = _field("kernel", "s", default=0.5e-6, doc="latency one MegaMoE pipeline stage's weight load waits: with its stages x stage bytes in flight per SM, Little's law sets how fast a few experts' weights stream")
+    megamoe_smem_bytes: float = _field("kernel", "bytes", typical=(1.2e5, 1e6), default=232448.0, doc="shared memory MegaMoE's heuristic sizes its pipeline stages to (DeepGEMM SM100ArchSpec::smem_capacity, 227 KB)")
+    megamoe_smem_weight_bytes_per_value: float = _field("kernel", typical=(0.25, 2), default=1.0, doc="bytes of one FP4 expert weight in a MegaMoE stage's shared memory: 1 in SM100's unpacked layout, 0.5 packed (the Rubin post's SM107 kernels)")
+    megamoe_pull_round_trips: int = _field("kernel", typical=(1, 8), default=2, doc="remote round trips MegaMoE's dispatch pays per pulled token chunk (DeepGEMM: the token's TMA load, then its top-k weight; 1 when every remote load is issued before any local store, the Rubin post's)")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
     mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches (FP8 operands, and those without a rate of their own below)")
     mma_bf16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of BF16 operands reaches (its library's kernels for that precision)")
@@ -59,6 +66,7 @@ class Stack:
     grouped_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel of FP8 operands, or FP8 x FP4 (W4A8)")
     grouped_fp4_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel of FP4 x FP4 operands (W4A4: NVFP4 or MXFP4 experts and activations)")
     grouped_w4a16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of a grouped (MoE) GEMM kernel that dequantises its weights in the main loop (W4A16: FP4 experts widened to BF16 for a BF16 MMA); BF16 experts run at mma_compute_efficiency")
+    megamoe_compute_efficiency: float = _field("efficiency", at_most=1.0, default=0.72, doc="tensor-core rate MegaMoE's expert GEMMs reach at large token counts (its dispatch, SwiGLU epilogue and combine share the SMs)")
     grouped_hbm_efficiency: float = _field("efficiency", at_most=1.0, doc="HBM rate a grouped (MoE) GEMM kernel streams expert weights at")
     attention_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate of attention and indexer logits")
     collective_floor_s: float = _field("efficiency", "s", doc="fixed cost of one collective (sync, set-up)")

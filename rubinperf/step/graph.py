@@ -324,7 +324,9 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     elif layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
-                         gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
+                         gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical,
+                         smem_bytes=p.megamoe_smem_bytes, smem_weight_bytes=p.megamoe_smem_weight_bytes_per_value,
+                         pull_round_trips=p.megamoe_pull_round_trips)
         # Across NVLink domains the row's name says so: its link term then holds the scale-out NIC's bytes.
         name = ("MegaMoE (dispatch + experts + combine" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
                 + ")")

@@ -49,6 +49,10 @@ class Point:
     attention_mma_dtype: str = "bf16"   # attention's QK and PV MMA format (a quantised KV cache dequantised to it)
     sparse_entries_in_flight_per_cta: object = 128   # top-k entries one sparse decode CTA keeps in flight
     activation_quant_fused: bool = True   # FP8/FP4 activations of dense GEMMs quantised in other kernels, or a kernel each
+    # MegaMoE's pipeline and dispatch as the stack's kernel has them (stack [kernel] megamoe_*; kernels/deepgemm.py)
+    megamoe_smem_bytes: object = 232448.0
+    megamoe_smem_weight_bytes_per_value: object = 1.0
+    megamoe_pull_round_trips: object = 2
     # Aggregated serving: a chunk of pending prefill that shares a decode step (0: a pure decode step)
     chunk_tokens: object = 0      # prefill rows of the step, per rank
     chunk_seqs: object = 1        # sequences those rows belong to
@@ -187,7 +191,8 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
 
 
 # Point fields a stack sets under the same name (a rack without them keeps the Point's default).
-_STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
+_STACK_POINT_FIELDS = ("megamoe_smem_bytes", "megamoe_smem_weight_bytes_per_value", "megamoe_pull_round_trips",
+                       "tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
                        "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}

@@ -111,6 +111,10 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     m = dataclasses.replace(load_model("deepseek-v4.1-flash"), indexer_epilogue_flops_per_head=0.0)
     since = {"vr-nvl72": dict(hbm_interleaved_bandwidth_factor=0.75, hbm_remote_bandwidth_factor=0.5)}
     for key, want in BEFORE_STEP_MS.items():
+        if key[1].startswith("dep"):
+            # MegaMoE's time now follows DeepGEMM's code (kernels/deepgemm.py: its blocks, stages, pulls and fixed
+            # chain, fitted to DeepGEMM PR #316): a DEP step, one MegaMoE per MoE layer, no longer has the old figure
+            continue
         if key[0] == "gb300-nvl72":  # silicon unchanged: the stack fields and the indexer's epilogue moved the steps
             assert (got[key]["step_time_ms"] < want) if key[1].startswith("tp") else (got[key]["step_time_ms"] > want), key
         lay = parse_layout(key[1])

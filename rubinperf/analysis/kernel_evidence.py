@@ -1,0 +1,184 @@
+"""The kernel section of `rubinperf validate`: every row of the public kernel evidence table
+(`calibration/public/kernels.csv`, rubinperf.analysis.evidence) predicted through the kernel functions the step uses
+(`rubinperf.kernels` + `roofline.kernel_time`) on the row's GPU and the stack that runs those kernels there.
+
+The split between the rows a fit saw and the rows it did not is stated here and deterministic: FIT_ROWS names, per
+kernel family and GPU generation, the id prefixes of the rows `fit_family` fits FIT_FIELDS to; every other row is held
+out. A family with no entry is predicted from its stack's values as they are: all of its rows are held out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+# The GPU of a row -> (hardware spec, stack): the stack that runs DeepSeek's kernels on it. H20 has no spec.
+GPU_SPECS = {"b200": ("b200", None), "b300": ("b300", None), "gb200": ("gb200-nvl72", None),
+             "gb300": ("gb300-nvl72", None), "h100": ("h100-cluster", "sglang-deepep-hopper"),
+             "h800": ("h800-cluster", "sglang-deepep-hopper"), "h200": ("h200", "sglang-deepep-hopper")}
+GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm100", "h20": "sm90", "h100": "sm90",
+              "h800": "sm90", "h200": "sm90"}
+
+# The fit rows (id prefixes) per (kernel family, GPU generation), and the fields fitted to them. Mega MoE on SM100: the
+# V4-Flash rows of DeepGEMM PR #316 (DeepGEMM's own harness, timed by kineto); held out: its V4-Pro rows and every
+# other source's rows (vLLM PR #49636's moe_ep benchmark, five model geometries).
+FIT_ROWS = {("mega_moe", "sm100"): ("dg316-flash-",)}
+FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency")}
+
+
+# The bar of issue 32 for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
+HELD_OUT_MEDIAN_MAX = 0.15
+HELD_OUT_WORST_MAX = 0.5
+SPLIT = ("fit rows: the V4-Flash Mega MoE rows of DeepGEMM PR #316 (ids dg316-flash-*), to which the vLLM stacks' "
+         "megamoe_sync_s, megamoe_stream_latency_s and megamoe_compute_efficiency were fitted; every other row is held "
+         "out (no other family is fitted here)")
+
+
+def kernel_section(path=None) -> dict:
+    """The section `validate --kernels` prints: every row's record, the summary per family, GPU and split, the
+    held-out rows' overall figures, and the split rule."""
+    from rubinperf.analysis.evidence import load_evidence
+
+    rows = kernel_records(load_evidence(path))
+    summary = kernel_summary(rows)
+    held = next((s for s in summary if s["kernel"] == "all"), None)
+    return {"split": SPLIT, "rows": rows, "summary": summary, "held_out": held}
+
+
+def launch_of(row) -> str:
+    """How the row's time was taken, as a launch mode: a profiler's kernel duration (kineto, Nsight) is the kernel
+    alone, as inside a graph; CUDA events or do_bench around calls issued back to back see the gap between stream
+    kernels (eager)."""
+    how = row.timing_method.lower()
+    if "kineto" in how or "nsys" in how or "nsight" in how:
+        return "graph"
+    if "event" in how or "do_bench" in how:
+        return "eager"
+    return "graph"
+
+
+def platform_of(row):
+    """The row's hardware with the stack that runs its kernels, or None where no spec exists (H20)."""
+    from rubinperf.specs.stack import load_platform
+
+    spec = GPU_SPECS.get(row.gpu)
+    return None if spec is None else load_platform(*spec)
+
+
+def kernels_of(row, hw):
+    """The row's kernels as the step builds them (a list of Kernels timed one after another), or a reason string
+    when this version has no predictor for it."""
+    from rubinperf import kernels as K
+
+    s, gen = row.shape, GENERATION[row.gpu]
+    if row.kernel == "mega_moe":
+        if gen != "sm100":
+            return ("the SM90 Mega MoE (DeepGEMM PRs #323, #383, #440, #352) is another kernel with heuristics of "
+                    "its own; rubinperf models the SM100 one")
+        ep, experts = int(s["ep"]), int(s["experts"])
+        return [K.mega_moe(s["tokens_per_rank"], ep, experts // ep, experts, int(s["top_k"]), 3 * s["intermediate"],
+                           s["hidden"], weight="fp4", act="fp8", gpus_per_tray=hw.gpus_per_tray,
+                           gpus_per_domain=hw.nvlink_domain_size, smem_bytes=hw.megamoe_smem_bytes,
+                           smem_weight_bytes=hw.megamoe_smem_weight_bytes_per_value,
+                           pull_round_trips=hw.megamoe_pull_round_trips)]
+    if row.kernel in ("fp8_gemm", "bf16_gemm") and {"m", "n", "k"} <= set(s):
+        dtype = "fp8" if row.kernel == "fp8_gemm" else "bf16"
+        return [K.gemm(s["m"], s["n"], s["k"], weight=dtype, act=dtype)]
+    if row.kernel in ("grouped_gemm_contiguous", "grouped_gemm_masked"):
+        per = s.get("m_per_group", s.get("expected_m"))
+        if per is not None and {"groups", "n", "k"} <= set(s):
+            g = s["groups"]
+            return [K.grouped_gemm(g * per, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+    return f"no predictor for {row.kernel} in this version"
+
+
+def predict(row, hw=None):
+    """(expected seconds, bound, KernelTime of the last kernel) of one row, or (None, reason, None)."""
+    from rubinperf.roofline import kernel_time
+
+    hw = hw if hw is not None else platform_of(row)
+    if hw is None:
+        return None, f"no hardware spec for {row.gpu}", None
+    ks = kernels_of(row, hw)
+    if isinstance(ks, str):
+        return None, ks, None
+    times = [kernel_time(k, hw, launch=launch_of(row)) for k in ks]
+    return sum(float(t.expected_s) for t in times), times[-1].bound, times[-1]
+
+
+def is_fit_row(row) -> bool:
+    return any(row.id.startswith(p) for p in FIT_ROWS.get((row.kernel, GENERATION[row.gpu]), ()))
+
+
+def kernel_records(rows, platforms: dict | None = None) -> list[dict]:
+    """One record per row: measured and predicted microseconds, their log ratio, the bound, whether a fit saw the row."""
+    cache = dict(platforms or {})
+    out = []
+    for row in rows:
+        if row.gpu not in cache:
+            cache[row.gpu] = platform_of(row)
+        t, why, kt = predict(row, cache[row.gpu])
+        rec = {"id": row.id, "kernel": row.kernel, "gpu": row.gpu, "source": row.source, "shape": dict(row.shape),
+               "launch": launch_of(row), "measured_us": row.measured_us,
+               "predicted_us": None if t is None else t * 1e6, "split": "fit" if is_fit_row(row) else "held-out"}
+        if t is None:
+            rec.update(abs_log=None, bound=None, skipped=why)
+        else:
+            rec.update(ratio=row.measured_s / t, abs_log=abs(math.log(row.measured_s / t)), bound=why, skipped=None)
+        out.append(rec)
+    return out
+
+
+def kernel_summary(records: list[dict]) -> list[dict]:
+    """Median and worst |ln(measured / predicted)| per kernel family, GPU and split (fit / held-out), and overall
+    over every held-out row; rows skipped are counted apart."""
+    groups: dict[tuple, list] = {}
+    for r in records:
+        if r["abs_log"] is not None:
+            groups.setdefault((r["kernel"], r["gpu"], r["split"]), []).append(r)
+    out = [_stats(k, g, s, rs) for (k, g, s), rs in sorted(groups.items())]
+    held = [r for r in records if r["abs_log"] is not None and r["split"] == "held-out"]
+    if held:
+        out.append(_stats("all", "all", "held-out", held))
+    return out
+
+
+def _stats(kernel, gpu, split, rs) -> dict:
+    worst = max(rs, key=lambda r: r["abs_log"])
+    return {"kernel": kernel, "gpu": gpu, "split": split, "rows": len(rs),
+            "median_abs_log": statistics.median(r["abs_log"] for r in rs), "worst_abs_log": worst["abs_log"],
+            "worst_row": worst["id"]}
+
+
+def fit_family(rows, kernel: str, generation: str, start: dict | None = None):
+    """Least absolute log error of FIT_FIELDS[(kernel, generation)] on that family's fit rows (a coordinate search in
+    log space, from the stack's values): (fields -> values, the fit rows' median |ln|). Deterministic."""
+    fields = FIT_FIELDS[(kernel, generation)]
+    fit = [r for r in rows if r.kernel == kernel and GENERATION[r.gpu] == generation and is_fit_row(r)]
+    hws = {r.gpu: platform_of(r) for r in fit}
+    x = {f: float((start or {}).get(f, getattr(next(iter(hws.values())), f))) for f in fields}
+
+    def loss(vals):
+        total = 0.0
+        for r in fit:
+            t, _, _ = predict(r, dataclasses.replace(hws[r.gpu], **vals))
+            total += abs(math.log(r.measured_s / t))
+        return total
+
+    best = loss(x)
+    step = 0.5
+    while step > 1e-3:
+        improved = False
+        for f in fields:
+            for sign in (1, -1):
+                trial = dict(x, **{f: x[f] * math.exp(sign * step)})
+                if f.endswith("efficiency") and trial[f] > 1:
+                    continue
+                val = loss(trial)
+                if val < best - 1e-12:
+                    x, best, improved = trial, val, True
+        if not improved:
+            step /= 2
+    errs = [abs(math.log(r.measured_s / predict(r, dataclasses.replace(hws[r.gpu], **x))[0])) for r in fit]
+    return x, statistics.median(errs)

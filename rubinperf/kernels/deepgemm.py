@@ -1,0 +1,102 @@
+"""DeepGEMM's kernels as their own code configures them (github.com/deepseek-ai/DeepGEMM @ DEEPGEMM_COMMIT).
+
+Each constant below is read from the file named beside it; docs/deepseek-kernels.md lists them and says how the
+roofline uses each. The functions are pure functions of shapes (numbers, numpy arrays or sympy symbols): a heuristic's
+table of regimes becomes a `sstep` over them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rubinperf.mathops import sfloor, smax, sstep
+
+DEEPGEMM_COMMIT = "54e22612409371d6364144b69086735beb54e98b"
+
+# csrc/jit_kernels/heuristics/sm100.hpp, SM100ArchSpec::smem_capacity: the shared memory the SM100 heuristics size
+# their pipelines to (227 KB, the most one CTA may use on SM100).
+SM100_SMEM_CAPACITY_BYTES = 232448
+
+# csrc/jit_kernels/heuristics/mega_moe.hpp (get_mega_moe_config, get_block_config_for_mega_moe,
+# get_pipeline_config_for_mega_moe) for the SM100 FP8 x FP4 Mega MoE:
+MEGAMOE_BLOCK_N = 128                # block_n = 128 weight rows per CTA (swap-AB: the MMA's M side, 2-CTA clusters)
+MEGAMOE_DISPATCH_WARPS = 4           # num_dispatch_threads = 128: four warps per SM pull tokens from remote ranks
+MEGAMOE_PULL_THRESHOLD_BYTES = 4096  # kPullThreshold: a token's bytes halved until a pull is at most this
+MEGAMOE_GRAN_K = 32                  # gran_k: one UE8M0 scale per 32 values (activations and weights)
+# sm100_fp8_fp4_mega_moe.cuh: "Dynamic update of UMMA N based on effective M" (swap-AB: the block's valid tokens,
+# scheduler.get_valid_m<true>() aligned to 16): a block's MMAs run on its valid rows, padded to 16
+MEGAMOE_MMA_ROWS = 16
+MEGAMOE_SF_ALIGN = 128               # SM100ArchSpec::get_sf_uttcp_aligned_block_sizes: SF blocks aligned to 128
+SMEM_ALIGN = 1024                    # kSmemAlignment
+EPILOGUE_STAGES = 2                  # kNumEpilogueStages
+TMA_STORE_STAGES = 2                 # kNumTMAStoreStages
+# get_block_config_for_mega_moe: by expected tokens per expert, tokens x ranks x top-k / experts (<= each bound):
+# (block_m, store_block_m, block_k in bytes, epilogue warpgroups); cluster size 2 in every regime.
+MEGAMOE_EXPECTED_BOUNDS = (8.5, 16.5, 32.5, 64.5, 96.5)
+MEGAMOE_REGIMES = ((16, 8, 256, 2), (32, 16, 128, 2), (64, 32, 128, 1), (96, 16, 128, 2), (128, 32, 128, 2),
+                   (192, 32, 128, 2))
+
+
+def _align(x, a):
+    return -(-x // a) * a
+
+
+def megamoe_pull_bytes(hidden, act_bytes=1):
+    """Bytes of one pull (get_mega_moe_config: a token's hidden x activation bytes, halved until at most
+    kPullThreshold) and the pulls per token."""
+    pull = hidden * act_bytes
+    while pull > MEGAMOE_PULL_THRESHOLD_BYTES:
+        pull /= 2
+    return pull, hidden * act_bytes / pull
+
+
+@dataclass(frozen=True)
+class MegaMoEConfig:
+    """What the heuristic picks for one shape (fields are numbers, arrays or expressions of the token count)."""
+    expected_tokens_per_expert: Any
+    block_m: Any            # token rows of one block (the MMA's N side after swap-AB)
+    block_k: Any            # K values per pipeline stage
+    stage_smem_bytes: Any   # shared memory of one stage: half the block's tokens (multicast), the weights, SFs
+    fixed_smem_bytes: Any   # shared memory besides the stages (dispatch buffers, output staging, barriers)
+    stages: Any             # pipeline stages that fit: (smem - fixed) // stage (the heuristic asserts at least 2; at
+                            # least 1 here, for a spec swept below the kernel's needs)
+    stage_hbm_bytes: Any    # bytes one stage brings from memory: FP4 weights and their SF, the tokens and theirs
+    in_flight_bytes: Any    # stages x stage_hbm_bytes: what one SM keeps in flight while it streams weights
+    pull_bytes: float       # bytes of one token pull
+    pulls_per_token: float
+
+
+def megamoe_config(tokens, ranks, experts, top_k, hidden, smem_bytes=SM100_SMEM_CAPACITY_BYTES,
+                   smem_weight_bytes=1.0, weight_bytes=0.5, act_bytes=1) -> MegaMoEConfig:
+    """The Mega MoE heuristic (csrc/jit_kernels/heuristics/mega_moe.hpp) for `tokens` per rank over `ranks`, `experts`
+    routed experts top-`top_k`, `hidden` wide: its block regime, the stages that fit in `smem_bytes` of shared memory,
+    and the bytes one SM keeps in flight.
+
+    A stage holds block_m / 2 token rows (A multicast over the 2-CTA cluster) and block_n = 128 weight rows of block_k
+    values, plus their scale factors (SF blocks aligned to 128 rows, one UE8M0 byte per 32 values) and two barriers.
+    `smem_weight_bytes`: bytes of one weight value in shared memory (SM100: FP4 unpacked to 8 bits, 1; a packed FP4
+    layout, as the Rubin post's SM107 kernels, 0.5). `weight_bytes`: one weight value in HBM (packed FP4, 0.5).
+    FP8 x FP4: one byte per MMA element (block_k = block_k bytes)."""
+    expected = tokens * ranks * top_k / experts
+    pull, pulls = megamoe_pull_bytes(hidden, act_bytes)
+    fields = {"block_m": [], "block_k": [], "stage": [], "fixed": [], "stages": [], "hbm": []}
+    for bm, sbm, bk_bytes, wgs in MEGAMOE_REGIMES:
+        bk = bk_bytes // act_bytes
+        sf_m, sf_n = _align(bm, MEGAMOE_SF_ALIGN), _align(MEGAMOE_BLOCK_N, MEGAMOE_SF_ALIGN)
+        sf_bytes = (sf_m + sf_n) * bk // MEGAMOE_GRAN_K
+        stage = bm // 2 * bk * act_bytes + MEGAMOE_BLOCK_N * bk * smem_weight_bytes + sf_bytes + 2 * 8
+        epilogue_warps = wgs * 4
+        dispatch = _align(experts * 4, SMEM_ALIGN) + _align(pull * MEGAMOE_DISPATCH_WARPS, SMEM_ALIGN)
+        cd = _align(max(wgs * sbm * (MEGAMOE_BLOCK_N // 2) * TMA_STORE_STAGES * act_bytes,
+                        wgs * sbm * MEGAMOE_BLOCK_N * 2), SMEM_ALIGN)
+        barriers = (MEGAMOE_DISPATCH_WARPS + EPILOGUE_STAGES * 2 + epilogue_warps * 2) * 8
+        amax = sbm * epilogue_warps * 4
+        fixed = dispatch + cd + amax + barriers + 4
+        hbm = MEGAMOE_BLOCK_N * bk * weight_bytes + bm // 2 * bk * act_bytes + sf_bytes
+        for name, value in (("block_m", bm), ("block_k", bk), ("stage", stage), ("fixed", fixed),
+                            ("stages", smax(sfloor((smem_bytes - fixed) / stage), 1)), ("hbm", hbm)):
+            fields[name].append(value)
+    pick = {name: sstep(expected, MEGAMOE_EXPECTED_BOUNDS, values) for name, values in fields.items()}
+    return MegaMoEConfig(expected, pick["block_m"], pick["block_k"], pick["stage"], pick["fixed"], pick["stages"],
+                         pick["hbm"], pick["stages"] * pick["hbm"], pull, pulls)

@@ -1,0 +1,149 @@
+"""DeepGEMM's Mega MoE as its code configures it (rubinperf/kernels/deepgemm.py), and the model against the public
+kernel evidence table (calibration/public/kernels.csv)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+import numpy as np
+import pytest
+import sympy
+
+from rubinperf.analysis import kernel_evidence as KE
+from rubinperf.analysis.evidence import load_evidence
+from rubinperf.kernels import mega_moe
+from rubinperf.kernels.deepgemm import megamoe_config
+from rubinperf.kernels.moe import busiest_rank_experts
+from rubinperf.roofline import bytes_in_flight, kernel_time, occupancy
+from rubinperf.specs.stack import load_platform
+
+B200 = load_platform("b200")
+FLASH = dict(ranks=8, experts=256, top_k=6, hidden=4096)   # DeepSeek-V4-Flash under EP8 (DeepGEMM PR #316)
+
+
+def test_one_token_config_by_hand():
+    # 1 token x 8 ranks x top-6 over 256 experts: 0.1875 expected tokens per expert <= 8.5: block_m 16, block_k 256
+    c = megamoe_config(1, **FLASH)
+    assert c.expected_tokens_per_expert == pytest.approx(0.1875)
+    assert (c.block_m, c.block_k) == (16, 256)
+    # a stage: 8 token rows (A multicast over the 2-CTA cluster) + 128 weight rows unpacked to 8 bits, 256 deep,
+    # SFs of 128 + 128 rows (aligned to 128) at one byte per 32 values, two 8-byte barriers
+    stage = 8 * 256 + 128 * 256 + (128 + 128) * 256 // 32 + 16
+    assert c.stage_smem_bytes == stage == 36880
+    # fixed: expert counts (256 x 4 B, aligned to 1 KB), 4 dispatch warps' 4 KB pull buffers, the BF16 L2 output
+    # staging (2 warpgroups x 8 rows x 128 x 2 B), the amax buffer (8 rows x 8 warps x 4 B), barriers, TMEM pointer
+    fixed = 1024 + 16384 + 4096 + 256 + (4 + 4 + 16) * 8 + 4
+    assert c.fixed_smem_bytes == fixed == 21956
+    assert c.stages == (232448 - fixed) // stage == 5
+    # from HBM a stage brings 128 x 256 packed FP4 weights, 8 x 256 FP8 tokens and the SFs
+    assert c.stage_hbm_bytes == 128 * 256 // 2 + 8 * 256 + 2048 == 20480
+    assert c.in_flight_bytes == 5 * 20480
+    assert (c.pull_bytes, c.pulls_per_token) == (4096, 1)
+
+
+def test_bytes_in_flight_at_one_token_are_sms_x_stages_x_stage_bytes():
+    k = mega_moe(1, 8, 32, 256, 6, 3 * 2048, 4096)
+    ctas, _, _ = occupancy(k, B200)
+    assert ctas == B200.sm_count   # more blocks than SMs: every SM streams
+    assert bytes_in_flight(k, B200, ctas) == B200.sm_count * 5 * 20480
+
+
+def test_packed_fp4_stages_at_256_kb():
+    # the Rubin post's SM107 layout: 7 -> 11 stages in 256 KB; DeepGEMM's SM100 layout fits 6 there (5 in its 227 KB)
+    assert megamoe_config(1, **FLASH, smem_bytes=262144, smem_weight_bytes=0.5).stages == 11
+    assert megamoe_config(1, **FLASH, smem_bytes=262144).stages == 6
+
+
+def test_block_regimes_grow_with_tokens_and_vectorise():
+    # tokens x 8 x 6 / 256 against the bounds 8.5, 16.5, 32.5, 64.5, 96.5
+    tokens = np.array([1, 45, 46, 88, 89, 173, 174, 344, 345, 514, 515, 32768], dtype=float)
+    c = megamoe_config(tokens, **FLASH)
+    scalar = [megamoe_config(float(t), **FLASH).block_m for t in tokens]
+    assert list(c.block_m) == scalar
+    assert list(c.block_m) == [16, 16, 32, 32, 64, 64, 96, 96, 128, 128, 192, 192]
+    assert np.all(np.diff(c.block_m) >= 0)
+    t = sympy.Symbol("t", positive=True)
+    sym = megamoe_config(t, **FLASH)
+    for x in (1.0, 100.0, 5000.0):
+        assert float(sym.in_flight_bytes.subs(t, x)) == megamoe_config(x, **FLASH).in_flight_bytes
+
+
+def test_busiest_rank_properties():
+    assert busiest_rank_experts(8, 6, 256, 32, 1) == pytest.approx(32 * (1 - (1 - 6 / 256) ** 8))  # one rank: the mean
+    mean = 32 * (1 - (1 - 6 / 256) ** 8)
+    b = busiest_rank_experts(8, 6, 256, 32, 8)
+    assert mean < b <= 32
+    assert busiest_rank_experts(1e6, 6, 256, 32, 8) == pytest.approx(32)   # every expert touched
+
+
+def _time(tokens, hw=B200, **kw):
+    return kernel_time(mega_moe(tokens, 8, 32, 256, 6, 3 * 2048, 4096, **kw), hw, launch="graph")
+
+
+def test_megamoe_monotone_in_tokens_bandwidth_and_stages():
+    times = [float(_time(t).expected_s) for t in (1, 8, 64, 512, 4096, 32768)]
+    # more tokens never make it much faster: where the heuristic moves to a smaller block_k (8 -> 64 tokens: block_m
+    # 16 -> 32, block_k 256 -> 128) more stages fit and the weights stream a little faster (1% here)
+    assert all(b >= 0.97 * a for a, b in zip(times, times[1:]))
+    assert times[0] < times[2] < times[3] < times[4] < times[5]
+    fast = dataclasses.replace(B200, hbm_bandwidth_bytes_per_s=2 * B200.hbm_bandwidth_bytes_per_s)
+    deep = dataclasses.replace(B200, megamoe_stream_latency_s=B200.megamoe_stream_latency_s / 2)
+    for t in (1, 512, 32768):
+        assert _time(t, fast).expected_s <= _time(t).expected_s
+        assert _time(t, deep).expected_s <= _time(t).expected_s
+        assert _time(t, smem_bytes=262144, smem_weight_bytes=0.5).expected_s <= _time(t).expected_s
+
+
+def test_binding_terms_agree_with_pr316_counters():
+    # PR #316, V4-Flash EP8: at 32768 tokens per rank 2.0 PFLOP/s, the busiest of its counters: compute binds
+    assert _time(32768).bound == "compute"
+    # at 1 token the counters read 1311 GB/s of HBM, 5 TFLOP/s and 1 GB/s of NVLink: the weights' side (memory and
+    # its bytes in flight) is the largest part of the body; the fixed chain of syncs is beside it
+    t = _time(1)
+    assert t.memory_s + t.parallelism_s > max(t.compute_s, t.comm_s)
+
+
+ROWS = load_evidence()
+
+
+def test_pr316_rows_within_20_percent():
+    rows = [r for r in ROWS if r.source == "deepseek-ai/DeepGEMM#316"]
+    assert len(rows) == 8
+    for r in rows:
+        t, _, _ = KE.predict(r)
+        assert abs(t / r.measured_s - 1) <= 0.2, r.id
+
+
+def test_held_out_megamoe_rows_meet_the_bar():
+    recs = [r for r in KE.kernel_records(ROWS) if r["kernel"] == "mega_moe" and r["gpu"] == "b200"]
+    held = [r["abs_log"] for r in recs if r["split"] == "held-out"]
+    assert len(held) >= 30 and not any(r["split"] == "fit" for r in recs if not r["id"].startswith("dg316-flash-"))
+    assert statistics.median(held) <= KE.HELD_OUT_MEDIAN_MAX
+    assert max(held) <= KE.HELD_OUT_WORST_MAX
+
+
+def test_all_held_out_rows_median():
+    held = next(s for s in KE.kernel_summary(KE.kernel_records(ROWS)) if s["kernel"] == "all")
+    assert held["median_abs_log"] <= KE.HELD_OUT_MEDIAN_MAX
+
+
+def test_fit_reproduces_the_stack_values():
+    # the committed vLLM stack's megamoe fields are the fit to the PR #316 V4-Flash rows (3 significant figures)
+    x, med = KE.fit_family(ROWS, "mega_moe", "sm100")
+    for field, value in x.items():
+        assert value == pytest.approx(getattr(B200, field), rel=0.01), field
+    assert med < 0.05
+
+
+def test_validate_kernels_cli(cli):
+    r = cli("validate", "--kernels", "--json")
+    data = r.json()
+    assert {"split", "rows", "summary", "held_out"} <= set(data)
+    assert len(data["rows"]) == len(ROWS)
+    held = data["held_out"]
+    assert held["median_abs_log"] <= 0.15
+    # exit 0 only when the held-out rows meet both bars
+    assert r.code == (0 if held["worst_abs_log"] <= 0.5 else 1)
+    assert cli("validate", "--kernels", "--points", "x.toml").code == 2
