@@ -31,7 +31,7 @@ def test_the_headline_racks_state_their_assumptions_ranges_as_data():
     assert vr.ranges["sm_clock_hz"] == (1.7e9, 2.1e9)
     assert vr.ranges["hbm_stream_efficiency"] == gb.ranges["hbm_stream_efficiency"] == (0.85, 0.95)
     assert vr.ranges["mma_compute_efficiency"] == gb.ranges["mma_compute_efficiency"] == (0.65, 0.80)
-    assert vr.ranges["host_exposed_share"] == (0.0, 1.0)
+    assert vr.ranges["host_rank_spread"] == (0.0, 0.5)
     for p in (vr, gb):
         for f, (lo, hi) in p.ranges.items():
             assert lo <= getattr(p, f) <= hi, f
