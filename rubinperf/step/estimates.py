@@ -138,7 +138,7 @@ def check_fits(m, hw: Platform, lay, point):
     why = cap.reason(batch)
     if not why:
         return cap
-    where = (f"{hw.name} {lay.name} {point.phase} at --batch {batch:g}, --context {float(point.context):,.0f}"
+    where = (f"{m.name} on {hw.name} {lay.name} {point.phase} at --batch {batch:g}, --context {float(point.context):,.0f}"
              + (f", --new-tokens {float(point.new_tokens):,.0f}" if point.phase == "prefill" else ""))
     what = "requests per rank" if lay.kind == "dep" else "requests per instance"
     if point.phase == "prefill":
