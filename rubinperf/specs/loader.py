@@ -148,24 +148,15 @@ def bundled_names(kind: str) -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
-    import os
-    import stat
+    from rubinperf.files import read_bounded
 
+    data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise SpecError(f"{path}: cannot read: {what} (expected a .toml file)")
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
     except RecursionError:
         raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
