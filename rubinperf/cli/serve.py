@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, shared_options
+from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, ranged, shared_options
 from rubinperf.errors import SpecError
 
 
@@ -20,14 +20,16 @@ def serve(
                                     "series a,b,...,z (1,2,...,256 doubles).")] = "64",
     isl, osl,
     random_range_ratio: Annotated[float, typer.Option(
-        "--random-range-ratio", help="Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench serve), or "
-                                     "[L R, L] with --range-convention inferencex.")] = 0.0,
+        "--random-range-ratio", **ranged("Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench "
+                                         "serve; R at most 0.999), or [L R, L] with --range-convention inferencex.",
+                                         0.0, 1.0, integer=False))] = 0.0,
     range_convention: Annotated[str, typer.Option(
         "--range-convention", help="vllm (current vllm bench serve) or inferencex (older benchmark_serving, "
                                    "InferenceMAX).")] = "vllm",
     prefix_hit,
     turn_gap: Annotated[float, typer.Option(
-        "--turn-gap", help="Seconds a client waits between a reply and its next request (agentic sessions; 0: none).")] = 0.0,
+        "--turn-gap", **ranged("Seconds a client waits between a reply and its next request (agentic sessions; 0: "
+                               "none).", 0.0, 3600.0, integer=False))] = 0.0,
     model, stack, draft_tokens, acceptance, eplb, sets, as_json, quiet, wide,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, shared_options
+from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
 from rubinperf.errors import SpecError, shorten
 
 
@@ -217,7 +217,8 @@ def pareto(
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: "
                        "pip install 'rubinperf[plot]').")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Frontier rows shown per rack in the table (0: all).")] = 14,
+    rows: Annotated[int, typer.Option("--rows", **ranged("Frontier rows shown per rack in the table (0: all).", 0,
+                                                         100_000))] = 14,
     chart: Annotated[bool, typer.Option(
         "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
     quiet: QuietPlot = False,
@@ -314,7 +315,7 @@ def compare(
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
     total_gpus, isl, osl, prefix_hit, sets, serving,
     kernels: Annotated[int, typer.Option(
-        "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
+        "--kernels", **ranged("Decode kernels listed per compared point (0: no kernel tables).", 0, 10_000))] = 6,
     as_json, as_csv, quiet, wide, save_dir,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.

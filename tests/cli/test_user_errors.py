@@ -31,7 +31,7 @@ def run(*argv, env=None, cwd=None, stdout=subprocess.PIPE, timeout=120):
 
 
 def test_huge_max_batch(cli):
-    one_line(cli("pareto", "--max-batch", "99999999999999999999"), 2, "--max-batch", "at most")
+    one_line(cli("pareto", "--max-batch", "99999999999999999999"), 2, "--max-batch", "1 to 1,048,576", "a 20-digit number")
     one_line(cli("compare", "--max-batch", "99999999999999999999", "-l", "dep0", "--json"), 2, "--max-batch")
 
 
