@@ -168,6 +168,15 @@ def _read_env(csv_path: Path) -> dict:
 
 
 def _make_dir(path: Path) -> None:
+    import os
+
+    from rubinperf.errors import shorten
+
+    if path.is_symlink() and not path.exists():
+        raise SpecError(f"--out-dir {shorten(str(path))}: a symbolic link to {shorten(os.readlink(path))}, which does "
+                        "not exist (a dangling link); create its target or give another directory")
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"--out-dir {shorten(str(path))}: exists and is not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -111,8 +111,10 @@ def resolve_path(name_or_path: str, kind: str) -> Path:
     try:
         if as_path or p.is_file():
             if not p.is_file():
+                if p.is_dir():
+                    raise SpecError(f"{shown}: is a directory, not a file (a {kind} spec is a .toml file)")
                 if p.exists():
-                    raise SpecError(f"{shown}: not a file (a {kind} spec is a .toml file)")
+                    return p   # a FIFO, device or socket: read_bounded names what it is, without reading it
                 raise SpecError(f"{shown}: no such {kind} spec file")
             return p
     except OSError as exc:  # a directory without search permission, a loop of links, ...

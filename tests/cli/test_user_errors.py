@@ -191,8 +191,8 @@ def test_points_file_that_is_a_fifo_or_directory_does_not_block(cli, tmp_path):
     os.mkfifo(fifo)
     one_line(cli("validate", "--points", str(fifo)), 2, str(fifo), "not a regular file")
     one_line(cli("validate", "--points", str(tmp_path)), 2, str(tmp_path), "directory")
-    one_line(cli("estimate", "-H", str(fifo)), 2, str(fifo), "not a file")
-    one_line(cli("estimate", "-H", "/dev/null"), 2, "/dev/null", "not a file")
+    one_line(cli("estimate", "-H", str(fifo)), 2, str(fifo), "not a regular file")
+    one_line(cli("estimate", "-H", "/dev/null"), 2, "/dev/null", "not a regular file")
 
 
 def test_huge_set_key_is_not_echoed(cli):
