@@ -25,7 +25,21 @@ OWN = {
     ("validate", "--stack"): "applies to the points that name no stack of their own",
     ("calibrate", "--hardware"): "the spec the fit starts from (default h200)",
     ("calibrate", "--quiet"): "files are still written",
+    ("report", "--layout"): "the step of the breakdown and the tornado; no -l, which is --decode-layout there",
 }
+
+
+def test_no_command_declares_a_flag_twice():
+    """`report` once took -l for both --decode-layout and --layout: click keeps the last, silently."""
+    twice = []
+    for path, cmd in _commands():
+        seen: dict[str, str] = {}
+        for p in getattr(cmd, "params", []):
+            for flag in p.opts + p.secondary_opts:
+                if flag in seen:
+                    twice.append(f"{path} {flag}: {seen[flag]} and {p.name}")
+                seen[flag] = p.name
+    assert not twice, twice
 
 
 def _aliases():
