@@ -30,7 +30,7 @@ def serve(
     turn_gap: Annotated[float, typer.Option(
         "--turn-gap", **ranged("Seconds a client waits between a reply and its next request (agentic sessions; 0: "
                                "none).", 0.0, 3600.0, integer=False))] = 0.0,
-    model, stack, draft_tokens, acceptance, eplb, sets, as_json, quiet, wide,
+    model, stack, draft_tokens, acceptance, eplb, sets, as_json, as_csv, quiet, wide, save_dir,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
 
@@ -47,13 +47,19 @@ def serve(
       rubinperf serve -m deepseek-v3 -H h200 -l tp8 -c 1,2,...,256 --random-range-ratio 0.8 --range-convention inferencex
 
       rubinperf serve -H b200 -l dep8 -c 256 --set max_num_batched_tokens=16384 --json
+
+      rubinperf serve -c 1,2,...,256 --csv > curve.csv
     """
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine, parse_concurrency
     from rubinperf.specs.layout import parse_layout
     from rubinperf.specs.select import load_specs
 
-    check_output_flags(as_json, quiet=quiet)
+    check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import check_save_dir
+
+        check_save_dir(save_dir)
     levels = parse_concurrency(concurrency)
     from rubinperf.cli.serving import parse_prefix_hit
 
@@ -71,4 +77,8 @@ def serve(
     records = closed_loop(e, levels).records()
     from rubinperf.render.aggregated import serve_tables
 
-    emit(records, as_json, serve_tables, quiet=quiet)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_serve
+
+        save_serve(save_dir, records, m, hw)
+    emit(records, as_json, serve_tables, as_csv=as_csv, quiet=quiet)
