@@ -22,6 +22,9 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      fmt_num(r["tokens_per_s_per_gpu"]), fmt_num(r["tokens_per_s_per_user"]),
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
+    if records and records[0].get("model_params"):
+        r0 = records[0]
+        model += f" ({si(r0['model_params'])} parameters, {si(r0['model_active_params'])} active a token)"
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
                "step = max(GPU + exposed host, CPU); SOL = speed of light"
                "\ntok/s/user: the mean over users")

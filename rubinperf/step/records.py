@@ -98,8 +98,18 @@ def step_record(r) -> dict:
         "scale_out_time_ms": sum(b["scale_out_ms"] for b in breakdown),
         "bound": r.bound,
         "stack": getattr(r.hw, "stack", None),
+        **_parameter_fields(m),
         "breakdown": breakdown,
     }
+
+
+def _parameter_fields(m) -> dict:
+    """The model's parameter counts (step.architecture.parameter_counts: matrices from the spec's shapes), for
+    any model, a config.json's included."""
+    from rubinperf.step.architecture import parameter_counts
+
+    c = parameter_counts(m)
+    return {"model_params": float(c["total_params"]), "model_active_params": float(c["active_params"])}
 
 
 # ---------------------------------------------------------------- the bundled specs (`rubinperf list`)
