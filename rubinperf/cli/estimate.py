@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from rubinperf.cli.options import (LAYOUT_WORDS, Stacks, apply_wide, check_output_flags, complete_names, complete_words,
+from rubinperf.cli.options import (LAYOUT_WORDS, Stacks, apply_wide, check_output_flags, complete_names, precision_sets, complete_words,
                                    emit, shared_options)
 
 
@@ -28,7 +28,7 @@ def estimate(
         autocompletion=complete_words("hbm", "host", "peer-hbm"))] = None,
     breakdown: Annotated[bool, typer.Option(
         "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
-    as_json, as_csv, quiet, sets, wide, save_dir,
+    as_json, as_csv, quiet, sets, dtype, kv_dtype, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -47,6 +47,7 @@ def estimate(
     from rubinperf.step.estimates import run_estimates
 
     check_output_flags(as_json, as_csv, quiet)
+    sets = precision_sets(dtype, kv_dtype, sets)
     apply_wide(wide)
     if save_dir is not None:
         from rubinperf.cli.bundles import check_save_dir

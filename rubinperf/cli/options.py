@@ -235,6 +235,35 @@ RackSets = _sweep("sets", None, Annotated[Optional[List[str]], typer.Option("--s
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))])
 
 
+# ---------------------------------------------------------------- precision, as sugar over --set
+
+WeightDtypeOption = _shared("dtype", None, Annotated[Optional[str], typer.Option(
+    "--dtype", help="Weight format of the model's dense layers and experts: fp4, nvfp4, fp8 or bf16 (sugar for "
+                    "--set model.dense_dtype=D --set model.expert_dtype=D; a --set given too wins). Default: the "
+                    "model's.", autocompletion=complete_words("fp4", "nvfp4", "fp8", "bf16"))])
+KvDtypeOption = _shared("kv_dtype", None, Annotated[Optional[str], typer.Option(
+    "--kv-dtype", help="KV-cache format: fp4, fp8 or bf16, as the model's cache allows (sugar for --set "
+                       "model.kv_cache_dtype=D; a --set given too wins). Default: the model's.",
+    autocompletion=complete_words("fp4", "fp8", "bf16"))])
+
+
+def precision_sets(dtype: str | None, kv_dtype: str | None, sets) -> list[str]:
+    """--dtype and --kv-dtype as the --set overrides they stand for, before the --set list given (which wins)."""
+    out = []
+    for flag, value, fields in (("--dtype", dtype, ("model.dense_dtype", "model.expert_dtype")),
+                                ("--kv-dtype", kv_dtype, ("model.kv_cache_dtype",))):
+        if value is None:
+            continue
+        from rubinperf.specs.precision import PRECISIONS
+
+        if value.strip().lower() not in PRECISIONS:
+            from rubinperf.errors import shorten
+
+            raise SpecError(f"{flag}: expected one of {', '.join(PRECISIONS)}, got {shorten(value, 40)!r}")
+        out += [f"{field}={value.strip().lower()}" for field in fields]
+    return out + list(sets or [])
+
+
 # ---------------------------------------------------------------- the operating point of one step
 # (the serving sweeps take --draft-tokens, --acceptance and --eplb with their own help: each follows the step's)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, ranged, shared_options
+from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, precision_sets, ranged, shared_options
 from rubinperf.errors import SpecError
 
 
@@ -30,7 +30,7 @@ def serve(
     turn_gap: Annotated[float, typer.Option(
         "--turn-gap", **ranged("Seconds a client waits between a reply and its next request (agentic sessions; 0: "
                                "none).", 0.0, 3600.0, integer=False))] = 0.0,
-    model, stack, draft_tokens, acceptance, eplb, sets, as_json, as_csv, quiet, wide, save_dir,
+    model, stack, draft_tokens, acceptance, eplb, sets, dtype, kv_dtype, as_json, as_csv, quiet, wide, save_dir,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
 
@@ -55,6 +55,7 @@ def serve(
     from rubinperf.specs.select import load_specs
 
     check_output_flags(as_json, as_csv, quiet)
+    sets = precision_sets(dtype, kv_dtype, sets)
     apply_wide(wide)
     if save_dir is not None:
         from rubinperf.cli.bundles import check_save_dir

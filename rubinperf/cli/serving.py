@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
+from rubinperf.cli.options import SWEEP, precision_sets, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
 from rubinperf.errors import SpecError, shorten
 
 
@@ -211,7 +211,7 @@ def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hi
 @shared_options(SWEEP)
 def pareto(
     *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, sets, serving, as_json, as_csv,
+    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, sets, dtype, kv_dtype, serving, as_json, as_csv,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
@@ -254,6 +254,7 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
+    sets = precision_sets(dtype, kv_dtype, sets)
     setups, (summaries, notes, _, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
                                                serving, decode_layout, prefill_layout, max_batch, draft_tokens,
                                                acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
@@ -313,7 +314,7 @@ def compare(
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
-    total_gpus, isl, osl, prefix_hit, sets, serving,
+    total_gpus, isl, osl, prefix_hit, sets, dtype, kv_dtype, serving,
     kernels: Annotated[int, typer.Option(
         "--kernels", **ranged("Decode kernels listed per compared point (0: no kernel tables).", 0, 10_000))] = 6,
     as_json, as_csv, quiet, wide, save_dir,
@@ -344,6 +345,7 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
+    sets = precision_sets(dtype, kv_dtype, sets)
     setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
                                                  serving, decode_layout, prefill_layout, max_batch, draft_tokens,
                                                  acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)

@@ -25,6 +25,10 @@ OWN = {
     ("validate", "--stack"): "applies to the points that name no stack of their own",
     ("calibrate", "--hardware"): "the spec the fit starts from (default h200)",
     ("calibrate", "--quiet"): "files are still written",
+    ("explain", "--dtype"): "the format of a generic kernel's operands (--dtype of estimate and the sweeps: the model's weights)",
+    ("kernel gemm", "--dtype"): "the kernel's operand format, not the model's weights",
+    ("kernel grouped-gemm", "--dtype"): "the kernel's weight format, not the model's",
+    ("kernel attention", "--dtype"): "the format of Q, K and V",
     ("report", "--layout"): "the step of the breakdown and the tornado; no -l, which is --decode-layout there",
 }
 

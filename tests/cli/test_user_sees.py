@@ -58,3 +58,44 @@ def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
     assert config_name(bare, folder / "config.json") == "llama-LlamaForCausalLM"
     assert config_name({"model_type": "llama"}, folder / "config.json") == "llama"
     assert config_name({**LLAMA_8B, "_name_or_path": "/weights/x y/"}, folder / "config.json") == "x-y"
+
+
+@pytest.mark.parametrize("argv", [["estimate", "-m", "llama-3.1-70b", "-H", "h200", "-l", "tp8"],
+                                  ["serve", "-m", "llama-3.1-70b", "-H", "h200", "-l", "tp8", "-c", "8"]])
+def test_dtype_and_kv_dtype_are_the_set_they_stand_for(cli, argv):
+    sugar = cli(*argv, "--dtype", "fp8", "--kv-dtype", "fp8", "--json").json()
+    long = cli(*argv, "--set", "model.dense_dtype=fp8", "--set", "model.expert_dtype=fp8",
+               "--set", "model.kv_cache_dtype=fp8", "--json").json()
+    plain = cli(*argv, "--json").json()
+    assert sugar == long and sugar != plain
+    # a --set given too wins (applied after the sugar)
+    assert cli(*argv, "--dtype", "fp8", "--set", "model.dense_dtype=bf16", "--set", "model.expert_dtype=bf16",
+               "--json").json() == plain
+    r = cli(*argv, "--dtype", "fp9")
+    assert r.code == 2 and r.err.count("\n") == 1 and "--dtype" in r.err and "fp8" in r.err, r
+
+
+def test_dtype_on_the_sweeps(cli):
+    for command in ("pareto", "compare"):
+        r = cli(command, "--dtype", "bf16", "-l", "dep32", "--max-batch", "8", "--json")
+        assert r.code == 0, r
+    from rubinperf.cli.options import precision_sets
+
+    assert precision_sets("FP8", "fp4", ["x=1"]) == ["model.dense_dtype=fp8", "model.expert_dtype=fp8",
+                                                     "model.kv_cache_dtype=fp4", "x=1"]
+
+
+def test_op_names_come_from_the_model_and_the_stack(cli):
+    def kernels(*argv):
+        rec = cli("estimate", *argv, "--json").json()[0]
+        return [b["kernel"] for b in rec["breakdown"]]
+
+    llama = kernels("-m", "llama-3.1-70b", "-H", "h200", "-l", "tp8")
+    assert not [k for k in llama if "Mega" in k or "DeepSelect" in k or "mHC" in k], llama
+    assert "norm (residual add + RMSNorm)" in llama and "sampler (top-k)" in llama
+    qwen = kernels("-m", "qwen3-235b-a22b", "-H", "b200", "-l", "dep8")
+    assert "router (GEMM + top-k)" in qwen and "MegaGate (router)" not in qwen
+    v4 = kernels("-H", "vr-nvl72", "-l", "dep32")   # DeepSeek-V4.1 on vLLM: DeepSeek's kernels, by their names
+    assert {"MegaGate (router)", "DeepSelect (sampler)", "Mega-mHC (norm + mixing)"} <= set(v4)
+    sglang = kernels("-H", "gb300-nvl72", "--stack", "sglang-blackwell", "-l", "dep32")
+    assert "MegaGate (router)" not in sglang and "router (GEMM + top-k)" in sglang
