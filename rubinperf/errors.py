@@ -10,6 +10,11 @@ class SpecError(ValueError):
     """A spec file, a name or an argument is wrong. The message is one line and names the culprit."""
 
 
+class DoesNotFit(SpecError):
+    """A valid operating point that this deployment cannot hold: its weights, KV and activations overflow a
+    rank's HBM, or its context the model's window. Where a run has several rows, the others still print."""
+
+
 def shorten(text: str, limit: int = 80) -> str:
     """A name or message as shown in a one-line error: at most about `limit` characters."""
     text = str(text)

@@ -44,7 +44,7 @@ def test_parameter_counts_are_shown_for_any_model(cli, tmp_path):
     assert rec["model_params"] == pytest.approx(parameter_counts(load_model("llama-3.1-8b"))["total_params"])
     assert 7.9e9 < rec["model_params"] < 8.1e9 and rec["model_active_params"] < rec["model_params"]
     out = cli("estimate", "-m", str(tmp_path / "config.json"), "-H", "h200", "-l", "tp8").out
-    assert "Llama-3.1-8B (8.03 G parameters" in out
+    assert "Llama-3.1-8B (8.03 G params, 7.5 G active)" in out
 
 
 def test_a_config_is_named_after_its_model_not_its_folder(tmp_path):
@@ -99,3 +99,22 @@ def test_op_names_come_from_the_model_and_the_stack(cli):
     assert {"MegaGate (router)", "DeepSelect (sampler)", "Mega-mHC (norm + mixing)"} <= set(v4)
     sglang = kernels("-H", "gb300-nvl72", "--stack", "sglang-blackwell", "-l", "dep32")
     assert "MegaGate (router)" not in sglang and "router (GEMM + top-k)" in sglang
+
+
+def test_rows_that_fit_print_and_the_ones_that_do_not_say_why(cli):
+    r = cli("estimate", "-m", "llama-3.1-70b", "-H", "b200")
+    assert r.code == 0 and r.err == "", r
+    assert "b200      tp8     decode" in r.out
+    assert r.out.count("left out: llama-3.1-70b on b200") == 2 and "does not fit in HBM" in r.out
+    recs = cli("estimate", "-m", "llama-3.1-70b", "-H", "b200", "--json").json()
+    assert [(x["layout"], x["phase"]) for x in recs] == [("tp8", "decode")]
+    assert len(recs[0]["left_out"]) == 2
+    long = cli("estimate", "--context", "1M", "--json").json()
+    assert {x["phase"] for x in long} == {"decode"} and len(long) == 4
+    assert all("dep2 prefill: --context" in why for why in long[0]["left_out"])
+    # one row asked for: its reason is the error, as before
+    r = cli("estimate", "-m", "llama-3.1-70b", "-H", "b200", "-l", "dep2")
+    assert r.code == 2 and r.err.count("\n") == 1 and "llama-3.1-70b on b200 dep2" in r.err, r
+    # every row left out: the first reason is the error
+    r = cli("estimate", "-m", "llama-3.1-70b", "-H", "b200", "-l", "dep2", "-l", "dep4")
+    assert r.code == 2 and "does not fit in HBM" in r.err, r
