@@ -118,14 +118,20 @@ class Summary:
         return self.pick(best_at(self.x, self.y, self.feasible, self.max_interactivity))
 
     def infeasible_reasons(self) -> list[str]:
-        """One line per run that has infeasible points: how many, and why."""
-        out = []
+        """One line per reason runs' points are infeasible: how many, of which layouts, and why (runs that fail
+        alike, from the same batch for the same reason, share a line: the note is said once)."""
+        groups: dict[tuple, list] = {}
         for run in dict.fromkeys(p.run for p in self.picks if isinstance(p, Pick)):
             bad = ~np.asarray(run.columns["feasible"])
             if bad.any():
                 i = int(np.argmax(bad))
-                out.append(f"{int(bad.sum())} of {bad.size} {run.decode.layout.name} points infeasible, "
-                           f"from batch {float(run.columns['batch_per_rank'][i]):g}: {run.reason(i)}")
+                key = (int(bad.sum()), bad.size, float(run.columns["batch_per_rank"][i]), run.reason(i))
+                groups.setdefault(key, []).append(run.decode.layout.name)
+        out = []
+        for (n, size, batch, why), layouts in groups.items():
+            what = (f"{n} of {size} {layouts[0]} points infeasible" if len(layouts) == 1
+                    else f"{n} of {size} points infeasible in each of {', '.join(layouts)}")
+            out.append(f"{what}, from batch {batch:g}: {why}")
         return out
 
 

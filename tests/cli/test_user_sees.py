@@ -118,3 +118,13 @@ def test_rows_that_fit_print_and_the_ones_that_do_not_say_why(cli):
     # every row left out: the first reason is the error
     r = cli("estimate", "-m", "llama-3.1-70b", "-H", "b200", "-l", "dep2", "-l", "dep4")
     assert r.code == 2 and "does not fit in HBM" in r.err, r
+
+
+def test_a_note_is_printed_once(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    for argv in (["pareto"], ["compare"], ["estimate"]):
+        r = cli(*argv)
+        assert r.code == 0, r
+        lines = [line for line in r.out.splitlines() if len(line) > 40 and "infeasible" in line]
+        assert len(lines) == len(set(lines)), lines
+        assert len([line for line in lines if "points infeasible" in line]) <= 2, lines   # one per rack and reason
