@@ -70,6 +70,9 @@ def calibrate(
                + (" --suite shapes" if suite == "shapes" else "") + (" --quick" if quick else ""))
 
     if from_csv:
+        from rubinperf.bundled import resolve_bundled
+
+        from_csv = [resolve_bundled(path) for path in from_csv]   # the README's calibration/... from any directory
         read = [(path, *read_csv(path)) for path in from_csv]
         kinds = {kind for _, kind, _ in read}
         if len(kinds) > 1:

@@ -128,3 +128,35 @@ def test_a_note_is_printed_once(cli, monkeypatch):
         lines = [line for line in r.out.splitlines() if len(line) > 40 and "infeasible" in line]
         assert len(lines) == len(set(lines)), lines
         assert len([line for line in lines if "points infeasible" in line]) <= 2, lines   # one per rack and reason
+
+
+def test_bundled_calibration_csvs_are_named_from_any_directory(monkeypatch, tmp_path):
+    from rubinperf.bundled import data_root, resolve_bundled
+
+    monkeypatch.chdir(tmp_path)
+    name = "calibration/h200/shapes.csv"
+    assert resolve_bundled(name) == str(data_root() / name)
+    (tmp_path / "calibration" / "h200").mkdir(parents=True)
+    (tmp_path / name).write_text("mine")
+    assert resolve_bundled(name) == name                           # a file of the user's own wins
+    assert resolve_bundled("calibration/no/such.csv") == "calibration/no/such.csv"
+    assert resolve_bundled("elsewhere/x.csv") == "elsewhere/x.csv"
+
+
+def test_calibrate_reads_the_readme_csv_outside_the_clone(cli, monkeypatch, tmp_path):
+    """The README's `--from-csv calibration/h200/...` from another directory: the file is found (an unknown
+    option after it stops the run before the fit, so no fit is paid for here)."""
+    from rubinperf.calibrate import plan
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    real = plan.read_csv
+
+    def read_csv(path):
+        seen.append(path)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("rubinperf.calibrate.plan.read_csv", read_csv)
+    cli("calibrate", "-H", "h200", "--from-csv", "calibration/h200/shapes.csv", "--out-dir", str(tmp_path / "o"))
+    assert seen and seen[0].endswith("calibration/h200/shapes.csv") and seen[0] != "calibration/h200/shapes.csv"
+    assert real("/" + seen[0].lstrip("/"))[0] == "kernels"
