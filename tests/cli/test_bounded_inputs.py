@@ -197,3 +197,9 @@ def test_a_model_that_does_not_fit_is_named(cli, tmp_path):
     spec.write_text(text)
     r = cli("estimate", "-m", str(spec), "-H", "h200", "-l", "dep2", "--json")
     one_line(r, "my-big-v3", "does not fit")
+
+
+def test_explaining_a_draft_op_at_draft_tokens_zero(cli):
+    r = cli("explain", "draft: lm head", "-l", "dep32", "--draft-tokens", "0")
+    assert r.code == 0 and r.err == "", r
+    assert "runs no kernel" in r.out and "100%" not in r.out.split("speed of light")[-1]
