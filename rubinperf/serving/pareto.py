@@ -189,6 +189,15 @@ def ratio_terms(base: Pick, other: Pick) -> dict:
 METRICS = ("peak", "interactivity", "single_user")
 
 
+def _names(s: Summary) -> dict:
+    """{model, workload} of a summary's swept points (infeasible ones included), where it has any."""
+    for p in s.picks:
+        rec = getattr(p, "record", None) or {}
+        if rec.get("model"):
+            return {k: rec[k] for k in ("model", "workload") if k in rec}
+    return {}
+
+
 def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dict | None = None,
                     swapped: dict | None = None) -> list[dict]:
     """One record per rack and compared point: peak throughput, throughput at each interactivity
@@ -215,7 +224,10 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dic
                    "reachable": pick is not None, "max_tokens_per_s_per_user": s.max_interactivity,
                    "baseline": base.hardware, "stack": stacks.get(s.hardware), "baseline_stack": stacks.get(base.hardware)}
             if pick is None:
+                rec.update(_names(s))   # the model and workload of a rack with no point to read them from
                 rec["note"] = (f"cannot reach {level:,.0f} tok/s/user (its fastest is {s.max_interactivity:,.0f})"
+                               if metric == "interactivity" and s.feasible.any() else
+                               f"cannot reach {level:,.0f} tok/s/user: no feasible point"
                                if metric == "interactivity" else "no feasible point")
             else:
                 rec.update(pick.record)
