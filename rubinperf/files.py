@@ -97,7 +97,7 @@ def read_bounded(path: str | Path, kind: str, expected: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise SpecError(f"{name}: no such file") from None
+        raise SpecError(f"{name}: cannot read: no such file") from None
     except OSError as exc:
         try:  # a socket cannot be opened at all (ENXIO): name what it is
             _refuse_irregular(name, os.stat(path).st_mode, expected)
@@ -109,9 +109,14 @@ def read_bounded(path: str | Path, kind: str, expected: str) -> bytes:
         _refuse_irregular(name, st.st_mode, expected)
         if st.st_size > limit:
             raise SpecError(f"{name}: {_size_text(st.st_size)}, over the {_size_text(limit)} limit for {expected}")
-        with os.fdopen(fd, "rb") as fh:
-            fd = None
-            data = fh.read(limit + 1)
+        chunks, size = [], 0
+        while size <= limit:   # plain reads of the descriptor, at most limit + 1 bytes in all
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
     except OSError as exc:
         raise SpecError(f"{name}: cannot read: {exc.strerror or exc}") from None
     finally:
