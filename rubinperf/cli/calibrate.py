@@ -62,6 +62,7 @@ def calibrate(
 
     hw = load_platform(hardware)
     out = Path(out_dir) if out_dir else Path("calibration") / hw.name
+    _check_out_dir(out)
     if suite not in ("kernels", "shapes"):
         raise SpecError(f"--suite: expected 'kernels' or 'shapes', got {suite!r}")
     if suite == "shapes" and collectives:
@@ -171,6 +172,15 @@ def _read_env(csv_path: Path) -> dict:
 
 
 def _make_dir(path: Path) -> None:
+    _check_out_dir(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"--out-dir {path}: cannot create: {exc.strerror or exc}") from None
+
+
+def _check_out_dir(path: Path) -> None:
+    """--out-dir can be a directory: checked before any measurement or fit (a dangling link, a file there)."""
     import os
 
     from rubinperf.errors import shorten
@@ -180,7 +190,3 @@ def _make_dir(path: Path) -> None:
                         "not exist (a dangling link); create its target or give another directory")
     if path.exists() and not path.is_dir():
         raise SpecError(f"--out-dir {shorten(str(path))}: exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError(f"--out-dir {path}: cannot create: {exc.strerror or exc}") from None

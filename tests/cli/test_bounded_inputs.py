@@ -172,8 +172,10 @@ def test_calibrate_out_dir_on_a_dangling_link(cli, tmp_path):
     link = tmp_path / "out"
     link.symlink_to(tmp_path / "nowhere" / "x")
     csv = REPO / "calibration" / "h200" / "shapes.csv"
+    t = time.process_time()
     one_line(cli("calibrate", "-H", "h200", "--from-csv", str(csv), "--out-dir", str(link)), "--out-dir",
              "dangling")
+    assert time.process_time() - t < 1.0   # refused before the fit
 
 
 def test_huge_integers_in_a_config_are_echoed_short(cli, tmp_path):
