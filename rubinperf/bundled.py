@@ -45,3 +45,15 @@ def folder(name: str) -> Path:
     if name not in SPEC_FOLDERS:  # pragma: no cover - a programming error
         raise KeyError(f"{name} is not a bundled folder (known: {', '.join(SPEC_FOLDERS)})")
     return data_root() / name
+
+
+def resolve_bundled(path_text: str) -> str:
+    """A file named as the README names it (`calibration/h200/shapes.csv`), found from any directory: the
+    path as given when it exists, else the same relative path under the bundled folders (the checkout's, or
+    the installed wheel's copy) when its first part is one of SPEC_FOLDERS; else the path as given, whose
+    reading then says what is wrong."""
+    p = Path(path_text)
+    if p.exists() or p.is_absolute() or not p.parts or p.parts[0] not in SPEC_FOLDERS:
+        return path_text
+    bundled = data_root() / p
+    return str(bundled) if bundled.is_file() else path_text

@@ -65,6 +65,76 @@ def regular_target(path: Path) -> Path:
     return target
 
 
+# ---------------------------------------------------------------- files read: bounded before they are parsed
+
+MiB = 2 ** 20
+# The most bytes each kind of input file may hold. Each is checked on the open file before a byte is parsed,
+# so a huge or endless file costs nothing. The bundled specs are 1-3 KB (validation/published.toml 40 KB); a
+# Hugging Face config.json is a few KB and an hf_quant_config.json with its exclude list under 1 MB; the
+# committed calibration CSVs are at most 1.5 MB.
+READ_LIMIT_BYTES = {
+    "spec": 1 * MiB,            # hardware, model, stack, workload and points TOML files
+    "config": 4 * MiB,          # config.json, hf_quant_config.json
+    "csv": 64 * MiB,            # measurement CSVs (calibrate --from-csv)
+}
+
+
+def _size_text(n: int) -> str:
+    return f"{n / MiB:.3g} MiB" if n >= MiB else f"{n:,} bytes"
+
+
+def read_bounded(path: str | Path, kind: str, expected: str) -> bytes:
+    """The bytes of a regular file (a link to one included) of at most READ_LIMIT_BYTES[kind].
+
+    Refused, as a SpecError naming the path, before anything is parsed: a path that does not exist, a
+    directory, FIFO, device or socket (opened without blocking and checked on the open descriptor, so a
+    FIFO with no writer never waits), and a file over the limit (checked on its size and again while
+    reading, for a file that grows). `expected` names what the file should be ("a .toml file")."""
+    from rubinperf.errors import SpecError, shorten
+
+    limit = READ_LIMIT_BYTES[kind]
+    name = shorten(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SpecError(f"{name}: cannot read: no such file") from None
+    except OSError as exc:
+        try:  # a socket cannot be opened at all (ENXIO): name what it is
+            _refuse_irregular(name, os.stat(path).st_mode, expected)
+        except OSError:
+            pass
+        raise SpecError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        _refuse_irregular(name, st.st_mode, expected)
+        if st.st_size > limit:
+            raise SpecError(f"{name}: {_size_text(st.st_size)}, over the {_size_text(limit)} limit for {expected}")
+        chunks, size = [], 0
+        while size <= limit:   # plain reads of the descriptor, at most limit + 1 bytes in all
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise SpecError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    if len(data) > limit:
+        raise SpecError(f"{name}: over the {_size_text(limit)} limit for {expected}")
+    return data
+
+
+def _refuse_irregular(name: str, mode: int, expected: str) -> None:
+    from rubinperf.errors import SpecError
+
+    if not stat.S_ISREG(mode):
+        what = next((n for test, n in _KINDS if test(mode)), "something other than a file")
+        raise SpecError(f"{name}: is {what}, not a regular file (expected {expected})")
+
+
 def _block_signals():
     import signal
 

@@ -18,7 +18,6 @@ import csv
 import io
 import math
 import os
-import stat
 from pathlib import Path
 
 from rubinperf.kernels.cost import Cost
@@ -269,39 +268,12 @@ def _fmt(v) -> str:
     return str(v)
 
 
-_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-
-
-def _refuse_irregular(path: Path, mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
-        raise SpecError(f"{shorten(str(path))}: is {what}, not a regular file; --from-csv reads CSV files")
-
-
 def _read_regular(path: Path) -> str:
-    """The text of a regular file (a link to one included). A FIFO, device, socket or directory is
-    refused before anything is read from it: reading a FIFO without a writer would wait forever.
-    The file is opened without blocking and checked on the open descriptor (no window between a
-    check and the open)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        try:  # a socket cannot be opened at all (ENXIO): name what it is
-            _refuse_irregular(path, os.stat(path).st_mode)
-        except OSError:
-            pass
-        raise SpecError(f"{shorten(str(path))}: cannot read: {exc.strerror or exc}") from None
-    try:
-        _refuse_irregular(path, os.fstat(fd).st_mode)
-        with os.fdopen(fd, "rb") as fh:
-            fd = None
-            data = fh.read()
-    except OSError as exc:
-        raise SpecError(f"{shorten(str(path))}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        if fd is not None:
-            os.close(fd)
+    """The text of a regular file (a link to one included) of at most 64 MiB (rubinperf.files.read_bounded:
+    a FIFO, device, socket or directory is refused before anything is read from it)."""
+    from rubinperf.files import read_bounded
+
+    data = read_bounded(path, "csv", "a CSV file for --from-csv")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

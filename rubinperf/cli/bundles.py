@@ -171,6 +171,13 @@ def save_sensitivity(save_dir: str, records: list[dict], swing: float, top, mode
     b.write(save_dir)
 
 
+def save_serve(save_dir: str, records: list[dict], model, platform) -> None:
+    b = new_bundle()
+    b.table("serve", records, "one row per concurrency: throughput and TTFT/TPOT/ITL/E2E statistics")
+    spec_files(b, model, [platform])
+    b.write(save_dir)
+
+
 def save_validate(save_dir: str, records: list[dict], points_path) -> None:
     from pathlib import Path
 

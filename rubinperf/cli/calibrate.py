@@ -65,6 +65,7 @@ def calibrate(
 
     hw = load_platform(hardware)
     out = Path(out_dir) if out_dir else Path("calibration") / hw.name
+    _check_out_dir(out)
     if suite not in ("kernels", "shapes"):
         raise SpecError(f"--suite: expected 'kernels' or 'shapes', got {suite!r}")
     if suite == "shapes" and collectives:
@@ -73,6 +74,9 @@ def calibrate(
                + (" --suite shapes" if suite == "shapes" else "") + (" --quick" if quick else ""))
 
     if from_csv:
+        from rubinperf.bundled import resolve_bundled
+
+        from_csv = [resolve_bundled(path) for path in from_csv]   # the README's calibration/... from any directory
         read = [(path, *read_csv(path)) for path in from_csv]
         kinds = {kind for _, kind, _ in read}
         if len(kinds) > 1:
@@ -213,7 +217,21 @@ def _read_env(csv_path: Path) -> dict:
 
 
 def _make_dir(path: Path) -> None:
+    _check_out_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecError(f"--out-dir {path}: cannot create: {exc.strerror or exc}") from None
+
+
+def _check_out_dir(path: Path) -> None:
+    """--out-dir can be a directory: checked before any measurement or fit (a dangling link, a file there)."""
+    import os
+
+    from rubinperf.errors import shorten
+
+    if path.is_symlink() and not path.exists():
+        raise SpecError(f"--out-dir {shorten(str(path))}: a symbolic link to {shorten(os.readlink(path))}, which does "
+                        "not exist (a dangling link); create its target or give another directory")
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"--out-dir {shorten(str(path))}: exists and is not a directory")

@@ -9,6 +9,7 @@ import typer
 
 from rubinperf.errors import SpecError
 from rubinperf.cli.options import (LAYOUT_WORDS, Stacks, apply_wide, check_output_flags, complete_names, complete_words,
+                                   precision_sets,
                                    emit, shared_options)
 
 
@@ -38,7 +39,7 @@ def estimate(
                        "both ends of every assumed spec field's range ([ranges] of the hardware and stack files), "
                        "combined in quadrature; band_drivers names the fields that set it. Off by default: it needs "
                        "numpy's vectorised step, which would double a plain estimate's time.")] = False,
-    as_json, as_csv, quiet, sets, wide, save_dir,
+    as_json, as_csv, quiet, sets, dtype, kv_dtype, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
 
@@ -59,6 +60,7 @@ def estimate(
     from rubinperf.step.estimates import run_estimates
 
     check_output_flags(as_json, as_csv, quiet)
+    sets = precision_sets(dtype, kv_dtype, sets)
     apply_wide(wide)
     if save_dir is not None:
         from rubinperf.cli.bundles import check_save_dir

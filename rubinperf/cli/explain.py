@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import BYTES, Layout, QuietPlot, apply_wide, check_output_flags, shared_options
+from rubinperf.cli.options import BYTES, BYTES_RANGE, Layout, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
 from rubinperf.errors import SpecError
 from rubinperf.kernels.catalog import CATALOG  # (no numpy or sympy behind it)
 
@@ -50,27 +50,27 @@ def explain(
     layout: Layout = DEFAULT_LAYOUT,
     phase,
     batch: Annotated[Optional[float], typer.Option(
-        help="Step: requests (decode) or sequences (prefill) per rank; default 16 for dep32 decode, else 1. "
-             "attention: sequences.")] = None,
+        **ranged("Step: requests (decode) or sequences (prefill) per rank; default 16 for dep32 decode, else 1. "
+                 "attention: sequences.", 1, 2 ** 20, integer=False))] = None,
     context, new_tokens, draft_tokens, acceptance, balancedness, eplb,
-    m: Annotated[Optional[float], typer.Option("--m", help="gemm: rows of the activations (tokens).")] = None,
-    n: Annotated[Optional[float], typer.Option("--n", help="gemm, grouped-gemm: output width.")] = None,
-    k: Annotated[Optional[float], typer.Option("--k", help="gemm, grouped-gemm: reduction width.")] = None,
-    tokens: Annotated[Optional[float], typer.Option(help="grouped-gemm: routed rows (tokens x top-k).")] = None,
-    groups: Annotated[Optional[float], typer.Option(help="grouped-gemm: experts the rows spread over.")] = None,
-    heads: Annotated[Optional[float], typer.Option(help="attention: query heads.")] = None,
-    kv_heads: Annotated[Optional[float], typer.Option(help="attention: KV heads (default: --heads).")] = None,
-    q_len: Annotated[Optional[float], typer.Option(help="attention: query tokens per sequence.")] = None,
-    kv_len: Annotated[Optional[float], typer.Option(help="attention: KV tokens per sequence.")] = None,
-    head_dim: Annotated[Optional[float], typer.Option(help="attention: head dimension.")] = None,
+    m: Annotated[Optional[float], typer.Option("--m", **ranged("gemm: rows of the activations (tokens).", 1, 1e15, integer=False))] = None,
+    n: Annotated[Optional[float], typer.Option("--n", **ranged("gemm, grouped-gemm: output width.", 1, 1e15, integer=False))] = None,
+    k: Annotated[Optional[float], typer.Option("--k", **ranged("gemm, grouped-gemm: reduction width.", 1, 1e15, integer=False))] = None,
+    tokens: Annotated[Optional[float], typer.Option(**ranged("grouped-gemm: routed rows (tokens x top-k).", 1, 1e15, integer=False))] = None,
+    groups: Annotated[Optional[float], typer.Option(**ranged("grouped-gemm: experts the rows spread over.", 1, 1e15, integer=False))] = None,
+    heads: Annotated[Optional[float], typer.Option(**ranged("attention: query heads.", 1, 1e15, integer=False))] = None,
+    kv_heads: Annotated[Optional[float], typer.Option(**ranged("attention: KV heads (default: --heads).", 1, 1e15, integer=False))] = None,
+    q_len: Annotated[Optional[float], typer.Option(**ranged("attention: query tokens per sequence.", 1, 1e15, integer=False))] = None,
+    kv_len: Annotated[Optional[float], typer.Option(**ranged("attention: KV tokens per sequence.", 1, 1e15, integer=False))] = None,
+    head_dim: Annotated[Optional[float], typer.Option(**ranged("attention: head dimension.", 1, 1e15, integer=False))] = None,
     causal: Annotated[bool, typer.Option("--causal/--no-causal", help="attention: causal mask.")] = False,
     dtype: Annotated[Optional[str], typer.Option(
         help="gemm (bf16), grouped-gemm (fp4), attention (bf16): fp4, fp8, bf16 or fp32.")] = None,
     nbytes: Annotated[Optional[float], typer.Option(
         "--bytes", click_type=BYTES,
-        help="copy: bytes copied; all-reduce / all-to-all: bytes per rank (4e9, 4GB, 4GiB).")] = None,
+        help="copy: bytes copied; all-reduce / all-to-all: bytes per rank (4e9, 4GB, 4GiB). " + BYTES_RANGE)] = None,
     ranks: Annotated[Optional[int], typer.Option(
-        help="all-reduce, all-to-all, all-gather: ranks in the group (default 8).")] = None,
+        **ranged("all-reduce, all-to-all, all-gather: ranks in the group (default 8).", 1, 2 ** 20))] = None,
     launch: Annotated[str, typer.Option(
         "--launch", help="A generic kernel: eager (behind others in a stream, as do_bench times it), stream (the "
                          "host issuing every call: at least its dispatch), cold (alone after a synchronisation) or "
@@ -308,9 +308,10 @@ def sensitivity(
                                                          "acceptance and step-time spreads).")] = "step-time",
     show_all: Annotated[bool, typer.Option(
         "--all", help="Also list parameters with zero elasticity and discrete ones.")] = False,
-    top: Annotated[Optional[int], typer.Option("--top", help="Show only the N largest.")] = None,
+    top: Annotated[Optional[int], typer.Option("--top", **ranged("Show only the N largest.", 1, 10_000))] = None,
     swing: Annotated[float, typer.Option(
-        "--swing", help="Relative change for the low/high columns and the tornado bars.")] = 0.1,
+        "--swing", **ranged("Relative change for the low/high columns and the tornado bars.", 1e-6, 0.999,
+                            integer=False))] = 0.1,
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records, one per parameter.")] = False,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import BYTES, DTYPE_WORDS, DTYPES, SHARED, JsonRecord, complete_words, emit, shared_options
+from rubinperf.cli.options import BYTES, BYTES_RANGE, DTYPE_WORDS, DTYPES, SHARED, JsonRecord, complete_words, emit, ranged, shared_options
 from rubinperf.errors import SpecError
 
 kernel_app = typer.Typer(help="Time one kernel on one GPU: speed of light, expected time, and the bound.\n\n"
@@ -52,6 +52,8 @@ def _kernel_table(rec: dict):
 
 
 MAX_KERNEL_SIZE = 1e15  # far beyond any kernel; keeps products of sizes finite
+MAX_KERNEL_INT = 10 ** 15
+MAX_RANKS = 2 ** 20   # GPUs in one collective group: far beyond any cluster
 
 
 def _positive(name: str, value, allow_zero: bool = False):
@@ -87,7 +89,8 @@ def _kernel(kind: str, **shape):
     parameters (rack, stack, launch, output) take KERNEL_OPTIONS'."""
     def register(command):
         for name, how in shape.items():
-            command.__annotations__[name] = Annotated[int, typer.Option(help=how)] if isinstance(how, str) else how
+            command.__annotations__[name] = (Annotated[int, typer.Option(**ranged(how, 1, MAX_KERNEL_INT))]
+                                            if isinstance(how, str) else how)
         kernel_app.command(kind)(shared_options(KERNEL_OPTIONS)(command))
         return command
     return register
@@ -134,7 +137,7 @@ def kernel_grouped_gemm(tokens, groups, n, k, dtype: WeightDtype = "fp4", *, har
 def kernel_attention(
     batch, heads, q_len, kv_len, head_dim,
     kv_heads: Annotated[Optional[int], typer.Option(
-        help="KV heads (below --heads: groups of heads share K/V, GQA/MQA).")] = None,
+        **ranged("KV heads (below --heads: groups of heads share K/V, GQA/MQA).", 1, MAX_KERNEL_INT))] = None,
     dtype: QkvDtype = "bf16",
     causal: Annotated[bool, typer.Option(
         "--causal/--no-causal", help="Causal mask (prefill): queries are the last q-len positions.")] = False,
@@ -158,7 +161,7 @@ def kernel_attention(
 
 def _bytes(help_text: str):
     """--bytes, read with units (4e9, 4GB, 4GiB), with this kind's help."""
-    return Annotated[float, typer.Option("--bytes", click_type=BYTES, help=help_text)]
+    return Annotated[float, typer.Option("--bytes", click_type=BYTES, help=f"{help_text} {BYTES_RANGE}")]
 
 
 @_kernel("copy", nbytes=_bytes("Bytes copied (each read once and written once): 4e9, 4GB, 4GiB."))
@@ -176,10 +179,10 @@ def _collective_command(kind: str, what: str, bytes_help: str, example: str):
     """`kernel all-to-all|all-reduce|all-gather`: one catalog kind over a group of ranks on a rack or cluster."""
     def command(
         nbytes,
-        ranks: Annotated[int, typer.Option(help="Ranks (GPUs) in the group.")] = 8,
+        ranks: Annotated[int, typer.Option(**ranged("Ranks (GPUs) in the group.", 1, MAX_RANKS))] = 8,
         gpus_per_domain: Annotated[Optional[int], typer.Option(
-            help="GPUs per NVLink domain (default: the hardware's nvlink_domain_size); a wider group also crosses "
-                 "the NIC.")] = None,
+            **ranged("GPUs per NVLink domain (default: the hardware's nvlink_domain_size); a wider group also "
+                     "crosses the NIC.", 1, MAX_RANKS))] = None,
         mode: Annotated[str, typer.Option(
             help="all-to-all across domains: direct (DeepEP low-latency: RDMA to every rank) or hierarchical "
                  "(DeepEP normal: RDMA to one GPU per domain, NVLink forward).",

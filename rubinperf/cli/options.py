@@ -113,6 +113,64 @@ class BytesType(_CountType):
 
 TOKENS = TokensType()
 BYTES = BytesType()
+BYTES_RANGE = "Range: 1 byte to 1PB."
+
+
+def _bound_text(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+
+class Bounded(_click.ParamType):
+    """A plain number in [lo, hi], compared before any float conversion: an integer of any length is an int
+    (never float()'d, so 400 digits cannot overflow), echoed in errors as "a 400-digit number"; a float must be
+    finite. Every numeric option without a unit declares one, with the range in its --help (`ranged`)."""
+
+    def __init__(self, lo, hi, integer: bool):
+        self.lo, self.hi, self.integer = lo, hi, integer
+        self.name = "INTEGER" if integer else "FLOAT"
+
+    @property
+    def range_text(self) -> str:
+        return f"{_bound_text(self.lo)} to {_bound_text(self.hi)}"
+
+    def convert(self, value, param, ctx):
+        from rubinperf.errors import number_text
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            v = value
+        else:
+            text = str(value).strip()
+            try:
+                if self.integer:
+                    if len(text) > 30:   # int() of a million digits is quadratic: refused by length first
+                        self.fail(f"expected an integer from {self.range_text}, got a "
+                                  f"{sum(c.isdigit() for c in text):,}-digit number", param, ctx)
+                    v = int(text)
+                else:
+                    if len(text) > 60:
+                        self.fail(f"expected a number from {self.range_text}, got {len(text):,} characters", param, ctx)
+                    v = float(text)
+            except ValueError:
+                self.fail(f"expected {'an integer' if self.integer else 'a number'} from {self.range_text}, "
+                          f"got {shorten_text(text)!r}", param, ctx)
+        import math
+
+        if isinstance(v, float) and not math.isfinite(v) or not self.lo <= v <= self.hi:
+            self.fail(f"expected {'an integer' if self.integer else 'a number'} from {self.range_text}, "
+                      f"got {number_text(v) if isinstance(v, int) else f'{v:g}'}", param, ctx)
+        return v
+
+
+def shorten_text(text: str) -> str:
+    from rubinperf.errors import shorten
+
+    return shorten(text, 40)
+
+
+def ranged(help_text: str, lo, hi, integer: bool = True) -> dict:
+    """typer.Option keywords of a numeric option in [lo, hi]: the bounded type, and the range in its help."""
+    t = Bounded(lo, hi, integer)
+    return {"click_type": t, "help": f"{help_text} Range: {t.range_text}."}
 
 
 # ---------------------------------------------------------------- defaults
@@ -177,6 +235,35 @@ RackSets = _sweep("sets", None, Annotated[Optional[List[str]], typer.Option("--s
     "--set gb300-nvl72:dp_sync_per_rank=0.3ms."))])
 
 
+# ---------------------------------------------------------------- precision, as sugar over --set
+
+WeightDtypeOption = _shared("dtype", None, Annotated[Optional[str], typer.Option(
+    "--dtype", help="Weight format of the model's dense layers and experts: fp4, nvfp4, fp8 or bf16 (sugar for "
+                    "--set model.dense_dtype=D --set model.expert_dtype=D; a --set given too wins). Default: the "
+                    "model's.", autocompletion=complete_words("fp4", "nvfp4", "fp8", "bf16"))])
+KvDtypeOption = _shared("kv_dtype", None, Annotated[Optional[str], typer.Option(
+    "--kv-dtype", help="KV-cache format: fp4, fp8 or bf16, as the model's cache allows (sugar for --set "
+                       "model.kv_cache_dtype=D; a --set given too wins). Default: the model's.",
+    autocompletion=complete_words("fp4", "fp8", "bf16"))])
+
+
+def precision_sets(dtype: str | None, kv_dtype: str | None, sets) -> list[str]:
+    """--dtype and --kv-dtype as the --set overrides they stand for, before the --set list given (which wins)."""
+    out = []
+    for flag, value, fields in (("--dtype", dtype, ("model.dense_dtype", "model.expert_dtype")),
+                                ("--kv-dtype", kv_dtype, ("model.kv_cache_dtype",))):
+        if value is None:
+            continue
+        from rubinperf.specs.precision import PRECISIONS
+
+        if value.strip().lower() not in PRECISIONS:
+            from rubinperf.errors import shorten
+
+            raise SpecError(f"{flag}: expected one of {', '.join(PRECISIONS)}, got {shorten(value, 40)!r}")
+        out += [f"{field}={value.strip().lower()}" for field in fields]
+    return out + list(sets or [])
+
+
 # ---------------------------------------------------------------- the operating point of one step
 # (the serving sweeps take --draft-tokens, --acceptance and --eplb with their own help: each follows the step's)
 
@@ -185,22 +272,30 @@ Phase = _shared("phase", None, Annotated[Optional[str], typer.Option(
     "--phase", help="prefill or decode. Default: prefill for dep2 (and dep1), decode otherwise.",
     autocompletion=complete_words("prefill", "decode"))])
 Batch = _shared("batch", None, Annotated[Optional[float], typer.Option(
-    "--batch", help="Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. "
-         "Default: 16 for dep32 decode, else 1.")])
+    "--batch", **ranged("Decode: requests per rank (DEP) or per instance (TP). Prefill: sequences per rank. "
+                        "Default: 16 for dep32 decode, else 1.", 1, 2 ** 20, integer=False))])
 Context = _shared("context", None, Annotated[Optional[float], typer.Option(
-    "--context", click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K.")])
+    "--context", click_type=TOKENS, help="Tokens already cached per request: 131072, 128K or 855000 (K = 1024). Default: 128K. "
+                                         "Range: 0 to the model's maximum context.")])
 NewTokens = _shared("new_tokens", None, Annotated[Optional[float], typer.Option(
-    "--new-tokens", click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K.")])
+    "--new-tokens", click_type=TOKENS, help="Prefill: new tokens per rank (K = 1024). Default: 32K. Range: --batch "
+                                            "(one a sequence) to the model's maximum context a sequence.")])
+MAX_DRAFT = 64   # step.point.MAX_DRAFT_TOKENS: checked at parse time, before any arithmetic
 DraftTokens = _shared("draft_tokens", None, Annotated[Optional[int], typer.Option(
-    "--draft-tokens", help="Decode: drafted tokens verified per step (k). Default: the model's (5 for V4.1-Flash).")])
+    "--draft-tokens", **ranged("Decode: drafted tokens verified per step (k). Default: the model's (5 for "
+                               "V4.1-Flash).", 0, MAX_DRAFT))])
 DraftLength = _sweep("draft_tokens", None, Annotated[Optional[int], typer.Option(
-    "--draft-tokens", "-k", help="Draft length k. Default: the model's (5); another k keeps the per-token acceptance rate.")])
+    "--draft-tokens", "-k", **ranged("Draft length k. Default: the model's (5); another k keeps the per-token "
+                                     "acceptance rate.", 0, MAX_DRAFT))])
 Acceptance = _shared("acceptance", None, Annotated[Optional[float], typer.Option(
-    "--acceptance", help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash).")])
+    "--acceptance", help="Decode: mean tokens emitted per verify step. Default: the model's (3.51 for V4.1-Flash). "
+                         "Range: 1 to draft tokens + 1.")])
 SweepAcceptance = _sweep("acceptance", None, Annotated[Optional[float], typer.Option(
-    "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5).")])
+    "--acceptance", help="Mean tokens emitted per verify step. Default: the model's (3.51 at k = 5). Range: 1 to "
+                         "k + 1.")])
 Balancedness = _shared("balancedness", None, Annotated[Optional[float], typer.Option(
-    "--balancedness", help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without.")])
+    "--balancedness", help="MoE mean/max rank load for DEP. Default: 0.94 with EPLB, 0.35 without. Range: 1/ranks "
+                           "(all load on one rank) to 1.")])
 Eplb = _shared("eplb", True, Annotated[bool, typer.Option(
     "--eplb/--no-eplb", help="Expert load balancing on (default) or off: sets default balancedness.")])
 SweepEplb = _sweep("eplb", True, Annotated[bool, typer.Option(
@@ -232,7 +327,8 @@ PrefillLayouts = _shared("prefill_layout", None, Annotated[Optional[List[str]], 
     "--prefill-layout", help="Prefill engine shape, repeatable. Default: the workload's (dep2).",
     autocompletion=complete_words(*LAYOUT_WORDS))])
 MaxBatch = _shared("max_batch", DEFAULT_MAX_BATCH, Annotated[int, typer.Option(
-    "--max-batch", help="Largest decode batch swept (requests per rank for DEP, per instance for TP).")])
+    "--max-batch", **ranged("Largest decode batch swept (requests per rank for DEP, per instance for TP).",
+                            1, 2 ** 20))])
 InteractivityStat = _shared("interactivity_stat", "p90", Annotated[str, typer.Option(
     "--interactivity-stat", help="Statistic of tokens/s per user the frontier and --at-interactivity use: p90 (the "
                                  "speed 90% of users reach; the published figures' statistic), p50 or mean.",
@@ -245,9 +341,9 @@ Tpot = _shared("tpot", None, Annotated[Optional[str], typer.Option(
                    "is at most this, with its unit: 20ms or 0.02s (milliseconds as aiconfigurator's --tpot; a bare "
                    "number is refused).")])
 TotalGpus = _shared("total_gpus", None, Annotated[Optional[int], typer.Option(
-    "--total-gpus", help="Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 DEP2 "
-                         "prefill and 1 DEP32 decode instance, as the vLLM posts write them); throughput is counted "
-                         "over all of them. Default: a continuous prefill/decode ratio.")])
+    "--total-gpus", **ranged("Size the deployment in whole instances within this many GPUs (e.g. 72: 7P1D is 7 "
+                             "DEP2 prefill and 1 DEP32 decode instance, as the vLLM posts write them); throughput "
+                             "is counted over all of them. Default: a continuous prefill/decode ratio.", 2, 10_000))])
 ServingMode = _shared("serving", "disagg", Annotated[str, typer.Option(
     "--serving", help="disagg (prefill and decode pools, the default), agg (each engine shape of the stack as one "
                       "aggregated engine, swept over closed-loop concurrency at the workload's lengths), or both "
@@ -258,17 +354,17 @@ Isl = _shared("isl", None, Annotated[Optional[float], typer.Option(
     "--isl", click_type=TOKENS, help="Input tokens per turn (prompt, cached prefix included), as aiconfigurator's "
                                      "--isl: 8192 or 8K (K = 1024). Default: the workload's (serve: 8K). The "
                                      "workload's prefix hit rate is kept, and said so under the tables, unless "
-                                     "--prefix-hit is given.")])
+                                     "--prefix-hit is given. Range: 1 to 1e12 tokens.")])
 Osl = _shared("osl", None, Annotated[Optional[float], typer.Option(
     "--osl", click_type=TOKENS, help="Output tokens per turn, as aiconfigurator's --osl: 1024 or 1K. Default: the "
-                                     "workload's (serve: 1K).")])
+                                     "workload's (serve: 1K). Range: 2 to 1e12 tokens.")])
 TurnGap = _sweep("turn_gap", None, Annotated[Optional[float], typer.Option(
-    "--turn-gap", help="Seconds a session waits between a reply and its next turn (the aggregated engines' closed "
-                       "loop: think time). Default: the workload's turn_gap_s (agentx: 7 s, the median gap between "
-                       "agentic requests).")])
+    "--turn-gap", **ranged("Seconds a session waits between a reply and its next turn (the aggregated engines' closed "
+                           "loop: think time). Default: the workload's turn_gap_s (agentx: 7 s, the median gap between "
+                           "agentic requests).", 0.0, 3600.0, integer=False))])
 PrefixHit = _shared("prefix_hit", None, Annotated[Optional[str], typer.Option(
     "--prefix-hit", help="Fraction of a turn's input found in the prefix cache: 0.9 or 90%. Default: the workload's "
-                         "(serve: 0, random prompts).")])
+                         "(serve: 0, random prompts). Range: 0 to below 1.")])
 
 
 # ---------------------------------------------------------------- output

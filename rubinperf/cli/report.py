@@ -12,7 +12,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from rubinperf.cli.options import SWEEP, Layout, shared_options
+from rubinperf.cli.options import LAYOUT_WORDS, SWEEP, complete_words, shared_options
 from rubinperf.cli.bundles import (limit_lines, page, sources_part, spec_files, check_save_dir, frontier_figure,
                                    frontier_parts, new_bundle)
 from rubinperf.errors import SpecError
@@ -114,7 +114,9 @@ def report(
         help="Comma-separated tokens/s per user: the targets drawn and compared at.")] = "196,387",
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
     total_gpus, sets,
-    layout: Layout = STEP_LAYOUT,
+    layout: Annotated[str, typer.Option(
+        "--layout", help="The engine step of the breakdown and the tornado: dep<N> or tp<N> (-l is --decode-layout).",
+        autocompletion=complete_words(*LAYOUT_WORDS))] = STEP_LAYOUT,
     serve_layout: Annotated[str, typer.Option(
         "--serve-layout", help="The aggregated engine of the serving section, on every rack (as `rubinperf serve "
                                "-l`).")] = "tp2",

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, shared_options
+from rubinperf.cli.options import Layout, apply_wide, check_output_flags, emit, precision_sets, ranged, shared_options
 from rubinperf.errors import SpecError
 
 
@@ -20,20 +20,22 @@ def serve(
                                     "series a,b,...,z (1,2,...,256 doubles).")] = "64",
     isl, osl,
     random_range_ratio: Annotated[float, typer.Option(
-        "--random-range-ratio", help="Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench serve), or "
-                                     "[L R, L] with --range-convention inferencex.")] = 0.0,
+        "--random-range-ratio", **ranged("Lengths uniform around the nominal ones: [L(1-R), L(1+R)] (vllm bench "
+                                         "serve; R at most 0.999), or [L R, L] with --range-convention inferencex.",
+                                         0.0, 1.0, integer=False))] = 0.0,
     range_convention: Annotated[str, typer.Option(
         "--range-convention", help="vllm (current vllm bench serve) or inferencex (older benchmark_serving, "
                                    "InferenceMAX).")] = "vllm",
     prefix_hit,
     turn_gap: Annotated[float, typer.Option(
-        "--turn-gap", help="Seconds a client waits between a reply and its next request (agentic sessions; 0: none).")] = 0.0,
+        "--turn-gap", **ranged("Seconds a client waits between a reply and its next request (agentic sessions; 0: "
+                               "none).", 0.0, 3600.0, integer=False))] = 0.0,
     request_rate: Annotated[Optional[str], typer.Option(
         "--request-rate", help="Open loop, simulated step by step: requests per second (4, or 1,2,4,8; inf: all at "
                                "once), arriving as vllm bench serve sends them (Poisson; see --burstiness).")] = None,
     burstiness: Annotated[float, typer.Option(
-        "--burstiness", help="With --request-rate: the gamma shape of the gaps between arrivals (1: Poisson; below 1: "
-                             "burstier), as vllm bench serve's.")] = 1.0,
+        "--burstiness", **ranged("With --request-rate: the gamma shape of the gaps between arrivals (1: Poisson; "
+                                 "below 1: burstier), as vllm bench serve's.", 0.01, 100.0, integer=False))] = 1.0,
     trace: Annotated[Optional[str], typer.Option(
         "--trace", help="Simulate a JSONL trace, one request a line: {\"arrival_s\", \"input_tokens\", "
                         "\"output_tokens\"[, \"session\", \"prefix_tokens\"]}; a session's later turn may give "
@@ -41,9 +43,9 @@ def serve(
     simulate: Annotated[bool, typer.Option(
         "--simulate", help="Simulate the closed loop step by step (-c clients) instead of its steady state.")] = False,
     num_requests: Annotated[Optional[int], typer.Option(
-        "--num-requests", "-n", help="Simulated requests per rate or concurrency (default 1,000; a trace: its first N, "
-                                     "default all).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulated arrivals and lengths.")] = 0,
+        "--num-requests", "-n", **ranged("Simulated requests per rate or concurrency (default 1,000; a trace: its "
+                                         "first N, default all).", 1, 1_000_000))] = None,
+    seed: Annotated[int, typer.Option("--seed", **ranged("Seed of the simulated arrivals and lengths.", 0, 2**63 - 1))] = 0,
     percentiles: Annotated[Optional[str], typer.Option(
         "--percentiles", help="Simulated runs: the percentiles reported, such as 50,90,99 (default).")] = None,
     goodput: Annotated[Optional[str], typer.Option(
@@ -53,8 +55,8 @@ def serve(
         "--prefill-layout", help="Simulated open loop: P/D, the prompts on engines of this shape (dep2, tp4, ...), "
                                  "their KV sent to the -l engine, which decodes. Default: aggregated.")] = None,
     prefill_instances: Annotated[int, typer.Option(
-        "--prefill-instances", help="With --prefill-layout: prefill engines feeding the decode engine.")] = 1,
-    model, stack, draft_tokens, acceptance, eplb, sets, as_json, as_csv, quiet, wide,
+        "--prefill-instances", **ranged("With --prefill-layout: prefill engines feeding the decode engine.", 1, 1024))] = 1,
+    model, stack, draft_tokens, acceptance, eplb, sets, dtype, kv_dtype, as_json, as_csv, quiet, wide, save_dir,
 ):
     """Closed-loop benchmark of one aggregated engine: throughput and TTFT/TPOT/ITL/E2E statistics.
 
@@ -83,13 +85,20 @@ def serve(
       rubinperf serve -H gb300-nvl72 -l tp2 --trace requests.jsonl --percentiles 50,90,99,99.9
 
       rubinperf serve -H gb300-nvl72 -l dep8 --prefill-layout dep2 --prefill-instances 2 --request-rate 20
+
+      rubinperf serve -c 1,2,...,256 --csv > curve.csv
     """
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine, parse_concurrency
     from rubinperf.specs.layout import parse_layout
     from rubinperf.specs.select import load_specs
 
     check_output_flags(as_json, as_csv, quiet)
+    sets = precision_sets(dtype, kv_dtype, sets)
     apply_wide(wide)
+    if save_dir is not None:
+        from rubinperf.cli.bundles import check_save_dir
+
+        check_save_dir(save_dir)
     levels = parse_concurrency(concurrency)
     simulated = simulate or request_rate is not None or trace is not None
     if request_rate is not None and trace is not None:
@@ -150,6 +159,10 @@ def serve(
                                     prefill_instances=prefill_instances)
         from rubinperf.render.aggregated import simulated_tables
 
+        if save_dir is not None:
+            from rubinperf.cli.bundles import save_serve
+
+            save_serve(save_dir, records, m, hw)
         emit(records, as_json, simulated_tables, as_csv=as_csv, quiet=quiet)
         return
     records = closed_loop(e, levels).records()
@@ -158,4 +171,8 @@ def serve(
     serve_bands(records, e)   # low/high from the assumed fields' ranges (rubinperf/analysis/bands.py)
     from rubinperf.render.aggregated import serve_tables
 
+    if save_dir is not None:
+        from rubinperf.cli.bundles import save_serve
+
+        save_serve(save_dir, records, m, hw)
     emit(records, as_json, serve_tables, as_csv=as_csv, quiet=quiet)

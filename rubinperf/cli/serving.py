@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubinperf.cli.options import SWEEP, QuietPlot, apply_wide, check_output_flags, shared_options
+from rubinperf.cli.options import SWEEP, precision_sets, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
 from rubinperf.errors import SpecError, shorten
 
 
@@ -217,13 +217,15 @@ def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hi
 @shared_options(SWEEP)
 def pareto(
     *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, turn_gap, sets, serving, as_json, as_csv,
+    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, turn_gap, sets, dtype, kv_dtype, serving, as_json,
+    as_csv,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="Also write the frontier chart to FILE (.png, .svg or .pdf; needs matplotlib: "
                        "pip install 'rubinperf[plot]').")] = None,
-    rows: Annotated[int, typer.Option("--rows", help="Frontier rows shown per rack in the table (0: all).")] = 14,
+    rows: Annotated[int, typer.Option("--rows", **ranged("Frontier rows shown per rack in the table (0: all).", 0,
+                                                         100_000))] = 14,
     chart: Annotated[bool, typer.Option(
         "--chart/--no-chart", help="Draw the frontier in the terminal after the tables.")] = True,
     quiet: QuietPlot = False,
@@ -259,6 +261,7 @@ def pareto(
         raise SpecError(f"--rows: expected 0 or more, got {rows}")
     if plot:
         plots.check_plot_path(plot)
+    sets = precision_sets(dtype, kv_dtype, sets)
     setups, (summaries, notes, _, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
                                                serving, decode_layout, prefill_layout, max_batch, draft_tokens,
                                                acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus,
@@ -323,9 +326,9 @@ def compare(
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
-    total_gpus, isl, osl, prefix_hit, turn_gap, sets, serving,
+    total_gpus, isl, osl, prefix_hit, turn_gap, sets, dtype, kv_dtype, serving,
     kernels: Annotated[int, typer.Option(
-        "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
+        "--kernels", **ranged("Decode kernels listed per compared point (0: no kernel tables).", 0, 10_000))] = 6,
     baseline: Annotated[bool, typer.Option(
         "--baseline", help="With --set: compare each rack with itself without the overrides: per compared point "
                            "the figures before, after and the change, and the decode kernels that moved.")] = False,
@@ -359,6 +362,7 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
+    sets = precision_sets(dtype, kv_dtype, sets)
     if baseline:
         if not sets:
             raise SpecError("--baseline compares a what-if with the unchanged specs: give the what-if with --set")
@@ -370,7 +374,8 @@ def compare(
         for these in (None, sets):
             setups, (summaries, _, _, _) = _swept(None, model, hardware, workload, these, stack, isl, osl, prefix_hit,
                                                  serving, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
+                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus,
+                                                 turn_gap)
             sides.append(compare_records(summaries, levels, stacks={hw.name: hw.stack for _, hw, _ in setups}))
         diffs = [{**d, "sets": list(sets)} for d in diff_compare(*sides)]
 

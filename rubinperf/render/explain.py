@@ -64,8 +64,10 @@ def explanation_text(ex, latex: bool = False) -> None:
     if latex:
         out.append(f"% bound: {ex.bound}")
     else:
+        roof = (f"{100 * n['sol_s'] / n['expected_s']:.0f}% of roofline" if n["expected_s"]
+                else "no work at this point: it runs no kernel")   # the draft's ops at --draft-tokens 0
         out += [""] + _wrap([f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
-                             f"({100 * n['sol_s'] / n['expected_s']:.0f}% of roofline); bound: {ex.bound} "
+                             f"({roof}); bound: {ex.bound} "
                              f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
                              f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"])
     emit_text("\n".join(out))

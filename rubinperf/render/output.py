@@ -161,7 +161,7 @@ def print_out(renderable) -> None:
         text = renderable.plain(width) if _plain_stdout() else None
         if text is not None:
             with _stdout_errors():
-                sys.stdout.write(text)
+                sys.stdout.write(_no_trailing_spaces(text))
             return
         renderable = renderable.build(width)
     from rich.console import Console
@@ -169,7 +169,25 @@ def print_out(renderable) -> None:
     console = Console(soft_wrap=False, width=width)
     console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
     with _stdout_errors():
-        console.print(renderable)
+        if _is_terminal():
+            console.print(renderable)
+            return
+        with console.capture() as captured:   # a pipe or file: the same text, without rich's padding at line ends
+            console.print(renderable)
+        sys.stdout.write(_no_trailing_spaces(captured.get()))
+
+
+def _no_trailing_spaces(text: str) -> str:
+    """Text for a pipe or a file: no line ends in spaces (rich pads titles and cells to the table's width)."""
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))
+
+
+def _is_terminal() -> bool:
+    isatty = getattr(sys.stdout, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:
+        return False
 
 
 def _reader_gone() -> None:

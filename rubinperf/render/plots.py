@@ -113,6 +113,23 @@ def figure_bytes(fig, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+def log_tick_text(value: float) -> str:
+    """A log axis's tick label as plain text with an SI prefix: 100, 1 k, 20 k, 1 M. The figures set
+    text.parse_math = False (a '$' is a dollar), so matplotlib's own log labels, mathtext such as
+    $\\mathdefault{10^{2}}$, would print raw and widen the axis until its label falls off the figure."""
+    return si(value) if value > 0 else ""
+
+
+def plain_log_ticks(axis) -> None:
+    """Label a log axis in plain text (log_tick_text) at 1, 2 and 5 of every decade, so a span of less than a
+    decade still has labels; minor ticks unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: log_tick_text(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _caption(fig, lines: list[str], width: int = 150) -> int:
     """Wrap the caption lines; return how many text lines they take."""
     wrapped = [w for line in lines for w in (textwrap.wrap(line, width) or [""])]
@@ -290,6 +307,8 @@ def frontier_figure(records: list[dict], title: str = "", published: list[dict] 
 
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     for t in targets:
         ax.axvline(t, color="#555555", ls="--", lw=0.9, zorder=1, gid=f"target-{t:g}")
         ax.text(t, 1.005, f"{t:g} tok/s/user", transform=ax.get_xaxis_transform(), va="bottom",

@@ -156,6 +156,11 @@ def _metric_label(r: dict) -> str:
     return "best single-user speed"
 
 
+def _word(number_text: str) -> str:
+    """A formatted number as one word ("19.8 k" -> "19.8k"): table cells wrap at spaces."""
+    return number_text.replace(" ", "")
+
+
 def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: dict | None = None) -> None:
     """The racks (each rack and serving where the records hold more than one) side by side; `wins`: the line
     under the table per rack that says which serving wins where."""
@@ -183,19 +188,21 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
     for metric, level in keys:
         recs = [by[(hw, metric, level)] for hw in hardware]
         label = _metric_label(recs[0])
-        unit = f"tok/s/user ({stat_label(recs[0])})" if metric == "single_user" else "tok/s/GPU"
+        unit = "tok/s/user" if metric == "single_user" else "tok/s/GPU"
         cells = []
         for r in recs:
             if not r["reachable"]:
                 cells.append(r["note"])
                 continue
             main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
-            side = (f"{fmt_num(r['tokens_per_s_per_gpu'])} tok/s/GPU" if metric == "single_user"
-                    else f"{fmt_num(r['tokens_per_s_per_user'])} tok/s/user ({stat_label(r)})")
+            # Two lines: the figure with its unit, then the configuration and the other axis as one word each
+            # ("at 65.5/user"), so that a narrow column breaks between words, never inside a number.
+            side = (f"{_word(fmt_num(r['tokens_per_s_per_gpu']))}/GPU" if metric == "single_user"
+                    else f"{_word(fmt_num(r['tokens_per_s_per_user']))}/user")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
             band = (f" ({fmt_num(r['low'])}-{fmt_num(r['high'])})" if r.get("low") is not None
                     and r.get("high") is not None else "")
-            cells.append(f"{fmt_num(main)}{band} {unit}\n{_config(r, several)}, {side}")
+            cells.append(f"{fmt_num(main)}{band} {unit}\n{_config(r, several)} at {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:

@@ -9,9 +9,9 @@ from rubinperf.units import fmt_num, fmt_pct, fmt_time, fmt_tokens, si
 
 def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     cols = [col("hardware", "left"), col("layout", "left"), col("phase", "left"),
-            col("batch/rank", short="batch", drop=4), col("context", short="ctx", drop=5),
-            col("step"), col("SOL", drop=3), col("% roofline", short="%roof", drop=2), col("tok/s/GPU"),
-            col("tok/s/user (mean)", short="tok/s/user"), col("bound", "left"), col("largest kernel", "left", drop=6, min_width=12)]
+            col("batch/rank", short="batch", drop=3), col("context", short="ctx", drop=4),
+            col("step"), col("SOL", drop=5), col("% roofline", short="%roof", drop=6),
+            col("tok/s/GPU", short="t/s/GPU"), col("tok/s/user (mean)", short="t/s/user"), col("bound", "left"), col("largest kernel", "left", drop=7, min_width=12)]
     rows = []
     for r in records:
         top = r["breakdown"][0]
@@ -26,6 +26,9 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
     if records and "low" in records[0]:
         cols.insert(9, col("tok/s/GPU band", short="band"))
     model = records[0]["model"] if records else ""
+    if records and records[0].get("model_params"):
+        r0 = records[0]
+        model += f" ({si(r0['model_params'])} params, {si(r0['model_active_params'])} active)"
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
                "step = GPU + exposed host; SOL = speed of light"
                "\ntok/s/user: the mean over users")
@@ -33,7 +36,8 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
         caption += ("\nband: the step at both ends of each assumed field's range, in quadrature; set by "
                     + "; ".join(f"{r['hardware']} {r['layout']}: {', '.join(r['band_drivers'][:2])}" for r in records
                                 if r.get("band_drivers")))
-    notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
+    notes = list(dict.fromkeys([r["note"] for r in records if r.get("note")]
+                               + [why for r in records for why in r.get("left_out", ())]))
     if notes:
         caption += "\n" + "\n".join(notes)
     print_out(table(f"{model}: one engine step", cols, rows, caption=caption))

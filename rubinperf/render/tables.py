@@ -60,9 +60,10 @@ def _colspec(c) -> dict:
 class FitTable:
     """A table that fits the width it is printed in (never cutting a cell with '...').
 
-    When the boxed table is too wide: a lighter style (no box), then the short headers, then
-    text columns wrapped at spaces, then optional columns left out (named in the caption;
-    --wide shows every column). Numbers never wrap. Rendered by print_out."""
+    Every table in one style (SIMPLE_HEAD, no box: a command's tables once mixed boxed and plain ones). When
+    the full headers do not fit: the short headers, then text columns wrapped at spaces, then optional
+    columns left out (named in the caption; --wide shows every column). Numbers never wrap. Rendered by
+    print_out."""
 
     def __init__(self, title, columns, rows, caption=None):
         self.title, self.caption = title, caption
@@ -133,8 +134,12 @@ class FitTable:
                 notes.append([])
                 continue
             parts = text.split("\n")
-            if any(len(x) > table_width or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in parts):
-                return None   # rich wraps (or marks up) a title or caption wider than the table
+            if any(not _NARROW.issuperset(x) or _MARKUP.search(x) or "  " in x for x in parts):
+                return None   # rich marks it up, or measures or wraps it its own way
+            if any(len(x) > table_width for x in parts):   # wrapped at spaces, greedily, as rich wraps it
+                if any(len(w) > table_width for x in parts for w in x.split(" ")):
+                    return None   # a word wider than the table: rich folds it
+                parts = [w for x in parts for w in (_wrap(x, table_width) or [""])]
             notes.append([x.ljust(table_width) for x in parts])
         return "\n".join(notes[0] + lines + notes[1]) + "\n"
 
@@ -143,8 +148,8 @@ class FitTable:
         the table that fits (see the class)."""
         n = len(self.cols)
         keep = list(range(n))
-        if _WIDE or self.natural_width() <= width:
-            return keep, False, True, None, [], width
+        if _WIDE or self.natural_width() <= width:   # one style for every table: no box (issue 35)
+            return keep, False, False, None, [], width
         dropped = []
 
         def need(ids, measure):  # compact style: two spaces between columns, no edges
@@ -197,6 +202,18 @@ class FitTable:
         for r in self.rows:
             t.add_row(*[r[i] for i in keep])
         return t
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` broken at single spaces into lines of at most `width` (greedy, as rich's word wrap)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line]
 
 
 def table(title: str, columns: list, rows: list[list[str]], caption: str | None = None) -> FitTable:

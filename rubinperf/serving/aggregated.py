@@ -57,6 +57,11 @@ QUADRATURE = 8           # equal-mass nodes per spread (lengths, step-boundary w
 DEFAULT_RESERVE_BYTES = 10.0e9   # HBM per GPU held back for the runtime (as the bundled workloads)
 
 
+# The longest wait between a reply and a session's next request: an hour. Agentic sessions wait seconds
+# (tool calls, a user reading); a gap of hours is a new session, not a closed-loop client.
+MAX_TURN_GAP_S = 3600.0
+
+
 @dataclass(frozen=True)
 class RequestMix:
     """What the benchmark client sends: lengths uniform in a range around the nominal ones, a cached share of
@@ -81,8 +86,8 @@ class RequestMix:
             raise SpecError(f"--random-range-ratio: expected 0 to {hi:g} ({self.convention} convention), got {self.range_ratio:g}")
         if not 0.0 <= self.prefix_hit < 1.0:
             raise SpecError(f"--prefix-hit: expected a fraction in [0, 1), got {self.prefix_hit:g}")
-        if not (self.turn_gap_s >= 0 and math.isfinite(self.turn_gap_s)):
-            raise SpecError(f"--turn-gap: expected a non-negative time, got {self.turn_gap_s:g}")
+        if not 0 <= self.turn_gap_s <= MAX_TURN_GAP_S:
+            raise SpecError(f"--turn-gap: expected 0 to {MAX_TURN_GAP_S:g} seconds, got {self.turn_gap_s:g}")
 
     def bounds(self, nominal: float) -> tuple[float, float]:
         r = self.range_ratio

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from rubinperf.step.latency import time_per_token_factor
+from rubinperf.step.latency import acceptance_law, time_per_token_factor
 
 STATS = ("p90", "p50", "mean")
 QUANTILE_OF = {"p90": 0.10, "p50": 0.50, "p10": 0.90}   # user percentile -> quantile of the speed
@@ -43,10 +43,10 @@ def per_request_acceptance(k: int, acceptance: float, concentration: float, n: i
     """Samples of a request's mean tokens per verify step: 1 + k f, f ~ Beta(mu nu, (1 - mu) nu), mu = (a - 1) / k
     (a Monte Carlo of the law speed_factors integrates; tests hold the two together)."""
     rng = np.random.default_rng(20261201) if rng is None else rng
-    if k <= 0 or acceptance <= 1.0:
-        return np.ones(n)
-    mu = min(max((acceptance - 1.0) / k, 1e-9), 1 - 1e-9)
-    return 1.0 + k * rng.beta(mu * concentration, (1 - mu) * concentration, n)
+    law = acceptance_law(float(k), float(acceptance), float(concentration))   # the one law, step/latency.py's
+    if law is None:
+        return np.full(n, max(float(acceptance), 1.0) if k > 0 else 1.0)
+    return 1.0 + k * rng.beta(law.alpha, law.beta, n)
 
 
 def sampled_speed_factors(k: int, acceptance: float, concentration: float, spread: float, n: int = 400_000,

@@ -118,14 +118,20 @@ class Summary:
         return self.pick(best_at(self.x, self.y, self.feasible, self.max_interactivity))
 
     def infeasible_reasons(self) -> list[str]:
-        """One line per run that has infeasible points: how many, and why."""
-        out = []
+        """One line per reason runs' points are infeasible: how many, of which layouts, and why (runs that fail
+        alike, from the same batch for the same reason, share a line: the note is said once)."""
+        groups: dict[tuple, list] = {}
         for run in dict.fromkeys(p.run for p in self.picks if isinstance(p, Pick)):
             bad = ~np.asarray(run.columns["feasible"])
             if bad.any():
                 i = int(np.argmax(bad))
-                out.append(f"{int(bad.sum())} of {bad.size} {run.decode.layout.name} points infeasible, "
-                           f"from batch {float(run.columns['batch_per_rank'][i]):g}: {run.reason(i)}")
+                key = (int(bad.sum()), bad.size, float(run.columns["batch_per_rank"][i]), run.reason(i))
+                groups.setdefault(key, []).append(run.decode.layout.name)
+        out = []
+        for (n, size, batch, why), layouts in groups.items():
+            what = (f"{n} of {size} {layouts[0]} points infeasible" if len(layouts) == 1
+                    else f"{n} of {size} points infeasible in each of {', '.join(layouts)}")
+            out.append(f"{what}, from batch {batch:g}: {why}")
         return out
 
 
@@ -185,6 +191,15 @@ def ratio_terms(base: Pick, other: Pick) -> dict:
 METRICS = ("peak", "interactivity", "single_user")
 
 
+def _names(s: Summary) -> dict:
+    """{model, workload} of a summary's swept points (infeasible ones included), where it has any."""
+    for p in s.picks:
+        rec = getattr(p, "record", None) or {}
+        if rec.get("model"):
+            return {k: rec[k] for k in ("model", "workload") if k in rec}
+    return {}
+
+
 def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dict | None = None,
                     swapped: dict | None = None) -> list[dict]:
     """One record per rack and compared point: peak throughput, throughput at each interactivity
@@ -211,7 +226,10 @@ def compare_records(summaries: list[Summary], levels=(196.0, 387.0), stacks: dic
                    "reachable": pick is not None, "max_tokens_per_s_per_user": s.max_interactivity,
                    "baseline": base.hardware, "stack": stacks.get(s.hardware), "baseline_stack": stacks.get(base.hardware)}
             if pick is None:
+                rec.update(_names(s))   # the model and workload of a rack with no point to read them from
                 rec["note"] = (f"cannot reach {level:,.0f} tok/s/user (its fastest is {s.max_interactivity:,.0f})"
+                               if metric == "interactivity" and s.feasible.any() else
+                               f"cannot reach {level:,.0f} tok/s/user: no feasible point"
                                if metric == "interactivity" else "no feasible point")
             else:
                 rec.update(pick.record)

@@ -22,7 +22,7 @@ import json
 import math
 from pathlib import Path
 
-from rubinperf.errors import SpecError, shorten
+from rubinperf.errors import SpecError, number_text, shorten
 from rubinperf.specs.loader import LARGEST_INT, build_spec, spec_fields, _toml_value
 
 GQA_DENSE = ("llama", "mistral", "qwen2", "qwen3")
@@ -53,7 +53,14 @@ class Fields:
     def raw(self, key: str, default=None):
         return self.data.get(key, default)
 
-    def int(self, key: str, default=None, positive: bool = True) -> int:
+    def layers(self, key: str = "num_hidden_layers", default=None, positive: bool = True) -> int:
+        """A layer count: at most MAX_LAYERS, checked before any per-layer structure (a tuple per layer, a
+        layer_types list) is built from it, so a 1 KB config with num_hidden_layers = 10**9 costs nothing."""
+        from rubinperf.specs.model import MAX_LAYERS
+
+        return self.int(key, default, positive, largest=MAX_LAYERS)
+
+    def int(self, key: str, default=None, positive: bool = True, largest: int = LARGEST_INT) -> int:
         v = self.data.get(key)
         if v is None:
             if default is None:
@@ -61,9 +68,9 @@ class Fields:
             return default
         if isinstance(v, bool) or not isinstance(v, int):
             self.fail(key, f"expected an integer, got {shorten(repr(v))}")
-        if v < 0 or (positive and v == 0) or v > LARGEST_INT:
+        if v < 0 or (positive and v == 0) or v > largest:
             self.fail(key, f"expected {'a positive' if positive else 'a non-negative'} integer of at most "
-                      f"{LARGEST_INT:,}, got {shorten(repr(v))}")
+                      f"{largest:,}, got {number_text(v)}")
         return v
 
     def number(self, key: str, default: float) -> float:
@@ -85,34 +92,33 @@ class Fields:
 
 def read_config(path_text: str) -> tuple[dict, dict | None, Path]:
     """(config.json, hf_quant_config.json beside it or None, the config's path) from a file or a directory."""
+    import os
+
     p = Path(path_text)
     try:
         if p.is_dir():
             p = p / "config.json"
-            if not p.is_file():
+            if not os.path.lexists(p):
                 raise SpecError(f"{shorten(path_text)}: no config.json in this directory")
-        elif not p.is_file():
-            raise SpecError(f"{shorten(path_text)}: no such file")
     except OSError as exc:
         raise SpecError(f"{shorten(path_text)}: cannot read: {exc.strerror or exc}") from None
-    config = _read_json(p)
+    config = _read_json(p)   # a FIFO, device or directory is refused by name, a missing file as "no such file"
     quant = p.parent / "hf_quant_config.json"
-    return config, (_read_json(quant) if quant.is_file() else None), p
+    return config, (_read_json(quant) if os.path.lexists(quant) else None), p
 
 
 def _read_json(p: Path) -> dict:
+    from rubinperf.files import read_bounded
+
+    raw = read_bounded(p, "config", "a config.json")   # regular, at most 4 MiB: before any parsing
     try:
-        if p.stat().st_size > 64 * 2 ** 20:
-            raise SpecError(f"{p}: cannot read: over 64 MiB (a config.json is a few KB)")
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise SpecError(f"{p}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         raise SpecError(f"{p}: malformed JSON: nested too deeply") from None
     except ValueError as exc:
-        raise SpecError(f"{p}: malformed JSON: {exc}") from None
+        raise SpecError(f"{shorten(str(p))}: malformed JSON: {shorten(str(exc))}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{p}: expected a JSON object (a Hugging Face config), got {type(data).__name__}")
     return data
@@ -224,7 +230,7 @@ def _common(cfg: Fields) -> dict:
     rope = cfg.raw("rope_scaling")
     rope_kind = (rope.get("rope_type") or rope.get("type")) if isinstance(rope, dict) else None
     return {
-        "num_layers": (cfg.int("num_hidden_layers"), "config.json: num_hidden_layers"),
+        "num_layers": (cfg.layers(), "config.json: num_hidden_layers"),
         "hidden_size": (cfg.int("hidden_size"), "config.json: hidden_size"),
         "vocab_size": (cfg.int("vocab_size"), "config.json: vocab_size"),
         "max_context_tokens": (cfg.int("max_position_embeddings"), "config.json: max_position_embeddings"
@@ -272,7 +278,7 @@ def _gqa_attention(cfg: Fields, kv_bytes: tuple) -> dict:
     rotary = cfg.number("partial_rotary_factor", 1.0)
     if rotary > 1:
         cfg.fail("partial_rotary_factor", f"expected at most 1, got {rotary!r}")
-    layers = cfg.int("num_hidden_layers")
+    layers = cfg.layers()
     ratios, window, window_src = (), 0, "no sliding window"
     types = cfg.raw("layer_types")
     if types is not None:
@@ -356,7 +362,7 @@ def _indexer(cfg: Fields, layers: int) -> dict:
 
 
 def _moe(cfg: Fields, mt: str) -> dict:
-    layers = cfg.int("num_hidden_layers")
+    layers = cfg.layers()
     if mt in GQA_DENSE:
         none = "dense model"
         return {"num_routed_experts": (0, none), "experts_per_token": (0, none), "moe_intermediate_size": (0, none),
@@ -396,7 +402,7 @@ def _moe(cfg: Fields, mt: str) -> dict:
 
 
 def _mtp(cfg: Fields, moe: dict) -> dict:
-    n = cfg.int("num_nextn_predict_layers", default=0, positive=False)
+    n = cfg.layers("num_nextn_predict_layers", default=0, positive=False)
     if not n:
         return _no_draft()
     src = "config.json: num_nextn_predict_layers"
@@ -464,12 +470,31 @@ def model_from_config(cls, path_text: str, name: str | None = None):
     return build_spec(cls, data, path)
 
 
+def config_name(config: dict, path: Path) -> str:
+    """The name of the model a config.json describes: its `_name_or_path` (the last part: "Llama-3.1-70B"),
+    else the file's stem when it is not the generic "config", else `model_type` and the first architecture
+    ("llama-LlamaForCausalLM"); never the folder, which two configs side by side share."""
+    import re
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:100]
+
+    given = config.get("_name_or_path")
+    if isinstance(given, str) and clean(given.rstrip("/").rsplit("/", 1)[-1]):
+        return clean(given.rstrip("/").rsplit("/", 1)[-1])
+    if path.stem != "config" and clean(path.stem):
+        return clean(path.stem)
+    archs = config.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+    return clean("-".join(x for x in (str(config.get("model_type") or ""), arch) if x)) or "model"
+
+
 def config_document(cls, path_text: str, name: str | None = None, cited: str | None = None) -> tuple[dict, dict, Path]:
     """The spec document a config describes, the source of each field, and the config's path."""
     config, quant_file, p = read_config(path_text)
     cfg = Fields(config, str(p))
     fields = spec_fields_from_config(cfg, quant_file)
-    label = name or p.parent.name or config["model_type"]
+    label = name or config_name(config, p)
     cited = cited or f"config.json read from {p}"
     data, comments = _document(cls, fields, label, _describe(fields, config["model_type"]), cited)
     return data, comments, p

@@ -111,8 +111,10 @@ def resolve_path(name_or_path: str, kind: str) -> Path:
     try:
         if as_path or p.is_file():
             if not p.is_file():
+                if p.is_dir():
+                    raise SpecError(f"{shown}: is a directory, not a file (a {kind} spec is a .toml file)")
                 if p.exists():
-                    raise SpecError(f"{shown}: not a file (a {kind} spec is a .toml file)")
+                    return p   # a FIFO, device or socket: read_bounded names what it is, without reading it
                 raise SpecError(f"{shown}: no such {kind} spec file")
             return p
     except OSError as exc:  # a directory without search permission, a loop of links, ...
@@ -148,24 +150,15 @@ def bundled_names(kind: str) -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
-    import os
-    import stat
+    from rubinperf.files import read_bounded
 
+    data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block, a device never end
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise SpecError(f"{path}: cannot read: {what} (expected a .toml file)")
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
     except RecursionError:
         raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 

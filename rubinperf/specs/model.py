@@ -225,7 +225,8 @@ def _is_dir(name_or_path: str) -> bool:
     import os
 
     try:
-        return "\0" not in name_or_path and os.path.isfile(os.path.join(name_or_path, "config.json"))
+        return ("\0" not in name_or_path and os.path.isdir(name_or_path)
+                and os.path.lexists(os.path.join(name_or_path, "config.json")))
     except (OSError, ValueError):
         return False
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from rubinperf.errors import SpecError
+from rubinperf.errors import DoesNotFit, SpecError
 from rubinperf.specs.defaults import DEFAULT_ENGINES
 from rubinperf.specs.layout import Layout, fits, parse_layout
 from rubinperf.specs.select import load_specs
@@ -49,6 +49,7 @@ class EngineShape(NamedTuple):
     phase: str
     batch: int | None
     note: str
+    unfit: str = ""   # a default shape no layout of the rack holds: why (the row is left out, or the error)
 
 
 def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[str] | None = None,
@@ -75,15 +76,25 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
     else:
         shapes_of = {hw.name: default_shapes(m, hw, phase) for hw in hws}
     _check_phase_options(options, {s.phase for shapes in shapes_of.values() for s in shapes})
-    records = []
+    records, left_out = [], []
+    several = sum(len(shapes) for shapes in shapes_of.values()) > 1
     for hw in hws:
         for shape in shapes_of[hw.name]:
             lay, note = shape.layout, shape.note
             opts = _for_phase(options, shape.phase)
             if shape.batch is not None and opts.get("batch") is None:
                 opts["batch"] = shape.batch
-            point = make_point(m, hw, lay, **{**opts, "phase": shape.phase})
-            cap = check_fits(m, hw, lay, point)
+            try:
+                if shape.unfit:
+                    raise DoesNotFit(shape.unfit)
+                point = make_point(m, hw, lay, **{**opts, "phase": shape.phase})
+                cap = check_fits(m, hw, lay, point)
+            except DoesNotFit as exc:   # one row of several: the others print, this one says why it is left out
+                if not several:
+                    raise
+                row = "" if str(exc).startswith(f"{m.name} on ") else f"{hw.name} {lay.name} {shape.phase}: "
+                left_out.append((exc, f"left out: {row}{exc}"))
+                continue
             r = step(m, hw, lay, point)
             check_finite(r)
             rec = step_record(r)
@@ -96,7 +107,13 @@ def run_estimates(model: str, hardware: list[str] | None = None, layouts: list[s
             if annotate is not None:
                 rec.update(annotate(m, hw, lay, point))
             records.append(rec)
+    if not records and left_out:   # nothing fits: the first reason is the error
+        raise left_out[0][0]
+    if left_out:   # said once under the table, and in every JSON record
+        for rec in records:
+            rec["left_out"] = [why for _, why in left_out]
     return records
+
 
 
 def topology_note(rec: dict, point) -> str:
@@ -141,7 +158,7 @@ def check_fits(m, hw: Platform, lay, point):
     why = cap.reason(batch)
     if not why:
         return cap
-    where = (f"{hw.name} {lay.name} {point.phase} at --batch {batch:g}, --context {float(point.context):,.0f}"
+    where = (f"{m.name} on {hw.name} {lay.name} {point.phase} at --batch {batch:g}, --context {float(point.context):,.0f}"
              + (f", --new-tokens {float(point.new_tokens):,.0f}" if point.phase == "prefill" else ""))
     what = "requests per rank" if lay.kind == "dep" else "requests per instance"
     if point.phase == "prefill":
@@ -149,7 +166,7 @@ def check_fits(m, hw: Platform, lay, point):
     fix = (f"; the largest batch that fits is --batch {cap.max_requests:,.0f} ({what})" if cap.max_requests >= 1
            else "; no batch fits: " + ("fewer --new-tokens or a wider layout" if point.phase == "prefill"
                                        else "a wider layout or a shorter --context"))
-    raise SpecError(f"{where}: {why.split(': ', 1)[1]}{fix}")
+    raise DoesNotFit(f"{where}: {why.split(': ', 1)[1]}{fix}")
 
 
 def _default_fits(m, hw: Platform, lay, phase, batch) -> bool:
@@ -161,6 +178,15 @@ def _default_fits(m, hw: Platform, lay, phase, batch) -> bool:
     return not point_capacity(m, hw, lay, point).reason(float(point.batch))
 
 
+def _fit_reason(m, hw: Platform, lay, phase, batch) -> str:
+    """Why a default point does not fit `lay` (its capacity's reason, or the point's error)."""
+    try:
+        point = make_point(m, hw, lay, phase=phase, batch=batch)
+    except SpecError as exc:
+        return str(exc)
+    return point_capacity(m, hw, lay, point).reason(float(point.batch)) or "it fits"
+
+
 def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
     """The vLLM posts' engine shapes (DEP2 prefill, DEP32 and TP8 decode), adapted to a rack they do not
     fit: a DEP layout wider than the NVLink domain becomes the widest that fits (DEP8 on an 8-GPU
@@ -169,7 +195,7 @@ def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
     out = []
     for name, ph, batch in DEFAULT_ENGINES:
         lay, ph = parse_layout(name), phase or ph
-        note = ""
+        note, unfit = "", ""
         if lay.kind == "dep" and (not fits(lay, m, hw) or not _default_fits(m, hw, lay, ph, batch)):
             wider = range(lay.ranks + 1, hw.nvlink_domain_size + 1)
             narrower = range(min(lay.ranks, hw.nvlink_domain_size + 1) - 1, 0, -1)
@@ -181,7 +207,11 @@ def default_shapes(m, hw: Platform, phase=None) -> list[EngineShape]:
                        else "does not fit in HBM (weights, KV and activations)")
                 note = f"default {name} {ph} {why} of {hw.name}: {pick.name} instead"
                 lay = pick
-        out.append(EngineShape(lay, ph, batch, note))
+            elif pick is None:
+                widest = Layout("dep", min(lay.ranks, hw.nvlink_domain_size))
+                unfit = (f"{m.name} on {hw.name} {ph}: no DEP layout of its {hw.nvlink_domain_size}-GPU NVLink domain "
+                         f"holds the default {name} {ph} step ({_fit_reason(m, hw, widest, ph, batch)})")
+        out.append(EngineShape(lay, ph, batch, note, unfit))
     return out
 
 

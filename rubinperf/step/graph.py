@@ -90,10 +90,21 @@ def _mhc(m: Model, tokens, layout: Layout | None = None, p: Point | None = None)
     return kernels
 
 
+def deepseek_kernels(m: Model, p: Point | None) -> bool:
+    """Whether the step's router, samplers and indexer top-k are DeepSeek's own kernels (MegaGate, DeepSelect), so
+    named: a DeepSeek-V4 model (mHC residual routes) on a stack that runs DeepSeek's fused set (moe_kernels megamoe).
+    Any other model or stack gets the ops' plain names (router, sampler, indexer top-k)."""
+    return m.hc_routes > 1 and (p is None or p.moe_kernels == "megamoe")
+
+
 def mhc_op(m: Model, tokens, layout: Layout, p: Point, part: str = "target") -> Op:
-    """A layer's two mHC sublayer boundaries (before attention, before the FFN), named by how the stack runs them."""
+    """A layer's two mHC sublayer boundaries (before attention, before the FFN), named by how the stack runs them;
+    a model without mHC has its residual add + RMSNorm there, named so."""
     one = _mhc(m, tokens, layout, p)
-    if layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue:
+    epilogue = layout.kind == "tp" and layout.tp > 1 and p.tp_mhc_in_epilogue
+    if m.hc_routes <= 1:
+        name = "norm (in GEMM epilogues)" if epilogue else "norm (residual add + RMSNorm)"
+    elif epilogue:
         name = "mHC (in GEMM epilogues)"
     elif len(one) > 1:
         name = "mHC (TileLang: post, pre GEMM, Sinkhorn + collapse, RMSNorm)"
@@ -180,7 +191,7 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                       m.indexer_epilogue_flops_per_head)
         ops.append(Op("indexer projections", proj, part=part))
         ops.append(Op("MQA logits (indexer)", logits, part=part))
-        ops.append(Op("DeepSelect (indexer top-k)", made(K.indexer_select, tokens, q_per_seq, p.context, ratio,
+        ops.append(Op("DeepSelect (indexer top-k)" if deepseek_kernels(m, p) else "indexer top-k", made(K.indexer_select, tokens, q_per_seq, p.context, ratio,
                                                                      m.indexer_topk, prefill), part=part))
 
     topk = m.indexer_topk if ratio and layer in m.topk_layers else None
@@ -247,7 +258,7 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
 
 
 # Attention ops whose work depends on each sequence's own context (the rest are row-wise GEMMs and collectives).
-PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "MegaAttn (sparse attention)", "MLA attention",
+PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "indexer top-k", "MegaAttn (sparse attention)", "MLA attention",
                     "attention (GQA)", "attention (GQA, sliding window)")
 
 
@@ -292,7 +303,8 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     ops = []
     if "router" in ws:
         gate = _linear(ws["router"], tokens, layout, split="none", act="bf16")
-        ops.append(Op("MegaGate (router)", (gate, K.topk_select(tokens, E, k)), part=part))
+        ops.append(Op("MegaGate (router)" if deepseek_kernels(m, p) else "router (GEMM + top-k)",
+                      (gate, K.topk_select(tokens, E, k)), part=part))
     bal = p.draft_balancedness if draft else p.balancedness
     if layout.kind == "dep" and draft and p.draft_ep_exchange == "all-gather":
         n = layout.ranks
@@ -385,7 +397,7 @@ def engram_ops(m: Model, layout: Layout, tokens, placement: str | None = None, g
     return [Op("Engram look-up", (gather, proj))]
 
 
-def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "target") -> list[Op]:
+def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "target", p: Point | None = None) -> list[Op]:
     """Embedding gather, LM head over the vocabulary (split by TP) and the sampler."""
     emb, head = embedding_weights(m)
     vocab = head.n // layout.tp
@@ -393,7 +405,8 @@ def head_ops(m: Model, layout: Layout, tokens, logits_tokens, part: str = "targe
         Op("embedding", K.elementwise(read_bytes=tokens * m.hidden_size * bpe(emb.dtype),
                                       write_bytes=tokens * m.hidden_size * ACT_BYTES), part=part),
         Op("LM head", K.gemm(logits_tokens, vocab, m.hidden_size, weight=head.dtype, act="bf16", out="fp32"), part=part),
-        Op("DeepSelect (sampler)", K.topk_select(logits_tokens, vocab, 2), part=part),
+        Op("DeepSelect (sampler)" if deepseek_kernels(m, p) else "sampler (top-k)", K.topk_select(logits_tokens, vocab, 2),
+           part=part),
     ]
     if layout.tp > 1:
         ops.append(Op("all-gather (logits)", K.all_gather(logits_tokens * 8 * layout.tp, layout.tp), part=part))
@@ -477,9 +490,9 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None, context_k
 
     logits_tokens = tokens if decode else seqs
     if chunk:   # a chunk's last row samples the sequence's first token
-        ops += head_ops(m, layout, rows, logits_tokens + p.chunk_seqs)
+        ops += head_ops(m, layout, rows, logits_tokens + p.chunk_seqs, p=p)
     else:
-        ops += head_ops(m, layout, tokens, logits_tokens)
+        ops += head_ops(m, layout, tokens, logits_tokens, p=p)
     ops += draft_ops(m, layout, p, seqs, tokens, gpus_per_tray, context_kernel)
     if chunk and m.draft_layers and p.k(m):
         cp = dataclasses.replace(p, phase="prefill", context=p.chunk_context, chunk_tokens=0)
@@ -565,5 +578,5 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
         ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if head:
-        ops += head_ops(m, layout, t, logits_t, part="draft")
+        ops += head_ops(m, layout, t, logits_t, part="draft", p=p)
     return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]

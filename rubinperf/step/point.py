@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rubinperf.errors import SpecError
+from rubinperf.errors import DoesNotFit, SpecError
 from rubinperf.specs.defaults import DEFAULT_CONTEXT, DEFAULT_ENGINES
 from rubinperf.specs.layout import Layout, check_layout
 from rubinperf.specs.model import Model
@@ -146,11 +146,11 @@ def make_point(model, hw: Platform, layout: Layout, phase: str | None = None, ba
         context = model.max_context_tokens - per_seq
     if context + per_seq > model.max_context_tokens:
         if per_seq > model.max_context_tokens:  # the new tokens alone overflow: that option is the culprit
-            raise SpecError(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
+            raise DoesNotFit(f"--new-tokens: {_count(per_seq)} new tokens per sequence exceed {model.name}'s maximum "
                             f"context of {model.max_context_tokens:,} tokens")
         what = (f"{_count(context)} cached + {_count(per_seq)} new tokens (--new-tokens)" if per_seq
                 else f"{_count(context)} tokens")
-        raise SpecError(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
+        raise DoesNotFit(f"--context: {what} exceed {model.name}'s maximum of {model.max_context_tokens:,}")
     k = model.draft_tokens if draft_tokens is None else draft_tokens
     if not 0 <= k <= MAX_DRAFT_TOKENS:
         raise SpecError(f"--draft-tokens: expected 0 to {MAX_DRAFT_TOKENS}, got {k}")

@@ -45,13 +45,15 @@ def step_record(r) -> dict:
     total = float(r.expected_s)
     breakdown = []
     for x in rows:
+        if x["part"] != "cpu" and float(x["expected_s"]) == 0 and float(x["kernels"]) == 0:
+            continue   # an op that runs nothing this step (the draft's at --draft-tokens 0): no row, no "100%"
         terms = {k: float(v) for k, v in x["terms"].items()}
         shares = x["shares"]
         bound = binding_term({b: shares[b] for b in BOUNDS if b in shares}) if shares else "cpu"
         breakdown.append({
             "kernel": x["kernel"], "part": x["part"],
             "time_ms": float(x["expected_s"]) * 1e3, "sol_time_ms": float(x["sol_s"]) * 1e3,
-            "fraction_of_roofline": float(x["sol_s"]) / float(x["expected_s"]) if float(x["expected_s"]) else 1.0,
+            "fraction_of_roofline": float(x["sol_s"]) / float(x["expected_s"]) if float(x["expected_s"]) else 0.0,
             "share_of_step": float(x["expected_s"]) / total,
             "flops": float(x["flops"]), "bytes": float(x["bytes"]), "bound": bound,
             "terms_ms": {k: v * 1e3 for k, v in terms.items()},
@@ -96,8 +98,18 @@ def step_record(r) -> dict:
         "scale_out_time_ms": sum(b["scale_out_ms"] for b in breakdown),
         "bound": r.bound,
         "stack": getattr(r.hw, "stack", None),
+        **_parameter_fields(m),
         "breakdown": breakdown,
     }
+
+
+def _parameter_fields(m) -> dict:
+    """The model's parameter counts (step.architecture.parameter_counts: matrices from the spec's shapes), for
+    any model, a config.json's included."""
+    from rubinperf.step.architecture import parameter_counts
+
+    c = parameter_counts(m)
+    return {"model_params": float(c["total_params"]), "model_active_params": float(c["active_params"])}
 
 
 # ---------------------------------------------------------------- the bundled specs (`rubinperf list`)

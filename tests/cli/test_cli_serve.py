@@ -50,3 +50,22 @@ def test_serve_bad_input_is_one_line_and_status_2(args):
     proc = subprocess.run([sys.executable, "-m", "rubinperf", "serve", *args], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_serve_takes_csv_and_save_dir_like_the_other_table_commands(cli, tmp_path):
+    import csv
+    import io
+    import json
+
+    r = cli("serve", "-c", "16,64", "--csv")
+    assert r.code == 0, r
+    rows = list(csv.DictReader(io.StringIO(r.out)))
+    assert [float(x["concurrency"]) for x in rows] == [16.0, 64.0]
+    recs = cli("serve", "-c", "16,64", "--json").json()
+    assert float(rows[1]["output_tokens_per_s_per_gpu"]) == recs[1]["output_tokens_per_s_per_gpu"]
+    out = tmp_path / "run"
+    r = cli("serve", "-c", "64", "--save-dir", str(out), "-q")
+    assert r.code == 0 and r.out == "", r
+    assert json.loads((out / "serve.json").read_text())[0]["concurrency"] == 64
+    assert (out / "serve.csv").is_file() and (out / "README.txt").is_file() and (out / "command.txt").is_file()
+    assert cli("serve", "--csv", "--json").code == 2

@@ -27,7 +27,25 @@ OWN = {
     ("calibrate", "--quiet"): "files are still written",
     ("serve", "--turn-gap"): "seconds, 0 by default: serve reads no workload file (pareto/compare: the workload's)",
     ("serve", "--prefill-layout"): "one shape, and none by default: the engine is aggregated unless it is given",
+    ("explain", "--dtype"): "the format of a generic kernel's operands (--dtype of estimate and the sweeps: the model's weights)",
+    ("kernel gemm", "--dtype"): "the kernel's operand format, not the model's weights",
+    ("kernel grouped-gemm", "--dtype"): "the kernel's weight format, not the model's",
+    ("kernel attention", "--dtype"): "the format of Q, K and V",
+    ("report", "--layout"): "the step of the breakdown and the tornado; no -l, which is --decode-layout there",
 }
+
+
+def test_no_command_declares_a_flag_twice():
+    """`report` once took -l for both --decode-layout and --layout: click keeps the last, silently."""
+    twice = []
+    for path, cmd in _commands():
+        seen: dict[str, str] = {}
+        for p in getattr(cmd, "params", []):
+            for flag in p.opts + p.secondary_opts:
+                if flag in seen:
+                    twice.append(f"{path} {flag}: {seen[flag]} and {p.name}")
+                seen[flag] = p.name
+    assert not twice, twice
 
 
 def _aliases():

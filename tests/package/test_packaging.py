@@ -67,10 +67,23 @@ def test_version_comes_from_the_installed_metadata():
     assert rubinperf.__version__ == metadata.version("rubinperf")
 
 
-def test_ci_selects_the_deterministic_hypothesis_profile():
+def test_the_fixed_hypothesis_profile_is_the_default():
+    """A plain `python -m pytest` (no CI, no HYPOTHESIS_PROFILE) checks the same examples every run; random
+    exploration only when HYPOTHESIS_PROFILE=explore is asked for."""
+    import subprocess
+    import sys
+
     from hypothesis import settings
 
-    ci = settings.get_profile("ci")
-    assert ci.derandomize and ci.database is None and ci.deadline is None and ci.max_examples == 100
-    if os.environ.get("CI"):
+    fixed = settings.get_profile("fixed")
+    assert fixed.derandomize and fixed.database is None and fixed.deadline is None and fixed.max_examples == 100
+    assert not settings.get_profile("explore").derandomize
+    if os.environ.get("HYPOTHESIS_PROFILE", "fixed") in ("fixed", "ci"):
         assert settings.default.derandomize and settings.default.database is None
+    # the conftest as a fresh run loads it, with CI and HYPOTHESIS_PROFILE both unset
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE")}
+    code = ("import sys; sys.path.insert(0, 'tests'); import conftest; from hypothesis import settings; "
+            "print(settings.default.derandomize, settings.default.database)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=REPO)
+    assert out.stdout.split() == ["True", "None"], out.stderr

@@ -108,7 +108,9 @@ def test_what_the_plain_drawer_leaves_to_rich():
     assert table("t", cols, [["[bold]a", "1"]]).plain(80) is None          # markup
     assert table("t", cols, [["a :smile: b", "1"]]).plain(80) is None      # an emoji code
     assert table("t", cols, [["日本", "1"]]).plain(80) is None               # wide characters
-    assert table("a title wider than its table", cols, [["a", "1"]]).plain(80) is None   # rich wraps it
+    wider = table("a title wider than its table", cols, [["a", "1"]], caption="a caption wider than it too")
+    assert wider.plain(80) == _rich_text(wider, 80)     # wrapped at spaces as rich wraps it
+    assert table("t", cols, [["a", "1"]], caption="a  b c d e f g h").plain(80) is None   # two spaces: rich's
     assert table("t", cols, [["a", "1"]], caption="x" * 30).plain(80) is None
     for ch in tables._NARROW:   # what the plain drawer counts as one cell, rich does too
         assert rich_cell_len(ch) == 1, repr(ch)

@@ -200,6 +200,41 @@ def test_frontier_png(cli, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and 20_000 < len(data) < 400_000
 
 
+@needs_mpl
+def test_frontier_picture_has_readable_log_ticks_and_both_axis_labels_inside_it(agentx):
+    """The picture as drawn, not its data: every tick label of the log axes is plain text (no raw mathtext such as
+    $\\mathdefault{10^{2}}$, which text.parse_math = False prints verbatim), each axis has at least two labels, and
+    both axis labels lie inside the figure (raw ticks pushed the y label off the left edge)."""
+    import matplotlib
+
+    fig = plots.frontier_figure(agentx, title="t")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    figbox = fig.bbox
+    for axis in (ax.xaxis, ax.yaxis):
+        lo, hi = axis.get_view_interval()
+        texts = [t.get_text() for t in axis.get_ticklabels() if t.get_text() and lo <= t.get_position()[
+            0 if axis is ax.xaxis else 1] <= hi]
+        assert len(texts) >= 2, texts
+        assert all("$" not in t and "\\" not in t and "{" not in t for t in texts), texts
+        label = axis.label.get_window_extent(renderer)
+        assert axis.label.get_text() and figbox.x0 <= label.x0 and label.x1 <= figbox.x1 and figbox.y0 <= label.y0, \
+            (axis.label.get_text(), label, figbox)
+    assert plots.log_tick_text(100) == "100" and plots.log_tick_text(2e5) == "200 k" and plots.log_tick_text(1e6) == "1 M"
+    matplotlib.pyplot.close(fig)
+
+
+@needs_mpl
+def test_frontier_svg_text_holds_the_tick_labels_and_axis_labels(cli, tmp_path):
+    path = tmp_path / "frontier.svg"
+    assert cli("pareto", *FAST, "--plot", str(path), "--no-chart", "-q").code == 0
+    svg = path.read_text()
+    assert "mathdefault" not in svg and "10^{" not in svg
+    assert plots.X_LABEL in svg and plots.Y_LABEL in svg
+    assert ">1 M<" in svg or ">100 k<" in svg
+
+
 def _tornado_records():
     from rubinperf.specs.layout import parse_layout
     from rubinperf.step.point import make_point

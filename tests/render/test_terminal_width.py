@@ -19,7 +19,7 @@ COMMANDS = {
 }
 # Words that must appear whole (a cell folded across lines would split them).
 WHOLE = {
-    "estimate": ["gb300-nvl72", "vr-nvl72", "prefill", "compute", "memory", "tok/s/GPU"],
+    "estimate": ["gb300-nvl72", "vr-nvl72", "prefill", "compute", "memory", "t/s/GPU", "128K"],
     "breakdown": ["memory", "latency", "target"],
     "pareto": ["gb300-nvl72", "tok/s/user", "tok/s/GPU", "memory"],
     "compare": ["gb300-nvl72", "vr-nvl72", "tok/s/GPU", "tok/s/user"],
@@ -55,7 +55,9 @@ def test_fitting_leaves_out_columns_and_says_so(cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     r = cli("estimate")
     assert "left out to fit 80 columns" in r.out and "--wide" in r.out
-    assert "tok/s/GPU" in r.out and "tok/s/user" in r.out and "step" in r.out
+    assert "t/s/GPU" in r.out and "t/s/user" in r.out and "step" in r.out
+    # batch and context are kept before %roof and SOL (issue 35)
+    assert "batch" in r.out.splitlines()[1] and "ctx" in r.out.splitlines()[1] and "%roof" not in r.out.splitlines()[1]
 
 
 def test_wide_shows_every_column(cli, monkeypatch):
