@@ -15,6 +15,10 @@ HEADER = ['id', 'source_url', 'source_detail', 'gpu', 'kernel', 'precision', 'sh
           'reported_rate', 'reported_rate_unit', 'timing_method', 'notes']
 
 
+SHORT = dict(fp8_gemm='fp8', grouped_gemm_masked='fp8', grouped_gemm_contiguous='fp8', mqa_logits='fp8',
+             mqa_logits_paged='fp8', hc_prenorm_gemm='tf32')
+
+
 def gpu_tag(name):
     n = name.lower()
     if 'h200' in n:
@@ -63,16 +67,11 @@ def main(argv):
             for tag, us, method, note in methods:
                 if us is None or us <= 0:
                     continue
-                if r['kernel'] in ('mqa_logits', 'mqa_logits_paged'):
-                    rate, unit = (flops / us / 1e6, 'TFLOP/s') if flops else ('', '')
-                elif r['kernel'] == 'grouped_gemm_masked' or r['kernel'] == 'fp8_gemm' and 'm=' in r['case_id']:
-                    rate, unit = (flops / us / 1e6, 'TFLOP/s') if flops else ('', '')
-                else:
-                    rate, unit = (flops / us / 1e6, 'TFLOP/s') if flops else ('', '')
+                rate = f'{flops / us / 1e6:.2f}' if flops else ''
                 bw = f"; {byts / us / 1e3:.0f} GB/s of {byts:.0f} counted bytes" if byts else ''
-                w.writerow([f'{base}:{tag}', 'own run', detail, gpu, r['kernel'], r['precision'], r['shape'],
-                            f'{us:.3f}', f'{rate:.2f}' if rate != '' else '', unit, method,
-                            f"{r['name']}; {note}{bw}"])
+                w.writerow([f'{base}:{tag}', 'own run', detail, gpu, r['kernel'], SHORT.get(r['kernel'], r['precision']),
+                            r['shape'], f'{us:.3f}', rate, 'TFLOPS' if rate else '', method,
+                            f"{r['name']}; {r['precision']}; {note}{bw}"])
 
 
 if __name__ == '__main__':
