@@ -77,6 +77,17 @@ class Family:
                 if (r["held_out"] or not held_out) and r["id"] != without and _usable(r)]
 
 
+
+def validate_with_evidence(points, stack: str | None = None) -> list[dict]:
+    """`validate`'s records, each band the one the evidence beneath its point allows (apply_bands: the held-out
+    error of its kernel and step families, without the point, never wider than the file's; `stated_band` keeps the
+    file's), as `rubinperf validate` prints them."""
+    from rubinperf.analysis.validate import validate
+
+    records = validate(points, stack=stack)
+    apply_bands(records, all_families(records))
+    return records
+
 def _usable(r: dict) -> bool:
     return (r["predicted"] is not None and r["measured"] is not None and r["predicted"] > 0 and r["measured"] > 0
             and math.isfinite(r["predicted"]) and math.isfinite(r["measured"]))
@@ -424,7 +435,7 @@ if __name__ == "__main__":  # pragma: no cover - the maintainer's command that r
 
     from rubinperf.analysis.validate import load_points, validate
 
-    led = ledger(validate(load_points(), evidence=False))
+    led = ledger(validate(load_points()))
     if "--write-baseline" in sys.argv:
         BASELINE_FILE.write_text(baseline_json(led["families"]))
         print(f"wrote {BASELINE_FILE}")

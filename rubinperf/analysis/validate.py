@@ -436,11 +436,11 @@ METRICS = {
 }
 
 
-def validate(points: list[RefPoint], stack: str | None = None, evidence: bool = True) -> list[dict]:
-    """One record per point: predicted vs published, their ratio, and whether it lies in the band.
-    `stack` (--stack) runs every point that names no stack of its own on that stack. With `evidence` (the
-    default) each band is the one the evidence beneath the point allows (rubinperf.analysis.ledger.point_band: the
-    held-out error of its kernel and step families, without the point), never wider; `stated_band` keeps the file's."""
+def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
+    """One record per point: predicted vs published, their ratio, and whether it lies in the band the file states.
+    `stack` (--stack) runs every point that names no stack of its own on that stack. The band the evidence beneath
+    each point allows (the held-out error of its kernel and step families, without the point; never wider) is
+    rubinperf.analysis.ledger's: validate_with_evidence."""
     import dataclasses
 
     records = []
@@ -463,8 +463,4 @@ def validate(points: list[RefPoint], stack: str | None = None, evidence: bool = 
             "detail": why, "changed": p.changed, "source": p.source, "note": p.note,
             "baseline_hardware": p.baseline_hardware, "baseline_stack": p.baseline_stack,
         })
-    if evidence:
-        from rubinperf.analysis.ledger import all_families, apply_bands
-
-        apply_bands(records, all_families(records))
     return records

@@ -96,11 +96,9 @@ def validation_records(files, run: bool) -> tuple[list[dict] | None, list[dict] 
         return None, None
     from rubinperf.analysis.validate import load_points, validate
 
-    try:   # the accuracy ledger of issue 34 (rubinperf.analysis.ledger), as `rubinperf validate` runs it
-        from rubinperf.analysis.ledger import all_families, apply_bands, ledger
-    except ImportError:   # pragma: no cover - depends on the core's version
-        return validate(load_points()), None
-    records = validate(load_points(), evidence=False)
+    from rubinperf.analysis.ledger import all_families, apply_bands, ledger   # as `rubinperf validate` runs it
+
+    records = validate(load_points())
     fams = all_families(records)
     apply_bands(records, fams)
     return records, ledger(records, fams)["families"]

@@ -72,7 +72,7 @@ def validate_cmd(
         return
     from rubinperf.analysis.ledger import all_families, apply_bands, ledger
 
-    records = validate(load_points(points or POINTS_FILE), stack=stack, evidence=False)
+    records = validate(load_points(points or POINTS_FILE), stack=stack)
     families = all_families(records)
     apply_bands(records, families)
     led = ledger(records, families)

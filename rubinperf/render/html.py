@@ -139,10 +139,23 @@ def _metric_words(r: dict) -> str:
     return "best single-user speed"
 
 
+def band_of(rec: dict, key: str, main: str | None = None) -> tuple[float, float] | None:
+    """(low, high) of the figure `rec[key]`, or None when the record carries none: `<key>_low` and
+    `<key>_high` beside it, or the record's `low` and `high` when they are the band of `key` (its `band_of`
+    names `key`; a record that names none: of its headline figure `main`)."""
+    lo, hi = rec.get(f"{key}_low"), rec.get(f"{key}_high")
+    if lo is None or hi is None:
+        if rec.get("band_of", main) != key:
+            return None
+        lo, hi = rec.get("low"), rec.get("high")
+    if lo is None or hi is None or not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+        return None
+    return float(lo), float(hi)
+
+
+
 def _band_words(r: dict) -> str:
     """' (2.52×–3.00×)' where the record carries the ratio's band, else ''."""
-    from rubinperf.render.manager import band_of
-
     b = band_of(r, "ratio")
     return f" ({b[0]:.2f}×–{b[1]:.2f}×)" if b else ""
 

@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 
 from rubinperf.errors import SpecError, number_text, shorten
-from rubinperf.specs.loader import LARGEST_INT, build_spec, spec_fields, _toml_value
+from rubinperf.specs.loader import LARGEST_INT, MAX_LAYERS, build_spec, spec_fields, _toml_value
 
 GQA_DENSE = ("llama", "mistral", "qwen2", "qwen3")
 GQA_MOE = ("qwen3_moe", "mixtral", "gpt_oss")
@@ -56,8 +56,6 @@ class Fields:
     def layers(self, key: str = "num_hidden_layers", default=None, positive: bool = True) -> int:
         """A layer count: at most MAX_LAYERS, checked before any per-layer structure (a tuple per layer, a
         layer_types list) is built from it, so a 1 KB config with num_hidden_layers = 10**9 costs nothing."""
-        from rubinperf.specs.model import MAX_LAYERS
-
         return self.int(key, default, positive, largest=MAX_LAYERS)
 
     def int(self, key: str, default=None, positive: bool = True, largest: int = LARGEST_INT) -> int:

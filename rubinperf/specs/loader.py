@@ -28,6 +28,7 @@ from rubinperf.errors import SpecError
 # outside is a unit mistake, and would overflow or underflow the formulas to inf, 0 or nan.
 SMALLEST, LARGEST = 1e-15, 1e24
 LARGEST_INT = 2 ** 40  # counts and sizes (layers are bounded tighter: they are looped over)
+MAX_LAYERS = 10_000  # a model's layers are looped over: a sanity bound, far above any real model
 
 # The documented range of a field, by its unit where the field gives none of its own (`typical=`): what
 # GPUs, racks, models and workloads of the next few years may have. A value more than RANGE_SLACK times

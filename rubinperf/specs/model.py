@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.precision import PRECISIONS
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field
+from rubinperf.specs.loader import MAX_LAYERS, build_spec, read_toml, resolve_path, spec_field
 
 ATTENTION_KINDS = ("sparse-mqa", "mla", "gqa")
 ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
-MAX_LAYERS = 10_000  # layers are looped over: a sanity bound, far above any real model
 
 
 @dataclass(frozen=True, kw_only=True)

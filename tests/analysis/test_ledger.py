@@ -14,7 +14,7 @@ from rubinperf.analysis.validate import load_points, validate
 
 @pytest.fixture(scope="module")
 def state():
-    records = validate(load_points(), evidence=False)
+    records = validate(load_points())
     families = L.all_families(records)
     return records, families, L.ledger(records, families)
 

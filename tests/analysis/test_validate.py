@@ -37,7 +37,9 @@ def test_validate_command_reports_every_point(cli):
 
 
 def test_points_that_must_hold():
-    by_id = {r["id"]: r for r in validate(POINTS)}
+    from rubinperf.analysis.ledger import validate_with_evidence
+
+    by_id = {r["id"]: r for r in validate_with_evidence(POINTS)}
     # The vLLM posts' 890 B/token of global KV follows from the spec's entry sizes and sharing.
     assert by_id["v41-kv-bytes-per-token"]["predicted"] == pytest.approx(890.0)
     # Decode grows only a few percent from 128K to 855K context, on both racks.

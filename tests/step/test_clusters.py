@@ -256,5 +256,5 @@ def test_the_public_v3_points_land_in_their_bands():
     # lands above its band (1.43): the model's H100 exchange is nearly as long as its compute, so the overlap gains
     # 1.63x where SGLang measured 27-35%. When it comes back in band, this test says so. (The bands the points state,
     # +-30%; the ledger's evidence bands are narrower: `rubinperf validate` reports those.)
-    for rec in validate(pts, evidence=False):
+    for rec in validate(pts):
         assert rec["in_band"] == (rec["id"] != "sglang-h100-prefill-node"), rec
