@@ -15,7 +15,8 @@ Steady state, per scheduler (a DEP rank, a TP instance), as a function of the ru
     chunk of a prefill step  C = min(budget - B (1 + k), max(U, W))   (chunked prefill; else whole prompts)
     share of steps with prefill  f = min(1, W / C);  DEP: the step waits for every rank: F = 1 - (1 - f)^n
     busiest rank (DEP)     B_max = E[max of n Binomial(n B, 1/n) counts]   (prefill.busiest_rank_sequences)
-    mean step              t = (1 - F) t_decode(B_max) + F max(t_mixed(B, C), t_decode(B_max))
+    decode step (DEP)      t_decode = max(t(B_max), t(B))   (every layer waits for its slowest rank)
+    mean step              t = (1 - F) t_decode + F max(t_mixed(B, C), t_decode)
     requests/s             lambda = c / t
     TTFT (no queue)        t / 2 + chunks(U) t_mixed      (the wait for the next step, then the chunks)
     concurrency            N(B) = B + lambda TTFT + lambda gap   (Little's law: in prefill, in decode, between turns)
@@ -265,9 +266,26 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
     each = admission_time(hw, mix.mean_input)
     spread = B * a / (O - 1) * each * each   # a Poisson count of admissions per rank (specdecode.decode_engine)
-    decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=np.maximum(busiest, 1.0))),
-                                 extra_cpu_s=admit, extra_cpu_var_s2=spread)
-    decode_s = np.broadcast_to(np.asarray(decode.expected_s, dtype=float), B.shape).copy()
+    # Every MoE layer ends at a barrier of all the ranks (the EP exchange; MegaMoE's NVLink barriers), so a layer
+    # takes its slowest rank's time and the step the slowest rank's step. The busiest rank is the slowest where time
+    # grows with rows; not always where a kernel heuristic switches with its rank's own token count (DeepGEMM's Mega
+    # MoE picks its block regime from the calling rank's tokens, kernels/deepgemm.py): a rank at the mean count, in the
+    # regime below, runs the same routed rows in smaller blocks, slower. The step is the slower of the busiest rank's
+    # and a mean rank's (the P/D decode engine's step at the same batch), never faster than the balanced engine.
+    def decode_at(rows):
+        return dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=rows)),
+                                   extra_cpu_s=admit, extra_cpu_var_s2=spread)
+
+    busy = decode_at(np.maximum(busiest, 1.0))
+    busy_s = np.broadcast_to(np.asarray(busy.expected_s, dtype=float), B.shape)
+    if layout.dp > 1:
+        mean = decode_at(steps_at)
+        mean_s = np.broadcast_to(np.asarray(mean.expected_s, dtype=float), B.shape)
+        decode_s = np.maximum(busy_s, mean_s)
+        bound = np.where(busy_s >= mean_s, np.broadcast_to(np.asarray(busy.bound), B.shape),
+                         np.broadcast_to(np.asarray(mean.bound), B.shape))
+    else:
+        decode_s, bound = busy_s.copy(), np.broadcast_to(np.asarray(busy.bound), B.shape)
     if hw.mixed_prefill_decode:
         mixed = step(m, hw, layout, dataclasses.replace(point, batch=steps_at, chunk_tokens=chunk, chunk_seqs=seqs,
                                                         chunk_context=chunk_context))
@@ -284,7 +302,7 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
                   busiest=np.broadcast_to(np.asarray(busiest, dtype=float), B.shape).copy(), chunk=chunk,
                   prefill_share=share, decode_s=decode_s, mixed_s=mixed_s,
                   chunks_per_request=_chunks(mix, float(room[0]), bool(hw.chunked_prefill)), saturated=saturated,
-                  max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape),
+                  max_requests=float(cap.max_requests), bound=np.asarray(bound).copy(),
                   eplb=bool(eplb))
 
 

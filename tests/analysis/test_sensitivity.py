@@ -155,7 +155,14 @@ def test_sensitivity_command_table_and_json(cli):
     assert "price_usd_per_gpu_hour" not in r.out          # zero: hidden without --all
     recs = cli("sensitivity", "--json", "--all").json()
     assert {"gpus_per_tray", "price_usd_per_gpu_hour"} <= {x["parameter"] for x in recs}
-    assert recs[0]["parameter"] in ("hbm_bandwidth_bytes_per_s", "hbm_stream_efficiency")
+    # Decode is memory-bound: an HBM parameter tops the list. Since MegaMoE's Little's-law rate scales with the
+    # weights' bandwidth factor (roofline.kernel_time: little x sm_share x weight_factor; GB300's weights are
+    # interleaved, factor 1), the interleaved factor moves every HBM byte as the bandwidth does and MegaMoE's
+    # bytes-in-flight rate besides, so it reaches at least the bandwidth's elasticity and is the top one at DEP32.
+    assert recs[0]["parameter"] in ("hbm_interleaved_bandwidth_factor", "hbm_bandwidth_bytes_per_s",
+                                    "hbm_stream_efficiency")
+    el = {x["parameter"]: x["elasticity"] for x in recs}
+    assert el["hbm_interleaved_bandwidth_factor"] <= el["hbm_bandwidth_bytes_per_s"] < 0
     assert all(x["metric"] == "step-time" and x["layout"] == "dep32" for x in recs)
 
 

@@ -217,6 +217,25 @@ def test_dep_engine_waits_for_its_busiest_rank(monkeypatch, hw_name, layout, mix
     assert a["busiest_rank_batch"] > a["running_batch_per_rank"]
 
 
+def test_dep_step_waits_for_its_slowest_rank_not_always_the_busiest():
+    """Every MoE layer ends at a barrier of all the ranks, so the decode step is the slower of the busiest rank's
+    step and a mean rank's. MegaMoE picks its block regime from the calling rank's own tokens (DeepGEMM's
+    get_block_config_for_mega_moe, by rows x 8 ranks x top-6 / 384 experts): on GB300 DEP8 at 6 rows a request, from
+    8 to 11 requests on a mean rank (48-66 rows: 6-8.25 an expert, block_m 16) the busiest rank holds 11.9-15.6
+    (71-93 rows: 8.9-11.7, block_m 32, more bytes in flight per SM), so the mean rank is the slower one there."""
+    lay, mix = parse_layout("dep8"), RequestMix(64, 2)
+    e = engine(V41, GB300, lay, mix)
+    point = make_point(V41, GB300, lay, phase="decode", batch=1, context=mix.mean_input + mix.mean_output / 2,
+                       draft_tokens=e.draft_tokens, acceptance=e.acceptance, engram_placement=V41.engram_placement)
+    whole = e.B >= 1
+    B = e.B[whole]
+    gpu = {name: np.asarray(step(V41, GB300, lay, dataclasses.replace(point, batch=rows)).gpu_s, dtype=float)
+           for name, rows in (("busy", e.busiest[whole]), ("mean", B))}
+    mean_slower = gpu["mean"] > gpu["busy"]
+    assert np.any(mean_slower)                       # the heuristic's switch: the busiest rank is not always slowest
+    assert np.all(e.decode_s[whole][mean_slower] >= gpu["mean"][mean_slower] * (1 - 1e-12))
+
+
 def test_one_rank_has_no_busiest_rank_term(monkeypatch):
     """DEP1 (gpt-oss-120b fits one GB300) and a TP instance: one scheduler, the engine is the balanced one."""
     m, (hw,) = load_specs("gpt-oss-120b", ["gb300-nvl72"])
