@@ -38,6 +38,8 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
     total = lambda f: sum(getattr(t, f) * rep * st for _, rep, st, t in timed)   # noqa: E731
     cost = lambda f: sum(float(getattr(k.cost, f)) * rep for k, rep, _, _ in timed)   # noqa: E731
     expected, sol = total("expected_s"), total("sol_s")
+    if not expected and not cost("flops") and not sum(float(k.cost.launches) * rep for k, rep, _, _ in timed):
+        return [f"{ops[0].name}: no work at this point: it runs no kernel (a draft's op at --draft-tokens 0)"]
     terms = {b: total(f"{b}_s") for b in BOUNDS}
     launches = sum(float(k.cost.launches) * rep for k, rep, _, _ in timed)
     kernels = sum(float(op.kernel_count) * float(op.repeat) for op in ops)
