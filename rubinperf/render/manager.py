@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from rubinperf.render.html import band_of
 from rubinperf.units import fmt_num, fmt_pct, fmt_time
 
 NO_BAND = "band: not yet computed"

@@ -104,7 +104,9 @@ def test_step_bars_add_up_to_the_step():
         bars = svg.step_bars(r)
         assert sum(b["time_ms"] for b in bars) == pytest.approx(r["step_time_ms"], rel=1e-9)
         host = [b for b in r["breakdown"] if b["part"] == "cpu"]
-        assert len(host) == 3 and sum(b["time_ms"] for b in r["breakdown"]) > r["step_time_ms"] * 1.1   # all: twice
+        # the host rows (DP sync, scheduling; the exposed part on the critical path where the host outlasts the GPU)
+        # are listed beside the GPU's, so all rows together count host time twice; the bars do not
+        assert len(host) >= 2 and sum(b["time_ms"] for b in r["breakdown"]) > r["step_time_ms"] * 1.1
         drawn = re.findall(r'<rect class="bar"[^>]*><title>([^<]*)</title>', svg.kernel_bars_svg(r, top=100))
         assert len(drawn) == len(bars)
 
