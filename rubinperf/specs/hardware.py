@@ -48,6 +48,7 @@ class Hardware:
     nvlink_domain_size: int = _field("nvlink", "GPUs")
     gpus_per_tray: int = _field("nvlink", "GPUs")
     cross_tray_latency_s: float = _field("nvlink", "s", positive=False, doc="extra latency of a cross-tray message")
+    nvlink_multicast: bool = _field("nvlink", doc="the NVLink switches multicast and reduce in the switch (NVLS: NVSwitch 3 and later, HGX H100/H200/B200 and the NVL72 racks): the multicast all-reduce can run; false: it falls to the stack's next algorithm")
     # [scale_out] NIC
     scale_out_bandwidth_bytes_per_s: float = _field("scale_out", "B/s")
     scale_out_latency_s: float = _field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")

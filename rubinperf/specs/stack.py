@@ -29,6 +29,7 @@ DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
+ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinperf.kernels.collectives.all_reduce_as
 
 
 _field = spec_field_of("stack")   # a stack field (marked as the stack's in a Platform)
@@ -82,6 +83,9 @@ class Stack:
     tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
     activation_quant_fused: bool = _field("fusion", doc="a dense GEMM's FP8 or FP4 activations are quantised inside another kernel (the GEMM's prologue, the previous kernel's epilogue): no kernel of their own; false: a quantisation kernel before each such GEMM")
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
+    # [collective] the TP all-reduce the engine's communication library picks by message size
+    allreduce_algorithms: tuple[str, ...] = _field("collective", doc="the all-reduce algorithms a TP all-reduce runs, smallest messages first: one-shot (each rank sums the n-1 others' whole partials, one round; fused into the GEMM epilogue where fusion.tp_allreduce_fused), two-shot (reduce-scatter + all-gather, two rounds), multicast (NVSwitch reduction, NCCL NVLS or symmetric-memory multimem; where the hardware has nvlink_multicast) or ring (NCCL's ring, 2(n-1) rounds)")
+    allreduce_switch_bytes: tuple[int, ...] = _field("collective", "bytes", doc="message sizes (bytes, ascending) at which the next algorithm of allreduce_algorithms takes over: one fewer than the algorithms")
     # [attention] the decode attention kernels the engine runs
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
     sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
@@ -130,6 +134,17 @@ class Stack:
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+        for name in self.allreduce_algorithms:
+            if name not in ALLREDUCE_ALGORITHMS:
+                raise SpecError(f"{self.path}: collective.allreduce_algorithms: expected each one of "
+                                f"{', '.join(ALLREDUCE_ALGORITHMS)}, got {name!r}")
+        if not self.allreduce_algorithms or len(set(self.allreduce_algorithms)) != len(self.allreduce_algorithms):
+            raise SpecError(f"{self.path}: collective.allreduce_algorithms: expected at least one algorithm, each once, "
+                            f"got {list(self.allreduce_algorithms)!r}")
+        switch = self.allreduce_switch_bytes
+        if len(switch) != len(self.allreduce_algorithms) - 1 or any(b <= a for a, b in zip(switch, switch[1:])):
+            raise SpecError(f"{self.path}: collective.allreduce_switch_bytes: expected {len(self.allreduce_algorithms) - 1} "
+                            f"ascending sizes (one fewer than allreduce_algorithms), got {list(switch)!r}")
         if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
             raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
                             "the mHC work rides the epilogue pass of the one-shot all-reduce")
@@ -148,7 +163,7 @@ def load_stack(name_or_path: str) -> Stack:
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion", "aggregated")
+POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion", "aggregated", "collective")
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 
