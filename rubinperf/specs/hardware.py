@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of
+from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of
 
 
 _field = spec_field_of("hardware")   # a hardware field (marked as the hardware's in a Platform)
@@ -100,4 +100,4 @@ class Hardware:
 def load_hardware(name_or_path: str) -> Hardware:
     """Load a bundled hardware spec by name, or a user's TOML file by path."""
     path = resolve_path(name_or_path, "hardware")
-    return build_spec(Hardware, read_toml(path), path)
+    return load_spec_file(Hardware, path)

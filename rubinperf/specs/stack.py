@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of, spec_fields
+from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of, spec_fields
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
@@ -158,7 +158,7 @@ class Stack:
 def load_stack(name_or_path: str) -> Stack:
     """Load a bundled stack spec by name, or a user's TOML file by path."""
     path = resolve_path(name_or_path, "stack")
-    return build_spec(Stack, read_toml(path), path)
+    return load_spec_file(Stack, path)
 
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
