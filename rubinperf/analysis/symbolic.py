@@ -537,11 +537,12 @@ P90_TABLE_SIGMA = (0.0145, 0.05)
 def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
     """The P90 (and P50, P10) factors over the mean at the stack's spreads, their sources, and the P90 factor at
     other concentrations nu and step spreads sigma (serving/interactivity.py)."""
-    from rubinperf.serving.interactivity import speed_factors
+    from rubinperf.serving.interactivity import speed_factor, speed_factors
 
     nu, sigma = float(hw.acceptance_concentration), float(hw.step_time_spread)
     f = speed_factors(int(k), float(acceptance), nu, sigma)
-    table = {f"{s:g}": {f"{n:g}": speed_factors(int(k), float(acceptance), n, s)["p90"] for n in P90_TABLE_NU}
+    # the table's P90 alone (speed_factors' own p90: the same function of the same arguments)
+    table = {f"{s:g}": {f"{n:g}": speed_factor(int(k), float(acceptance), n, s, "p90") for n in P90_TABLE_NU}
              for s in sorted({*P90_TABLE_SIGMA, sigma})}
     return {"acceptance_concentration": nu, "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
             "p10": f["p10"], "source": hw.sources.get("stack.interactivity", ""),
