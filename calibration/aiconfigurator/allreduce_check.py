@@ -53,7 +53,8 @@ def rows():
                 nbytes, ranks = float(r["nbytes"]), int(r["ranks"])
                 kernel, algorithm = all_reduce_by_size(nbytes, ranks, hw.allreduce_algorithms, hw.allreduce_switch_bytes,
                                                        gpus_per_tray=hw.gpus_per_tray, multicast=hw.nvlink_multicast,
-                                                       fused_one_shot=hw.tp_allreduce_fused)
+                                                       fused_one_shot=hw.tp_allreduce_fused,
+                                                       switch_ranks=hw.allreduce_switch_ranks)
                 expected = float(kernel_time(kernel, hw).expected_s)
                 measured = float(r["measured_s"])
                 out.append(dict(system=system, impl=r["impl"].split()[0].split("_")[0], ranks=ranks, nbytes=int(nbytes),

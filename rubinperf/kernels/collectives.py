@@ -71,6 +71,23 @@ def all_reduce_multicast(nbytes, ranks, gpus_per_tray=None) -> Kernel:
 NEEDS_MULTICAST = ("multicast",)
 
 
+def switch_row(switch_bytes, algorithms, ranks=None, switch_ranks=()) -> tuple:
+    """The switch points that hold for a TP all-reduce over `ranks` GPUs: the row of allreduce_switch_bytes of the
+    first allreduce_switch_ranks entry >= ranks (past the last, the last); all of them where there are no rows."""
+    if not switch_ranks:
+        return tuple(switch_bytes)
+    per = len(algorithms) - 1
+    i = next((j for j, r in enumerate(switch_ranks) if ranks is not None and _ge(r, ranks)), len(switch_ranks) - 1)
+    return tuple(switch_bytes[i * per:(i + 1) * per])
+
+
+def _ge(a, b) -> bool:
+    try:
+        return bool(a >= b)
+    except TypeError:   # a symbolic rank count: the last row
+        return False
+
+
 def all_reduce_algorithm(nbytes, algorithms, switch_bytes, multicast: bool = True):
     """The algorithm a library picks for a message of `nbytes`: algorithms[i] for switch_bytes[i-1] <= nbytes <
     switch_bytes[i] (the stack's [collective] lists, sizes ascending); where the hardware has no NVLink multicast, a
@@ -107,11 +124,13 @@ def all_reduce_as(algorithm: str, nbytes, ranks, gpus_per_tray=None, fused_one_s
 
 
 def all_reduce_by_size(nbytes, ranks, algorithms, switch_bytes, gpus_per_tray=None, multicast: bool = True,
-                       fused_one_shot: bool = False, at: dict | None = None) -> tuple[Kernel, str]:
+                       fused_one_shot: bool = False, at: dict | None = None, switch_ranks=()) -> tuple[Kernel, str]:
     """The all-reduce a library runs for a message of `nbytes` (all_reduce_algorithm), and its name. Over a numpy
     array of sizes, each element's algorithm (the Cost's fields chosen element by element; the name lists the
     algorithms used, by size). A symbolic size is evaluated at `at` (symbol name -> number: the values the symbols
-    stand for) to choose; without them, the list's last (the large-message algorithm) is taken."""
+    stand for) to choose; without them, the list's last (the large-message algorithm) is taken. `switch_ranks`: the
+    TP sizes of switch_bytes' rows (switch_row)."""
+    switch_bytes = switch_row(switch_bytes, algorithms, ranks, switch_ranks)
     if type(nbytes).__module__ == "numpy" and getattr(nbytes, "ndim", 0) > 0:
         import numpy as np
 

@@ -85,7 +85,8 @@ class Stack:
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
     # [collective] the TP all-reduce the engine's communication library picks by message size
     allreduce_algorithms: tuple[str, ...] = _field("collective", doc="the all-reduce algorithms a TP all-reduce runs, smallest messages first: one-shot (each rank sums the n-1 others' whole partials, one round; fused into the GEMM epilogue where fusion.tp_allreduce_fused), two-shot (reduce-scatter + all-gather, two rounds), multicast (NVSwitch reduction, NCCL NVLS or symmetric-memory multimem; where the hardware has nvlink_multicast) or ring (NCCL's ring, 2(n-1) rounds)")
-    allreduce_switch_bytes: tuple[int, ...] = _field("collective", "bytes", doc="message sizes (bytes, ascending) at which the next algorithm of allreduce_algorithms takes over: one fewer than the algorithms")
+    allreduce_switch_bytes: tuple[int, ...] = _field("collective", "bytes", doc="message sizes (bytes, ascending; an equal pair leaves an algorithm out) at which the next algorithm of allreduce_algorithms takes over: one fewer than the algorithms, or one such row per allreduce_switch_ranks entry")
+    allreduce_switch_ranks: tuple[int, ...] = _field("collective", "GPUs", default=(), doc="TP sizes (ascending) of the rows of allreduce_switch_bytes: a TP all-reduce over n GPUs uses the row of the first size >= n (past the last, the last); empty: one row for every size")
     # [attention] the decode attention kernels the engine runs
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
     sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
@@ -141,10 +142,15 @@ class Stack:
         if not self.allreduce_algorithms or len(set(self.allreduce_algorithms)) != len(self.allreduce_algorithms):
             raise SpecError(f"{self.path}: collective.allreduce_algorithms: expected at least one algorithm, each once, "
                             f"got {list(self.allreduce_algorithms)!r}")
-        switch = self.allreduce_switch_bytes
-        if len(switch) != len(self.allreduce_algorithms) - 1 or any(b <= a for a, b in zip(switch, switch[1:])):
-            raise SpecError(f"{self.path}: collective.allreduce_switch_bytes: expected {len(self.allreduce_algorithms) - 1} "
-                            f"ascending sizes (one fewer than allreduce_algorithms), got {list(switch)!r}")
+        switch, ranks, per = self.allreduce_switch_bytes, self.allreduce_switch_ranks, len(self.allreduce_algorithms) - 1
+        rows = [switch[i * per:(i + 1) * per] for i in range(max(1, len(ranks)))]
+        if len(switch) != per * max(1, len(ranks)) or any(b < a for row in rows for a, b in zip(row, row[1:])):
+            raise SpecError(f"{self.path}: collective.allreduce_switch_bytes: expected {per * max(1, len(ranks))} sizes, "
+                            f"{per} ascending per row (one fewer than allreduce_algorithms, a row per "
+                            f"allreduce_switch_ranks entry), got {list(switch)!r}")
+        if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(r < 2 for r in ranks):
+            raise SpecError(f"{self.path}: collective.allreduce_switch_ranks: expected ascending TP sizes of 2 or more, "
+                            f"got {list(ranks)!r}")
         if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
             raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
                             "the mHC work rides the epilogue pass of the one-shot all-reduce")

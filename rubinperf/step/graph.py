@@ -110,12 +110,14 @@ def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point, what: str, 
     nbytes = tokens * m.hidden_size * ACT_BYTES
     kernel, algorithm = K.all_reduce_by_size(nbytes, layout.tp, p.allreduce_algorithms, p.allreduce_switch_bytes,
                                              gpus_per_tray=hw_tray, multicast=p.nvlink_multicast,
-                                             fused_one_shot=p.tp_allreduce_fused, at=dict(p.symbol_values))
+                                             fused_one_shot=p.tp_allreduce_fused, at=dict(p.symbol_values),
+                                             switch_ranks=p.allreduce_switch_ranks)
     names = None
     if "/" in algorithm:   # a swept array of sizes over several algorithms: each element's own name
         import numpy as np
 
-        idx = K.all_reduce_algorithm(nbytes, p.allreduce_algorithms, p.allreduce_switch_bytes, p.nvlink_multicast)
+        switch = K.switch_row(p.allreduce_switch_bytes, p.allreduce_algorithms, layout.tp, p.allreduce_switch_ranks)
+        idx = K.all_reduce_algorithm(nbytes, p.allreduce_algorithms, switch, p.nvlink_multicast)
         names = np.asarray([f"all-reduce ({what}, {a})" for a in p.allreduce_algorithms])[idx]
     return Op(f"all-reduce ({what}, {algorithm})", kernel, part=part, names=names)
 

@@ -39,6 +39,7 @@ class Point:
     # each next one takes over, and whether the rack's switches multicast (hardware nvlink_multicast)
     allreduce_algorithms: tuple = ("two-shot",)
     allreduce_switch_bytes: tuple = ()
+    allreduce_switch_ranks: tuple = ()  # the TP sizes of allreduce_switch_bytes' rows (empty: one row)
     nvlink_multicast: bool = True
     symbol_values: tuple = ()           # over symbols (explain): (name, value) of the point's symbols, where the
                                         # graph's structure depends on them (the all-reduce's algorithm by size)
@@ -201,7 +202,7 @@ _STACK_POINT_FIELDS = ("tp_allreduce_fused", "draft_ep_exchange", "draft_first_p
                        "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
 # Fields (a stack's [collective], the hardware's multicast) only a layout with TP all-reduces reads.
-_ALLREDUCE_FIELDS = ("allreduce_algorithms", "allreduce_switch_bytes", "nvlink_multicast")
+_ALLREDUCE_FIELDS = ("allreduce_algorithms", "allreduce_switch_bytes", "allreduce_switch_ranks", "nvlink_multicast")
 # Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its shared
 # expert inside its routed GEMMs).
 _TP_PATH_FIELDS = ("tp_allreduce_fused", "tp_mhc_in_epilogue", "tp_shared_expert_fused_below_rows")

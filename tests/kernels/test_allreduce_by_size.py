@@ -46,11 +46,13 @@ def test_a_64_mib_prefill_message_is_no_one_shot_and_a_decode_message_is():
     # Llama-3.1-70B TP8 prefill of 4K tokens: 4096 x 8192 x 2 B = 64 MiB; a decode step of 6 tokens: 96 KiB.
     hw = load_platform("b200")   # vLLM's stack: one-shot in the GEMM epilogue below 2 MiB
     kernel, name = all_reduce_by_size(64 * MiB, 8, hw.allreduce_algorithms, hw.allreduce_switch_bytes,
-                                      multicast=hw.nvlink_multicast, fused_one_shot=hw.tp_allreduce_fused)
+                                      multicast=hw.nvlink_multicast, fused_one_shot=hw.tp_allreduce_fused,
+                                      switch_ranks=hw.allreduce_switch_ranks)
     assert name == "multicast"
     one_shot = all_reduce_one_shot(64 * MiB, 8)
     assert kernel_time(kernel, hw).expected_s < kernel_time(one_shot, hw).expected_s / 4   # 9/8 against 7 x the bytes
-    assert all_reduce_by_size(6 * 8192 * 2, 8, hw.allreduce_algorithms, hw.allreduce_switch_bytes)[1] == "one-shot"
+    assert all_reduce_by_size(6 * 8192 * 2, 8, hw.allreduce_algorithms, hw.allreduce_switch_bytes,
+                              switch_ranks=hw.allreduce_switch_ranks)[1] == "one-shot"
 
 
 @settings(max_examples=40, deadline=None)
@@ -68,10 +70,13 @@ def test_an_array_of_sizes_picks_each_elements_own_algorithm(sizes, multicast):
 @pytest.mark.parametrize("name", ["trtllm-blackwell", "trtllm-hopper", "sglang-blackwell", "sglang-deepep-hopper",
                                   "pytorch-2.11", "vllm-gb300-oct2026", "vllm-gb300-oct2026-unoptimised",
                                   "vllm-rubin-nov2026"])
-def test_every_stack_lists_its_algorithms_with_one_switch_point_fewer(name):
+def test_every_stack_lists_its_algorithms_with_one_switch_point_fewer_per_row(name):
     st_ = load_stack(name)
-    assert len(st_.allreduce_switch_bytes) == len(st_.allreduce_algorithms) - 1
-    assert list(st_.allreduce_switch_bytes) == sorted(set(st_.allreduce_switch_bytes))
+    per = len(st_.allreduce_algorithms) - 1
+    assert len(st_.allreduce_switch_bytes) == per * max(1, len(st_.allreduce_switch_ranks))
+    for i in range(max(1, len(st_.allreduce_switch_ranks))):
+        row = st_.allreduce_switch_bytes[i * per:(i + 1) * per]
+        assert list(row) == sorted(row)
     assert st_.sources["collective"]
 
 
@@ -87,3 +92,16 @@ def test_llama_70b_tp8_prefill_is_faster_on_b200_than_on_h200_and_says_its_all_r
     assert b200 < h200
     # 32K new tokens x 8192 x 2 B = 512 MiB per message: past vLLM's 128 MiB multicast limit, NCCL's ring
     assert set(names) == {"all-reduce (attention, ring)", "all-reduce (FFN, ring)"}
+
+
+def test_a_tp_size_takes_its_own_row_of_switch_points():
+    # TensorRT-LLM on SM100 (stacks/trtllm-blackwell): one-shot below 16 MiB at TP2, below 8 MiB at TP4, below 4 MiB
+    # at TP8 (then two-shot to 8 MiB); a 6 MiB message is one-shot at TP2 and TP4, two-shot at TP8.
+    st_ = load_stack("trtllm-blackwell")
+    assert st_.allreduce_switch_ranks == (2, 4, 8)
+    args = (st_.allreduce_algorithms, st_.allreduce_switch_bytes)
+    names = {n: all_reduce_by_size(6 * MiB, n, *args, switch_ranks=st_.allreduce_switch_ranks)[1] for n in (2, 4, 8)}
+    assert names == {2: "one-shot", 4: "one-shot", 8: "two-shot"}
+    assert all_reduce_by_size(12 * MiB, 2, *args, switch_ranks=(2, 4, 8))[1] == "one-shot"
+    assert all_reduce_by_size(12 * MiB, 4, *args, switch_ranks=(2, 4, 8))[1] == "ring"    # no two-shot zone at TP4
+    assert all_reduce_by_size(12 * MiB, 16, *args, switch_ranks=(2, 4, 8))[1] == "ring"   # past the last row: TP8's
