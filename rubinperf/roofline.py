@@ -32,6 +32,7 @@ Works on numbers, numpy arrays and sympy symbols.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -271,6 +272,47 @@ def dp_sync_rounds(ranks, hw: Platform):
     return np.where(ranks > 1, np.ceil(np.log2(np.maximum(ranks, 1))), 0.0)
 
 
+@functools.lru_cache(maxsize=64)
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normals] (0 for one rank): the integral of x n phi(x) Phi(x)^(n-1), by the
+    trapezoid rule over |x| <= 12 (step 1/200). 0.5642 for 2 (1/sqrt(pi)), 1.7660 for 16, 2.0697 for 32."""
+    n = int(n)
+    if n <= 1:
+        return 0.0
+    h, total = 1.0 / 200, 0.0
+    for j in range(-2400, 2401):
+        x = j * h
+        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        total += x * n * phi * (0.5 * math.erfc(-x / math.sqrt(2))) ** (n - 1)
+    return total * h
+
+
+def host_path(host_s, host_var_s2, sync_s, ranks, hw: Platform, own_s=None):
+    """Seconds from a step's launch to the next step's launch on the host side: the slowest of `ranks` DP ranks'
+    scheduler work (mean host_s; across ranks a standard deviation of host_rank_spread x the step's own work own_s
+    (default: all of host_s) plus host_var_s2, the variance a caller's work adds (admissions: a Poisson count of
+    requests)), then the DP sync every rank waits for:
+
+        host path = host_s + E[max of N standard normals] x sqrt((host_rank_spread x own_s)^2 + var) + sync
+
+    (normal ranks; E[max] = expected_max_normal(N), 0 for one rank)."""
+    e = expected_max_normal(ranks)
+    if e == 0:
+        return sadd(host_s, sync_s)
+    own = sscale(host_s if own_s is None else own_s, hw.host_rank_spread)
+    sd = sadd(own * own, host_var_s2) ** 0.5
+    return sadd(host_s, sscale(sd, e), sync_s)
+
+
+def exposed_host(gpu_s, path_s, hw: Platform):
+    """Host seconds on the step's critical path. Under async scheduling the host prepares step n+1 (its scheduling,
+    input preparation and the DP sync) while the GPU runs step n: only what outlasts the GPU step shows,
+    max(0, host path - GPU). Without it the GPU waits for all of it: the host path."""
+    if hw.async_scheduling:
+        return smax(sadd(path_s, -gpu_s), 0.0)
+    return path_s
+
+
 def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     """Fixed time of the kernel's launches: its start, then its fill (prologue and the chain of dependent HBM
     loads) and its drain; plus, for a split-KV decode kernel that splits, the reduction kernel the library enqueues
@@ -284,25 +326,38 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
       (kernel_time: max(host, GPU) per kernel, so a stream of kernels costs the sum of those);
     - cold: a lone launch after a synchronisation: the host's dispatch (and a library call's host set-up), the
       driver and the GPU's wake-up, then the kernel."""
+    parts = launch_parts(kern, hw, launch)
+    own = kern.cost.launches * (parts["start"] + (parts["loads"] + parts["prologue"]))
+    if kern.split_kv_groups is None:
+        return own
+    return own + kern.cost.launches * parts["reduction"]
+
+
+def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
+    """The fixed time of ONE launch of the kernel, by part (launch_latency adds them, times the launches):
+      start       how it starts (`launch_latency`'s modes; a graph boundary less what PDL hides, which may go below 0
+                  where PDL also hides the prologue);
+      loads       its chain of dependent HBM loads before the work streams, and the drain of its last stores;
+      prologue    a tensor-core kernel's prologue cycles at the SM clock;
+      reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
     prologue = hw.mma_prologue_cycles / hw.sm_clock_hz if kern.family in TENSOR_CORE else 0.0
-    fill = (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s + prologue
     if launch == "graph":
         start = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s + prologue)
     elif launch == "cold":
         start = hw.kernel_launch_cold_s + (hw.tensor_core_dispatch_s if kern.family in TENSOR_CORE else 0.0)
     else:
         start = hw.kernel_launch_stream_s
-    own = kern.cost.launches * (start + fill)
-    if kern.split_kv_groups is None:
-        return own
-    # one reduction after each launch, started as a kernel of the same stream or graph: its dependent loads, then the
-    # drain of its stores
-    boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
-        else hw.kernel_launch_stream_s
-    return own + kern.cost.launches * split_kv_reduction(kern, hw) * (
-        boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+    reduction = 0.0
+    if kern.split_kv_groups is not None:
+        # one reduction after each launch, started as a kernel of the same stream or graph: its dependent loads, then
+        # the drain of its stores
+        boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
+            else hw.kernel_launch_stream_s
+        reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+    return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
+            "prologue": prologue, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):
@@ -331,6 +386,24 @@ def overlap(kern: Kernel, hw: Platform, compute, memory, comm):
         return largest
     rho = kern.fused_rows / (kern.fused_rows + hw.fused_overlap_rows)
     return largest + (1 - rho) * (compute + memory + comm - largest)
+
+
+def two_batch_time(compute_s, exchange_s, layers, hw: Platform):
+    """GPU seconds of a step split into two micro-batches whose EP exchanges (dispatch, combine) run while the other
+    micro-batch computes (SGLang's two-batch overlap, DeepSeek's prefill, vLLM's dual-batch overlap). compute_s and
+    exchange_s: both halves' compute and exchange, each half timed at its own size (the split's cost: two
+    half-size GEMMs, attention and launches). While an exchange runs, its kernels hold ep_exchange_sms of the SMs
+    and the other half computes on the rest (free = 1 - ep_exchange_sms / SMs):
+
+        pipeline = max(exchange, compute + exchange x (1 - free))
+        ends     = min(compute, exchange) / (2 layers)     (one half's one layer of the side that does not bind:
+                                                            the first compute or the last combine, alone)
+        step GPU = pipeline + ends
+
+    never below max(compute, exchange), never above compute + exchange (with free >= 1 / (2 layers))."""
+    free = (hw.sm_count - hw.ep_exchange_sms) / hw.sm_count
+    pipeline = smax(exchange_s, compute_s + exchange_s * (1 - free))
+    return pipeline + smin(compute_s, exchange_s) / (2 * layers)
 
 
 def admission_time(hw: Platform, prompt_tokens):

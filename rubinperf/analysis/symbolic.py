@@ -246,10 +246,14 @@ def _symbolic_graph(model, layout, spoint: Point, gpus_per_tray):
 
 
 @functools.lru_cache(maxsize=16)
-def _symbolic_step(model, layout, spoint: Point, shw: Hardware):
+def _symbolic_step(model, layout, spoint: Point, shw: Hardware, split: bool = False):
+    """The StepResult over symbols; `split`: as two micro-batches (step.timing.two_micro_batches), as the numeric
+    step is where the stack splits it (decided on the numeric point: step.timing.splits_in_two)."""
     from rubinperf.step.result import StepResult
-    from rubinperf.step.timing import time_ops
+    from rubinperf.step.timing import time_ops, two_micro_batches
 
+    if split:
+        return StepResult(model, shw, layout, spoint, two_micro_batches(model, shw, layout, spoint))
     return StepResult(model, shw, layout, spoint, time_ops(_symbolic_graph(model, layout, spoint, shw.gpus_per_tray), shw))
 
 
@@ -264,7 +268,7 @@ class SymbolicStep:
     point: Point            # the numeric point
     model: object
     layout: object
-    key: tuple              # (model, layout, symbolic point, symbolic hardware)
+    key: tuple              # (model, layout, symbolic point, symbolic hardware, split in two micro-batches)
 
     @property
     def result(self):
@@ -288,9 +292,12 @@ def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
     spoint = symbolic_point(point, allreduce_numbers(model, layout, point))
     shw = symbolic_hardware(hw)
+    from rubinperf.step.timing import splits_in_two
+
     ops = _symbolic_graph(model, layout, spoint, shw.gpus_per_tray)
     values = {**hardware_values(hw), **point_values(point, model)}
-    return SymbolicStep(ops, values, hw, point, model, layout, (model, layout, spoint, shw))
+    split = splits_in_two(hw, point, ops)   # the numeric point's tokens against the stack's threshold
+    return SymbolicStep(ops, values, hw, point, model, layout, (model, layout, spoint, shw, split))
 
 
 from rubinperf.analysis.elasticity import METRICS  # noqa: E402  (labels shared with the numeric path)
@@ -530,7 +537,7 @@ def explain_step(ss: SymbolicStep) -> dict:
     return out
 
 
-P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0)
+P90_TABLE_NU = (5.0, 10.0, 20.0, 40.0, 72.0, 125.0)
 P90_TABLE_SIGMA = (0.0145, 0.05)
 
 
@@ -544,17 +551,20 @@ def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
     # the table's P90 alone (speed_factors' own p90: the same function of the same arguments)
     table = {f"{s:g}": {f"{n:g}": speed_factor(int(k), float(acceptance), n, s, "p90") for n in P90_TABLE_NU}
              for s in sorted({*P90_TABLE_SIGMA, sigma})}
-    return {"acceptance_concentration": nu, "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
+    lo, hi = float(hw.acceptance_concentration_low), float(hw.acceptance_concentration_high)
+    return {"acceptance_concentration": nu, "acceptance_concentration_range": [lo, hi],
+            "p90_over_the_range": [speed_factors(int(k), float(acceptance), n, sigma)["p90"] for n in (lo, hi)],
+            "step_time_spread": sigma, "p90": f["p90"], "p50": f["p50"],
             "p10": f["p10"], "source": hw.sources.get("stack.interactivity", ""),
             "p90_by_sigma_and_nu": table}
 
 
 # The step's top-level quantities (explain_step's "top"), named, with their unit.
 STEP_LABELS = {
-    "expected_s": ("step time = max(GPU + exposed host work, CPU)", "s"),
+    "expected_s": ("step time = GPU + exposed host work", "s"),
     "gpu_s": ("GPU time = sum over GPU ops of their expected time", "s"),
-    "cpu_s": ("CPU time (scheduling + DP sync)", "s"),
-    "exposed_s": ("exposed host work = DP sync + host_exposed_share x scheduling", "s"),
+    "cpu_s": ("host path (the slowest rank's scheduling + DP sync)", "s"),
+    "exposed_s": ("exposed host work = max(0, host path - GPU) under async scheduling, else the host path", "s"),
     "sol_s": ("speed of light = sum over GPU ops of their SOL", "s"),
     "tokens_per_s_per_gpu": ("tokens/s per GPU", "tok/s"),
     "tokens_per_s_per_user": ("tokens/s per user", "tok/s"),

@@ -128,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
                             category=RuntimeWarning)
     with _signals_unwind():
         try:
-            code = _run(argv)
+            try:
+                code = _run(argv)
+            finally:
+                _stop_progress()
             _flush_stdout()
             return code
         except _Signal as sig:
@@ -158,11 +161,29 @@ def _click_command(argv: list[str]):
     return typer.main.get_command(lite)
 
 
+# Commands that can work for more than a moment: a spinner on a terminal's stderr while they do (never with --json,
+# --csv or --quiet, never for --help).
+SLOW_COMMANDS = frozenset({"validate", "report", "explain", "sensitivity", "calibrate", "compare", "pareto", "serve",
+                           "model"})
+QUIET_FLAGS = frozenset({"--json", "--csv", "--quiet", "-q", "--help", "-h"})
+
+
+def _start_progress(argv: list[str]) -> None:
+    if not argv or argv[0] not in SLOW_COMMANDS or QUIET_FLAGS.intersection(argv):
+        return
+    if not sys.stderr.isatty():   # the spinner's module is not even imported then
+        return
+    from rubinperf.render.progress import start_working
+
+    start_working(f"rubinperf {argv[0]}")
+
+
 def _run(argv: list[str]) -> int:
     from rubinperf.cli.options import set_command_line
 
     set_command_line(argv)
     command = _click_command(argv)
+    _start_progress(argv)
     try:
         rv = command.main(args=argv, prog_name="rubinperf", standalone_mode=False)
         if rv == 130:  # typer turns a KeyboardInterrupt into a silent exit code 130; no command returns it
@@ -299,8 +320,16 @@ class _signals_unwind:
         return False
 
 
+def _stop_progress() -> None:
+    progress = sys.modules.get("rubinperf.render.progress")
+    if progress is not None:
+        progress.stop_working()
+
+
 def _fail(msg: str, status: int = 2):
     from rubinperf.errors import shorten
+
+    _stop_progress()
 
     from rubinperf.render.console import silence_stdout
 

@@ -7,6 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from rubinperf.errors import SpecError
 from rubinperf.cli.options import (LAYOUT_WORDS, Stacks, apply_wide, check_output_flags, complete_names, complete_words,
                                    emit, shared_options)
 
@@ -28,6 +29,10 @@ def estimate(
         autocompletion=complete_words("hbm", "host", "peer-hbm"))] = None,
     breakdown: Annotated[bool, typer.Option(
         "--breakdown", "-b", help="Per-kernel table: time, speed of light, % of roofline, share of step, bound.")] = False,
+    baseline: Annotated[bool, typer.Option(
+        "--baseline", help="With --set: run the same steps without the overrides too and print the what-if as "
+                           "differences: per step and per kernel the time before, after, the change, and which "
+                           "roofline term (compute, memory, parallelism, comm, latency) moved the most.")] = False,
     as_json, as_csv, quiet, sets, wide, save_dir,
 ):
     """Step time and tokens/s of a model on racks, per parallel layout and phase.
@@ -43,6 +48,8 @@ def estimate(
       rubinperf estimate -H vr-nvl72 -l dep32 --batch 64 --context 855000 --breakdown
 
       rubinperf estimate -l tp8 --acceptance 3.0 --json
+
+      rubinperf estimate -H vr-nvl72 -l dep32 --set hbm_bandwidth=+20% --baseline
     """
     from rubinperf.step.estimates import run_estimates
 
@@ -52,9 +59,27 @@ def estimate(
         from rubinperf.cli.bundles import check_save_dir
 
         check_save_dir(save_dir)
-    records = run_estimates(model, hardware, layout, phase=phase, batch=batch, context=context, new_tokens=new_tokens,
-                            draft_tokens=draft_tokens, acceptance=acceptance, balancedness=balancedness, eplb=eplb,
-                            engram_placement=engram_placement, sets=sets, stacks=stack)
+    if baseline and not sets:
+        raise SpecError("--baseline compares a what-if with the unchanged specs: give the what-if with --set")
+    if baseline and save_dir is not None:
+        raise SpecError("--baseline and --save-dir: a bundle holds one run; save the what-if without --baseline")
+    point = dict(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=draft_tokens,
+                 acceptance=acceptance, balancedness=balancedness, eplb=eplb, engram_placement=engram_placement,
+                 stacks=stack)
+    records = run_estimates(model, hardware, layout, sets=sets, **point)
+    if baseline:
+        from rubinperf.analysis.whatif import diff_step
+
+        before = run_estimates(model, hardware, layout, **point)
+        diffs = [{**diff_step(b, a), "sets": list(sets)} for b, a in zip(before, records)]
+
+        def diff_tables(ds):
+            from rubinperf.render.step import whatif_tables
+
+            whatif_tables(ds)
+
+        emit(diffs, as_json, diff_tables, as_csv=as_csv, quiet=quiet)
+        return
 
     def tables(rs):
         from rubinperf.render.step import estimate_tables

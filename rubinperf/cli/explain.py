@@ -75,17 +75,24 @@ def explain(
         "--launch", help="A generic kernel: eager (behind others in a stream, as do_bench times it), stream (the "
                          "host issuing every call: at least its dispatch), cold (alone after a synchronisation) or "
                          "graph (inside a CUDA graph); step ops are always timed as in a graph.")] = "eager",
-    latex: Annotated[bool, typer.Option("--latex", help="Print the formulas as LaTeX.")] = False,
+    formulas: Annotated[bool, typer.Option(
+        "--formulas", help="After the plain lines, the full formulas: FLOPs, bytes and every term in symbols named "
+                           "after spec fields and shapes, then with the numbers.")] = False,
+    latex: Annotated[bool, typer.Option("--latex", help="Print the formulas as LaTeX (implies --formulas).")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print a JSON record (formulas as text and LaTeX, values).")] = False,
     sets, quiet,
 ):
-    """Formulas of a kernel: FLOPs and bytes in symbols named after spec fields and shapes,
-    the same with numbers substituted, speed of light, expected time and the binding term.
+    """A kernel's time in plain words: one line per term (compute, memory, parallelism, link,
+    latency) with its numbers and the spec fields behind it, then how they compose. --formulas
+    adds the full formulas: FLOPs and bytes in symbols named after spec fields and shapes, the
+    same with numbers substituted, speed of light, expected time and the binding term.
 
     Examples:
 
       rubinperf explain megamoe
+
+      rubinperf explain megamoe --formulas
 
       rubinperf explain "mqa logits" -H vr-nvl72 --context 1000000
 
@@ -93,9 +100,8 @@ def explain(
 
       rubinperf explain gemm --m 16 --n 4096 --k 4096 --latex
     """
-    from rubinperf.analysis import symbolic as S
-
     check_output_flags(as_json, quiet=quiet)
+    formulas = formulas or latex or as_json
     name = kernel.strip()
     shape_opts = {"m": m, "n": n, "k": k, "tokens": tokens, "groups": groups, "heads": heads, "kv_heads": kv_heads,
                   "q_len": q_len, "kv_len": kv_len, "head_dim": head_dim, "bytes": nbytes}
@@ -114,8 +120,20 @@ def explain(
 
         if launch not in LAUNCH_MODES:
             raise SpecError(f"--launch: expected one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
-        ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8, launch=launch)
-        _show(ex, latex, as_json, quiet)
+        ex = None
+        if formulas:   # (its errors before any output)
+            from rubinperf.analysis import symbolic as S
+
+            ex = S.explain_kernel(kind, shape, hw, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8, launch=launch)
+        if not quiet and not as_json:
+            from rubinperf.analysis.plain import op_lines
+            from rubinperf.kernels.catalog import build
+            from rubinperf.step.graph import Op
+
+            kern = build(kind, shape, dtype=_dtype(dtype), causal=causal, ranks=ranks or 8)
+            _plain(op_lines([Op(kind, (kern,))], hw, launch=launch), formulas)
+        if ex is not None:
+            _show(ex, latex, as_json, quiet)
         return
     given = [o for o, v in shape_opts.items() if v is not None] + (["dtype"] if dtype else []) + (["ranks"] if ranks else [])
     if given:
@@ -124,24 +142,60 @@ def explain(
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
-    ss = S.symbolic_step(mod, hw, lay, point)
-    if name.lower() == "step":
-        st = S.explain_step(ss)
+    symbolic = _symbolic_explanation(name, mod, hw, lay, point) if formulas else None   # its errors before output
+    if not quiet and not as_json:
+        from rubinperf.analysis.plain import op_lines, step_lines
+        from rubinperf.step.records import step_record
+        from rubinperf.step.timing import op_graph, step
+
+        result = step(mod, hw, lay, point)
+        if name.lower() == "step":
+            rec = step_record(result)
+            head = (f"{mod.name} {lay.name} {point.phase} on {hw.name}: batch {rec['batch_per_rank']:g}/rank, "
+                    f"context {rec['context_tokens']:,.0f} tokens"
+                    + (f", {rec['draft_tokens']:g} draft tokens, acceptance {rec['acceptance']:.2f} tokens a step"
+                       if point.phase == "decode" else f", {rec['new_tokens_per_rank']:,.0f} new tokens a rank"))
+            _plain([head, *step_lines(rec)], formulas)
+        else:
+            ops = op_graph(mod, lay, point, hw.gpus_per_tray)
+            op = resolve_op(name, list(dict.fromkeys(o.name for o in ops)))
+            _plain(op_lines([o for o in ops if o.name == op], hw, float(result.expected_s)), formulas)
+    if symbolic is None:
+        return
+    kind, ex = symbolic
+    if kind == "step":
         if as_json:
-            _json(S.step_record(st))
+            from rubinperf.analysis.symbolic import step_record as symbolic_step_record
+
+            _json(symbolic_step_record(ex))
         elif quiet:
             pass
         elif latex:
             from rubinperf.render.explain import step_latex
 
-            step_latex(st)
+            step_latex(ex)
         else:
             from rubinperf.render.explain import step_text
 
-            step_text(st)
+            step_text(ex)
         return
-    op = resolve_op(name, S.op_names(ss))
-    _show(S.explain_op(ss, op), latex, as_json, quiet)
+    _show(ex, latex, as_json, quiet)
+
+
+def _symbolic_explanation(name, mod, hw, lay, point):
+    """("step", the step's decomposition) or ("op", the op's Explanation), over symbols (sympy)."""
+    from rubinperf.analysis import symbolic as S
+
+    ss = S.symbolic_step(mod, hw, lay, point)
+    if name.lower() == "step":
+        return "step", S.explain_step(ss)
+    return "op", S.explain_op(ss, resolve_op(name, S.op_names(ss)))
+
+
+def _plain(lines: list[str], formulas: bool) -> None:
+    from rubinperf.render.explain import plain_text
+
+    plain_text(lines, formulas)
 
 
 def _json(record) -> None:

@@ -262,6 +262,10 @@ Isl = _shared("isl", None, Annotated[Optional[float], typer.Option(
 Osl = _shared("osl", None, Annotated[Optional[float], typer.Option(
     "--osl", click_type=TOKENS, help="Output tokens per turn, as aiconfigurator's --osl: 1024 or 1K. Default: the "
                                      "workload's (serve: 1K).")])
+TurnGap = _sweep("turn_gap", None, Annotated[Optional[float], typer.Option(
+    "--turn-gap", help="Seconds a session waits between a reply and its next turn (the aggregated engines' closed "
+                       "loop: think time). Default: the workload's turn_gap_s (agentx: 7 s, the median gap between "
+                       "agentic requests).")])
 PrefixHit = _shared("prefix_hit", None, Annotated[Optional[str], typer.Option(
     "--prefix-hit", help="Fraction of a turn's input found in the prefix cache: 0.9 or 90%. Default: the workload's "
                          "(serve: 0, random prompts).")])

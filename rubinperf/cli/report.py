@@ -8,7 +8,7 @@ and the bundle from rubinperf.render (html, svg, bundle).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -47,6 +47,65 @@ def tornado_records(points, swing: float = SWING) -> list[list[dict]]:
     return [numeric_sensitivity(m, hw, lay, point, metric="step-time", swing=swing) for m, hw, lay, point in points]
 
 
+try:   # the bands of issue 34 (rubinperf.analysis.bands); without them the headline says the band is not computed
+    from rubinperf.analysis.bands import compare_bands
+except ImportError:   # pragma: no cover - depends on the core's version
+    compare_bands = None
+
+
+def serve_records(setups, layout: str, concurrency: str, draft_tokens, acceptance, eplb) -> tuple[list[dict], str]:
+    """`rubinperf serve`'s records on each rack at `layout` and each concurrency (ISL 8K / OSL 1K, its defaults), and
+    the command that gives the same."""
+    from rubinperf.serving.aggregated import RequestMix, closed_loop, engine, parse_concurrency
+    from rubinperf.specs.layout import check_layout, parse_layout
+
+    levels = parse_concurrency(concurrency)
+    lay = parse_layout(layout)
+    mix = RequestMix(isl=8192.0, osl=1024.0, range_ratio=0.0, convention="vllm", prefix_hit=0.0, turn_gap_s=0.0)
+    out = []
+    for m, hw, _ in setups:
+        check_layout(lay, m, hw)
+        e = engine(m, hw, lay, mix, draft_tokens=draft_tokens, acceptance=acceptance, eplb=eplb, suggest=True)
+        out += closed_loop(e, levels).records()
+    return out, f"rubinperf serve -H RACK -l {layout} -c {concurrency} --isl 8K --osl 1K"
+
+
+def validation_records(files, run: bool) -> tuple[list[dict] | None, list[dict] | None]:
+    """(point records, ledger families), each None when not known: read from `rubinperf validate --json` files,
+    or, with `run`, what `rubinperf validate` computes (every published point; the accuracy ledger's families where
+    the core has one). Neither: (None, None), the page says how to get them."""
+    if files:
+        import json
+
+        points, families = None, None
+        for name in files:
+            try:
+                data = json.loads(open(name, encoding="utf-8").read())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise SpecError(f"--validation {name}: not a `rubinperf validate --json` output ({exc})") from None
+            if isinstance(data, dict) and isinstance(data.get("families"), list):
+                families = (families or []) + data["families"]
+            elif isinstance(data, list) and all(isinstance(r, dict) and {"id", "in_band", "band"} <= set(r)
+                                                for r in data):
+                points = (points or []) + data
+            else:
+                raise SpecError(f"--validation {name}: expected the JSON of `rubinperf validate --json` (a list of "
+                                "point records) or of `rubinperf validate --ledger --json` ({families, ...})")
+        return points, families
+    if not run:
+        return None, None
+    from rubinperf.analysis.validate import load_points, validate
+
+    try:   # the accuracy ledger of issue 34 (rubinperf.analysis.ledger), as `rubinperf validate` runs it
+        from rubinperf.analysis.ledger import all_families, apply_bands, ledger
+    except ImportError:   # pragma: no cover - depends on the core's version
+        return validate(load_points()), None
+    records = validate(load_points(), evidence=False)
+    fams = all_families(records)
+    apply_bands(records, fams)
+    return records, ledger(records, fams)["families"]
+
+
 @shared_options(SWEEP)
 def report(
     *, model, hardware, stack, workload,
@@ -56,16 +115,32 @@ def report(
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
     total_gpus, sets,
     layout: Layout = STEP_LAYOUT,
+    serve_layout: Annotated[str, typer.Option(
+        "--serve-layout", help="The aggregated engine of the serving section, on every rack (as `rubinperf serve "
+                               "-l`).")] = "tp2",
+    concurrency: Annotated[str, typer.Option(
+        "--concurrency", "-c", help="Clients of the serving section's closed loop (as `rubinperf serve -c`): 64 or "
+                                    "16,64.")] = "64",
+    validation: Annotated[Optional[List[str]], typer.Option(
+        "--validation", help="A `rubinperf validate --json` output (its point records, or the ledger of --ledger "
+                             "--json) to summarise in the validation section; repeatable.")] = None,
+    run_validate: Annotated[bool, typer.Option(
+        "--validate", help="Run `rubinperf validate` for the validation section (every published point and the "
+                           "accuracy ledger: seconds more). Default: the section says how to add it.")] = False,
     output: Annotated[str, typer.Option(
         "--output", "-o",
         help="The HTML file to write (replaced whole; never a directory or a device).")] = DEFAULT_OUTPUT,
     save_dir, quiet,
 ):
-    """Write one self-contained HTML report: the Pareto frontier of every rack with the published points and the
-    interactivity targets, the racks compared, one engine step's kernels, the sensitivity tornado, the source of
-    every spec field read, and the exact command and versions.
+    """Write one self-contained HTML report. Its first screen: one sentence per question (peak throughput, each
+    interactivity target, one user) with the ratio of the racks, its band, what sets it, and a banner where a
+    figure rests on preview specs. Then where the ratios come from (and silicon vs software), cost and power with
+    their basis, the aggregated engine's TTFT/TPOT percentiles (`rubinperf serve`), the validation verdict
+    (`rubinperf validate`), the Pareto frontier with the published points, one engine step's kernels, the
+    sensitivity tornado, the source of every spec field read, and the command and versions.
 
-    The file needs no network to be read (inline styles and SVG charts, no script) and fits a phone's width.
+    The file needs no network to be read (inline styles and SVG charts, no script), fits a phone's width and
+    names no folder of this machine.
     The step breakdown and the tornado are of --layout (default dep32) at its default operating point, as
     `rubinperf estimate -l LAYOUT` prices it; the tornado's elasticities are central differences of the
     numeric step (`rubinperf sensitivity` gives sympy's derivative).
@@ -77,6 +152,8 @@ def report(
       rubinperf report -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 -o racks.html
 
       rubinperf report -w chat-8k1k --layout tp8 --save-dir run1
+
+      rubinperf report --validate -o checked.html
     """
     from pathlib import Path
 
@@ -105,17 +182,33 @@ def report(
     stacks, swapped = S._swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
                                         eplb, True, interactivity_stat, limits, total_gpus)
     compared = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
+    if compare_bands is not None:   # low/high from the assumed fields' ranges, where the core computes them
+        compare_bands(compared, summaries)
     steps, step_points = step_records(setups, layout)
     tornados = tornado_records(step_points)
+    m, _, w = setups[0]
+    platforms = [hw for _, hw, _ in setups]
+    served, serve_cmd = serve_records(setups, serve_layout, concurrency, draft_tokens, acceptance, eplb)
+    checked, families = validation_records(validation, run_validate)
 
+    from rubinperf.render import manager as M
     from rubinperf.render.html import compare_section, sensitivity_section, step_section
 
     frontier_html, frontier_svg = frontier_parts(points, levels)
-    m, _, w = setups[0]
-    platforms = [hw for _, hw, _ in setups]
-    parts = {"frontier": frontier_html, "compare": compare_section(compared), "step": step_section(steps),
+    previews = M.preview_reasons(platforms)
+    basis = {hw.name: {"price_usd_per_gpu_hour": hw.price_usd_per_gpu_hour, "gpu_power_w": hw.gpu_power_w,
+                       "source": hw.sources.get("hardware.economics", "")} for hw in platforms}
+    parts = {"banner": M.preview_banner(previews),
+             "headline": M.headline_section(compared, previews, M.layout_reach(points)),
+             "ratios": M.ratios_section(compared, previews), "compare": compare_section(compared),
+             "money": M.money_section(compared, basis, previews),
+             "serving": M.serving_section(served, serve_cmd, previews),
+             "validation": M.ledger_section(checked, families),
+             "frontier": frontier_html, "step": step_section(steps),
              "sensitivity": sensitivity_section(tornados, SWING), "sources": sources_part(m, platforms, w)}
-    title = f"{m.name} on {', '.join(hw.name for hw in platforms)}: workload {w.name}"
+    others = [hw.name for hw in platforms[1:]]
+    title = (f"{', '.join(others)} against {platforms[0].name}" if others else f"{platforms[0].name}")
+    title += f": {m.name}, workload {w.name}"
     html_page = page(title, parts, limit_lines(limits, total_gpus))
     files.write_atomic(output, html_page)
     if save_dir is not None:

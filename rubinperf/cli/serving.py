@@ -89,10 +89,16 @@ def parse_prefix_hit(text) -> float:
     return hit
 
 
-def workload_sets(isl, osl, prefix_hit) -> tuple[list[str], str]:
-    """--isl/--osl/--prefix-hit as workload `--set`s (applied after the user's), and the note to print: a
+def workload_sets(isl, osl, prefix_hit, turn_gap=None) -> tuple[list[str], str]:
+    """--isl/--osl/--prefix-hit/--turn-gap as workload `--set`s (applied after the user's), and the note to print: a
     length changed with the prefix hit rate kept says so."""
     sets = []
+    if turn_gap is not None:
+        import math
+
+        if not (0 <= turn_gap <= 3600 and math.isfinite(turn_gap)):
+            raise SpecError(f"--turn-gap {turn_gap:g}: expected 0 to 3,600 seconds between a reply and the next turn")
+        sets.append(f"workload.turn_gap_s={float(turn_gap)!r}")
     for name, value, field in (("--isl", isl, "input_tokens_per_turn"), ("--osl", osl, "output_tokens_per_turn")):
         if value is not None:
             if not 1 <= value <= 1e7:
@@ -106,12 +112,12 @@ def workload_sets(isl, osl, prefix_hit) -> tuple[list[str], str]:
     return sets, note
 
 
-def _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit) -> tuple[list, str]:
+def _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit, turn_gap=None) -> tuple[list, str]:
     """(model, platform, workload) per rack with --set and --isl/--osl/--prefix-hit applied, and the note to print
     when --isl kept the workload's prefix hit rate."""
     from rubinperf.specs.select import serving_setups
 
-    extra, workload_note = workload_sets(isl, osl, prefix_hit)
+    extra, workload_note = workload_sets(isl, osl, prefix_hit, turn_gap)
     setups = serving_setups(model, hardware, workload, list(sets or []) + extra, stack)
     if workload_note:
         w = setups[0][2]
@@ -194,13 +200,13 @@ def _summaries(serving, setups, decode_layout, prefill_layout, max_batch, draft_
 
 
 def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit, serving, decode_layout,
-           prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat, ttft, tpot, total_gpus):
+           prefill_layout, max_batch, draft_tokens, acceptance, eplb, quiet, stat, ttft, tpot, total_gpus, turn_gap=None):
     """pareto's and compare's sweep, after their own checks: --save-dir checked, the setups built, the statistic
     checked, then (setups, _summaries(...))."""
     from rubinperf.cli.bundles import check_save_dir
 
     check_save_dir(save_dir)
-    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit)
+    setups, workload_note = _setups(model, hardware, workload, sets, stack, isl, osl, prefix_hit, turn_gap)
     from rubinperf.serving.interactivity import check_stat
 
     check_stat(stat)
@@ -211,7 +217,7 @@ def _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hi
 @shared_options(SWEEP)
 def pareto(
     *, model, hardware, stack, workload, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb,
-    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, sets, serving, as_json, as_csv,
+    interactivity_stat, ttft, tpot, total_gpus, isl, osl, prefix_hit, turn_gap, sets, serving, as_json, as_csv,
     frontier_only: Annotated[bool, typer.Option(
         "--frontier-only", help="JSON: only the frontier points (default: every swept point, with on_frontier).")] = False,
     plot: Annotated[Optional[str], typer.Option(
@@ -255,7 +261,8 @@ def pareto(
         plots.check_plot_path(plot)
     setups, (summaries, notes, _, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
                                                serving, decode_layout, prefill_layout, max_batch, draft_tokens,
-                                               acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
+                                               acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus,
+                                               turn_gap)
     if sw is not None:
         _check_limits_leave_points(sw)
         line = limits_line(sw, interactivity_stat, total_gpus)
@@ -312,9 +319,12 @@ def compare(
     at_interactivity: Annotated[str, typer.Option(
         "--at-interactivity", help="Comma-separated tokens/s per user at which to compare throughput.")] = "196,387",
     decode_layout, prefill_layout, max_batch, draft_tokens, acceptance, eplb, interactivity_stat, ttft, tpot,
-    total_gpus, isl, osl, prefix_hit, sets, serving,
+    total_gpus, isl, osl, prefix_hit, turn_gap, sets, serving,
     kernels: Annotated[int, typer.Option(
         "--kernels", help="Decode kernels listed per compared point (0: no kernel tables).")] = 6,
+    baseline: Annotated[bool, typer.Option(
+        "--baseline", help="With --set: compare each rack with itself without the overrides: per compared point "
+                           "the figures before, after and the change, and the decode kernels that moved.")] = False,
     as_json, as_csv, quiet, wide, save_dir,
 ):
     """Racks side by side: peak throughput, throughput at given interactivity, best single-user speed.
@@ -335,6 +345,8 @@ def compare(
       rubinperf compare -H gb200-nvl72 -H gb300-nvl72 -H vr-nvl72 --json
 
       rubinperf compare --serving both -H gb300-nvl72 -w chat-8k1k
+
+      rubinperf compare --set vr-nvl72:hbm_bandwidth=+20% --baseline
     """
     from rubinperf.serving.pareto import compare_records
 
@@ -343,9 +355,34 @@ def compare(
     levels = _levels(at_interactivity)
     if kernels < 0:
         raise SpecError(f"--kernels: expected 0 or more, got {kernels}")
-    setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+    if baseline:
+        if not sets:
+            raise SpecError("--baseline compares a what-if with the unchanged specs: give the what-if with --set")
+        if save_dir is not None or serving == "both":
+            raise SpecError("--baseline: one serving (disagg or agg) and no --save-dir")
+        from rubinperf.analysis.whatif import diff_compare
+
+        sides = []
+        for these in (None, sets):
+            setups, (summaries, _, _, _) = _swept(None, model, hardware, workload, these, stack, isl, osl, prefix_hit,
                                                  serving, decode_layout, prefill_layout, max_batch, draft_tokens,
                                                  acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus)
+            sides.append(compare_records(summaries, levels, stacks={hw.name: hw.stack for _, hw, _ in setups}))
+        diffs = [{**d, "sets": list(sets)} for d in diff_compare(*sides)]
+
+        def diff_tables(ds):
+            from rubinperf.render.serving import compare_whatif_tables
+
+            compare_whatif_tables(ds, kernels)
+
+        from rubinperf.cli.options import emit
+
+        emit(diffs, as_json, diff_tables, as_csv=as_csv, quiet=quiet)
+        return
+    setups, (summaries, notes, per, sw) = _swept(save_dir, model, hardware, workload, sets, stack, isl, osl, prefix_hit,
+                                                 serving, decode_layout, prefill_layout, max_batch, draft_tokens,
+                                                 acceptance, eplb, quiet, interactivity_stat, ttft, tpot, total_gpus,
+                                                 turn_gap)
     stacks, swapped = {hw.name: hw.stack for _, hw, _ in setups}, {}
     if serving != "agg":   # the silicon/software split is between P/D deployments
         stacks, swapped = _swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,

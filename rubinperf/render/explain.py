@@ -100,14 +100,13 @@ def step_text(st) -> None:
              f"context {c['context_tokens']:g}" + (f", draft tokens {c['draft_tokens']:g}, acceptance {c['acceptance']:g}"
                                                    if "draft_tokens" in c else f", new tokens {c['new_tokens_per_rank']:g}/rank")]
     cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
-    exposed = S.to_short_str(S.tidy(st["top"]["exposed_s"]))
     lines += [
-        f"  step time = max(GPU + exposed, CPU) = max({_time(nums['gpu_s'])} + {_time(nums['exposed_s'])}, "
-        f"{_time(nums['cpu_s'])}) = {_time(nums['expected_s'])}",
+        f"  step time = GPU + exposed = {_time(nums['gpu_s'])} + {_time(nums['exposed_s'])} = {_time(nums['expected_s'])}",
         f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
-        f"  CPU = {cpu} = {_time(nums['cpu_s'])} (the scheduler's work and the DP sync)",
-        f"  exposed = {exposed} = {_time(nums['exposed_s'])} (the DP sync, a host barrier, in full; the scheduler's work "
-        "but for what async scheduling overlaps: host_exposed_share)",
+        f"  host path = {cpu} = {_time(nums['cpu_s'])} (the slowest rank's scheduler work, then the DP sync, a host "
+        "barrier)",
+        f"  exposed = max(0, host path - GPU) = {_time(nums['exposed_s'])} under async scheduling (what of the host path "
+        "outlasts the GPU step); without it the host path itself",
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
         lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
@@ -137,7 +136,9 @@ def interactivity_text(it: dict, c: dict) -> None:
     lines = [f"interactivity per user: mean = acceptance / step; P90 = {it['p90']:.3f} x the mean, P50 = {it['p50']:.3f}, "
              f"P10 = {it['p10']:.3f} (k = {c['draft_tokens']:g}, acceptance {c['acceptance']:g}: a request's tokens per "
              f"step 1 + k f, f ~ Beta with concentration nu = {it['acceptance_concentration']:g}; its step time lognormal "
-             f"with log-sd sigma = {it['step_time_spread']:g})"]
+             f"with log-sd sigma = {it['step_time_spread']:g}); over nu's sourced range "
+             f"{it['acceptance_concentration_range'][0]:g}-{it['acceptance_concentration_range'][1]:g} the P90 factor is "
+             f"{it['p90_over_the_range'][0]:.3f}-{it['p90_over_the_range'][1]:.3f}"]
     lines = _wrap(lines)
     lines += textwrap.wrap("sources: " + it["source"], _width(), initial_indent="  ", subsequent_indent="    ")
     emit_text("\n".join(lines))
@@ -188,3 +189,19 @@ def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show
     title = (f"sensitivity of {r0['metric_label']} ({value}): {r0['model']} {r0['layout']} {r0['phase']} "
              f"on {r0['hardware']}")
     print_out(table(title, cols, rows, caption=caption))
+
+
+def plain_text(lines: list[str], formulas: bool) -> None:
+    """`explain`'s plain lines (rubinperf.analysis.plain), each wrapped to the terminal with its continuation
+    indented, then a pointer to the formulas (or a blank line before them)."""
+    import textwrap
+
+    from rubinperf.render.output import console_width, emit_text
+
+    import re
+
+    width = max(40, console_width())
+    glue = re.compile(r"(?<=\d) (?=[a-zA-Zµ%])")   # a number stays on the line of its unit (no-break space)
+    out = [textwrap.fill(glue.sub("\xa0", line), width=width, subsequent_indent="    ",
+                         break_on_hyphens=False).replace("\xa0", " ") for line in lines]
+    emit_text("\n".join(out) + ("\n" if formulas else "\n(the formulas: --formulas)"))

@@ -151,6 +151,7 @@ def _plain_stdout() -> bool:
 
 def print_out(renderable) -> None:
     """Print a table (fitted to the console's width), a rich renderable or a string."""
+    _clear_progress()
     from rubinperf.render.tables import FitTable, is_wide
 
     width = console_width()
@@ -179,6 +180,7 @@ def _reader_gone() -> None:
 
 
 def emit_text(text: str) -> None:
+    _clear_progress()
     with _stdout_errors():
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -199,3 +201,10 @@ class _stdout_errors:
         if issubclass(typ, BrokenPipeError):  # the reader has gone (| head): done, successfully, quietly
             raise SystemExit(0)
         raise SpecError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _clear_progress() -> None:
+    """A spinner on standard error (rubinperf.render.progress) is cleared before anything is printed."""
+    progress = sys.modules.get("rubinperf.render.progress")
+    if progress is not None:
+        progress.stop_working()

@@ -324,3 +324,42 @@ def _kernel_table(recs: list[dict], n: int):
     return table(title, cols, rows,
                         caption="time of one decode GPU per emitted token (kernel time × GPUs / tokens per step); "
                                 "ratios below 1× mean the other rack spends less time on that kernel")
+
+
+def _delta(f: dict, fmt) -> list[str]:
+    sign = "+" if f["delta"] > 0 else "−" if f["delta"] < 0 else ""
+    pct = "" if f["delta_frac"] is None else f"{sign}{fmt_pct(abs(f['delta_frac']))}"
+    return [fmt(f["before"]), fmt(f["after"]), sign + fmt(abs(f["delta"])) if f["delta"] else "0", pct]
+
+
+def compare_whatif_tables(diffs: list[dict], kernels: int = 6) -> None:
+    """`compare --set ... --baseline`: per rack, each compared point before and after the what-if, then (up to
+    `kernels` per point) the decode kernels whose time at the point moved most."""
+    what = " ".join("--set " + s for s in diffs[0]["sets"]) if diffs else ""
+    for hw in dict.fromkeys(d["hardware"] for d in diffs):
+        rows = []
+        for d in (x for x in diffs if x["hardware"] == hw):
+            label = _metric_label({**d, "interactivity_stat": None})
+            if not d["point"]:
+                rows.append([label, "", "", "", "",
+                             "unreachable " + ("before" if not d["reachable_before"] else "after")])
+                continue
+            p = d["point"]
+            lay = d["decode_layout_before"] if d["decode_layout_before"] == d["decode_layout_after"] \
+                else f"{d['decode_layout_before']} → {d['decode_layout_after']}"
+            rows.append([label, *_delta(p["tokens_per_s_per_gpu"], fmt_num),
+                         f"{lay}, batch {fmt_num(p['batch_per_rank']['before'])} → {fmt_num(p['batch_per_rank']['after'])}"])
+        print_out(table(f"{hw}: tok/s/GPU before and after", [col("point", "left"), col("before"), col("after"),
+                                                                  col("Δ"), col("Δ %"), col("decode", "left", drop=1)],
+                        rows, caption=f"what-if: {what}"))
+        if kernels <= 0:
+            continue
+        for d in (x for x in diffs if x["hardware"] == hw):
+            moved = [k for k in d["kernels"] if k["delta_ms"]][:kernels]
+            if not moved:
+                continue
+            krows = [[k["kernel"], fmt_time(k["before_ms"] / 1e3), fmt_time(k["after_ms"] / 1e3),
+                      ("+" if k["delta_ms"] > 0 else "−") + fmt_time(abs(k["delta_ms"]) / 1e3)] for k in moved]
+            print_out(table(f"{hw} {_metric_label({**d, 'interactivity_stat': None})}: kernels",
+                            [col("decode kernel (per step)", "left", min_width=24), col("before"), col("after"),
+                             col("Δ")], krows, caption="the largest changes"))

@@ -23,7 +23,7 @@ def estimate_tables(records: list[dict], breakdown: bool = False) -> None:
                      r["bound"], f"{top_name} {fmt_pct(top['share_of_step'])}"])
     model = records[0]["model"] if records else ""
     caption = ("decode: tok/s = accepted tokens (batch x acceptance / step); prefill: new tokens. "
-               "step = max(GPU + exposed host, CPU); SOL = speed of light"
+               "step = GPU + exposed host; SOL = speed of light"
                "\ntok/s/user: the mean over users")
     notes = list(dict.fromkeys(r["note"] for r in records if r.get("note")))
     if notes:
@@ -117,3 +117,47 @@ def kernel_table(rec: dict) -> None:
                  ["NIC bytes sent", si(rec["scale_out_bytes"], "B")],
                  ["NIC time (of link)", fmt_time(rec["scale_out_ms"] / 1e3)]]
     print_out(table(f"{rec['kernel']} on {rec['hardware']}, {rec['launch']} launch  ({shape})", [("", "left"), ("", "right")], rows))
+
+
+def _signed_time(ms: float) -> str:
+    return ("+" if ms > 0 else "−" if ms < 0 else "") + fmt_time(abs(ms) / 1e3) if ms else "0"
+
+
+def _signed_pct(frac) -> str:
+    return "" if frac is None else ("+" if frac > 0 else "−" if frac < 0 else "") + fmt_pct(abs(frac))
+
+
+def whatif_tables(diffs: list[dict]) -> None:
+    """`estimate --set ... --baseline`: per step, the step's fields before / after / change, then the kernels that
+    moved, largest change first, with the roofline term that moved the most."""
+    for d in diffs:
+        step = d["step"]
+        srows = []
+        for key, label, fmt in (("step_time_ms", "step", "t"), ("gpu_time_ms", "GPU time", "t"),
+                                ("exposed_host_time_ms", "exposed host", "t"), ("cpu_time_ms", "CPU time", "t"),
+                                ("tokens_per_s_per_gpu", "tok/s/GPU", "n"), ("tokens_per_s_per_user", "tok/s/user", "n")):
+            if key not in step:
+                continue
+            f = step[key]
+            if fmt == "t":
+                srows.append([label, fmt_time(f["before"] / 1e3), fmt_time(f["after"] / 1e3), _signed_time(f["delta"]),
+                              _signed_pct(f["delta_frac"])])
+            else:
+                sign = "+" if f["delta"] > 0 else "−" if f["delta"] < 0 else ""
+                srows.append([label, fmt_num(f["before"]), fmt_num(f["after"]), sign + fmt_num(abs(f["delta"])),
+                              _signed_pct(f["delta_frac"])])
+        title = f"{d['hardware']} {d['layout']} {d['phase']}: before and after"
+        print_out(table(title, [col("", "left"), col("before"), col("after"), col("Δ"), col("Δ %")], srows,
+                        caption="what-if: " + " ".join("--set " + s for s in d["sets"])))
+        moved = [k for k in d["kernels"] if k["delta_ms"] != 0]
+        kcols = [col("kernel", "left", min_width=24), col("part", "left", drop=3), col("before"), col("after"),
+                 col("Δ"), col("Δ %", drop=2), col("term moved", "left", drop=1), col("bound", "left", drop=4)]
+        krows = [[k["kernel"], k["part"], fmt_time(k["before_ms"] / 1e3), fmt_time(k["after_ms"] / 1e3),
+                  _signed_time(k["delta_ms"]), _signed_pct(k["delta_frac"]),
+                  f"{k['term']} {_signed_time(k['term_delta_ms'])}" if k["term"] else "",
+                  k["bound_after"] if k["bound_before"] == k["bound_after"]
+                  else f"{k['bound_before']} → {k['bound_after']}"] for k in moved]
+        unchanged = len(d["kernels"]) - len(moved)
+        caption = ("term moved: the roofline term of the kernel whose time changed the most"
+                   + (f"\n{unchanged} kernel(s) unchanged" if unchanged else ""))
+        print_out(table("kernels that moved, largest change first", kcols, krows, caption=caption))

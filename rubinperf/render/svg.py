@@ -30,10 +30,11 @@ def _t(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
-def _svg(width: int, height: int, body: list[str], label: str, gid: str) -> str:
+def _svg(width: int, height: int, body: list[str], label: str, gid: str, cls: str = "") -> str:
+    """`cls`: "wide" or "narrow" where a page holds both drawings of one chart (its CSS shows one per width)."""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="{escape(label)}" id="{escape(gid)}" class="chart" {FONT} font-size="11">'
-            + "".join(body) + "</svg>")
+            f'aria-label="{escape(label)}" id="{escape(gid)}" class="chart{" " + cls if cls else ""}" {FONT} '
+            'font-size="11">' + "".join(body) + "</svg>")
 
 
 def _text(x, y, text, anchor="start", size=11, fill="#222", extra="") -> str:
@@ -114,19 +115,23 @@ def _star(cx: float, cy: float, r: float) -> str:
 
 
 def frontier_svg(records: list[dict], published: list[dict], targets, x_label: str, y_label: str,
-                 labels_of, width: int = 760, height: int = 460) -> str:
+                 labels_of, width: int = 760, height: int = 460, narrow: bool = False) -> str:
     """Each rack's frontier (log-log), its feasible points faint, the decode layout along it
     (`labels_of(front, decades_per_char)`: rubinperf.render.plots.layout_labels), the published points
-    (stars; a peak: a dotted level) and the interactivity targets (dashed)."""
+    (stars; a peak: a dotted level) and the interactivity targets (dashed). `narrow`: drawn for a phone
+    (360 wide, text at the size it is read), id frontier-narrow."""
+    gid, cls = ("frontier-narrow", "narrow") if narrow else ("frontier", "")
+    if narrow:
+        width, height = 360, 400
     racks = list(dict.fromkeys(r["hardware"] for r in records))
     feasible = [r for r in records
                 if r["feasible"] and r["tokens_per_s_per_user"] > 0 and r["tokens_per_s_per_gpu"] > 0]
     if not feasible:
-        return _svg(width, 60, [_text(10, 35, "no feasible point to draw")], "frontier: no feasible point", "frontier")
+        return _svg(width, 60, [_text(10, 35, "no feasible point to draw")], "frontier: no feasible point", gid, cls)
     xs = [r["tokens_per_s_per_user"] for r in feasible] + [float(t) for t in targets]
     xs += [p["interactivity"] for p in published if p.get("interactivity")]
     ys = [r["tokens_per_s_per_gpu"] for r in feasible] + [p["published"] for p in published]
-    ax = LogAxes(_range(xs), _range(ys), (62, 28, width - 14, height - 48))
+    ax = LogAxes(_range(xs), _range(ys), (48 if narrow else 62, 28, width - (10 if narrow else 14), height - 48))
     body = ax.frame(x_label, y_label)
     decades_per_char = math.log10(ax.x1 / ax.x0) / (ax.right - ax.left) * 6.2
     for k, hw in enumerate(racks):
@@ -157,7 +162,8 @@ def frontier_svg(records: list[dict], published: list[dict], targets, x_label: s
         body.append(f'<line class="target" x1="{_t(px)}" y1="{_t(ax.top)}" x2="{_t(px)}" y2="{_t(ax.bottom)}" '
                     f'stroke="#555" stroke-width="1" stroke-dasharray="5 4"><title>target {float(t):g} tok/s/user'
                     f'</title></line>')
-        body.append(_text(px, ax.top - 6, f"{float(t):g} tok/s/user", "middle", 10, "#333"))
+        body.append(_text(px, ax.top - 6, f"{float(t):g}" if narrow else f"{float(t):g} tok/s/user", "middle", 10,
+                          "#333"))
     for n, p in enumerate(published):
         c = colour(racks.index(p["hardware"])) if p["hardware"] in racks else "#000"
         tip = f"[{n + 1}] {p['hardware']} published {si(p['published'])} tok/s/GPU: {p['source']}"
@@ -165,25 +171,31 @@ def frontier_svg(records: list[dict], published: list[dict], targets, x_label: s
             py = ax.y(p["published"])
             body.append(f'<line class="published" x1="{_t(ax.left)}" y1="{_t(py)}" x2="{_t(ax.right)}" y2="{_t(py)}" '
                         f'stroke="{c}" stroke-width="1.4" stroke-dasharray="2 3"><title>{escape(tip)}</title></line>')
-            body.append(_text(ax.right - 4, py - 4, f"[{n + 1}] published peak", "end", 10, c))
+            body.append(_text(ax.right - 4, py - 4, f"[{n + 1}]" if narrow else f"[{n + 1}] published peak", "end",
+                              10, c))
         else:
             cx, cy = ax.x(p["interactivity"]), ax.y(p["published"])
             body.append(f'<polygon class="published" points="{_star(cx, cy, 8)}" fill="{c}" stroke="#000" '
                         f'stroke-width="0.7"><title>{escape(tip)}</title></polygon>')
             body.append(_text(cx + 9, cy + 4, f"[{n + 1}]", "start", 10, "#000"))
-    return _svg(width, height, body, "Pareto frontier per rack: tokens/s per GPU against tokens/s per user", "frontier")
+    return _svg(width, height, body, "Pareto frontier per rack: tokens/s per GPU against tokens/s per user", gid, cls)
 
 
 # ---------------------------------------------------------------- the tornado
 
 
 def tornado_svg(records: list[dict], swing: float, label_of, top: int = 12, gid: str = "tornado",
-                width: int = 760) -> str:
+                width: int = 760, narrow: bool = False) -> str:
     """The metric at each parameter x (1 - swing) (blue) and x (1 + swing) (orange) around the baseline,
-    largest elasticity on top; `label_of(name)` gives the parameter's readable name."""
+    largest elasticity on top; `label_of(name)` gives the parameter's readable name. `narrow`: drawn for a
+    phone (360 wide, each name above its bars), id `gid`-narrow."""
+    cls = "narrow" if narrow else ""
+    if narrow:
+        gid, width = f"{gid}-narrow", 360
     rows = [r for r in records if r["elasticity"]][:top]
     if not rows:
-        return _svg(width, 60, [_text(10, 35, "every elasticity is zero: nothing to draw")], "tornado: empty", gid)
+        return _svg(width, 60, [_text(10, 35, "every elasticity is zero: nothing to draw")], "tornado: empty", gid,
+                    cls)
     r0 = rows[0]
     base, unit = r0["metric_value"], r0["metric_unit"]
     fmt = fmt_time if unit == "s" else (lambda v: f"{fmt_num(v)} {unit}".strip())
@@ -191,8 +203,12 @@ def tornado_svg(records: list[dict], swing: float, label_of, top: int = 12, gid:
     lo, hi = min(ends), max(ends)
     span = (hi - lo) or abs(base) or 1.0
     lo, hi = lo - 0.12 * span, hi + 0.12 * span
-    left, right, top_y, bar_h, gap = 250, width - 16, 34, 16, 6
-    height = top_y + len(rows) * (bar_h + gap) + 42
+    if narrow:   # the name on a line of its own above the bars
+        left, right, top_y, bar_h, gap, head = 8, width - 44, 34, 12, 5, 14
+    else:
+        left, right, top_y, bar_h, gap, head = 250, width - 16, 34, 16, 6, 0
+    row_h = head + bar_h + gap
+    height = top_y + len(rows) * row_h + 42
 
     def x(v):
         return left + (v - lo) / (hi - lo) * (right - left)
@@ -200,8 +216,11 @@ def tornado_svg(records: list[dict], swing: float, label_of, top: int = 12, gid:
     body = []
     bx = x(base)
     for i, r in enumerate(rows):
-        y = top_y + i * (bar_h + gap)
-        body.append(_text(left - 8, y + bar_h * 0.72, label_of(r["parameter"]), "end", 10.5))
+        y = top_y + i * row_h + head
+        if narrow:
+            body.append(_text(left, y - 3, label_of(r["parameter"]), "start", 11))
+        else:
+            body.append(_text(left - 8, y + bar_h * 0.72, label_of(r["parameter"]), "end", 10.5))
         for end, c, word in ((r["metric_low"], "#1f77b4", f"x{1 - swing:g}"), (r["metric_high"], "#ff7f0e",
                                                                                f"x{1 + swing:g}")):
             x0, x1 = sorted((bx, x(end)))
@@ -209,51 +228,79 @@ def tornado_svg(records: list[dict], swing: float, label_of, top: int = 12, gid:
             body.append(f'<rect class="bar" x="{_t(x0)}" y="{_t(y)}" width="{_t(max(x1 - x0, 0.8))}" '
                         f'height="{bar_h}" fill="{c}"><title>{escape(tip)}</title></rect>')
         far = max(x(r["metric_low"]), x(r["metric_high"]))
-        body.append(_text(min(far + 4, right - 2), y + bar_h * 0.72, f"{r['elasticity']:+.3g}",
-                          "start" if far + 40 < right else "end", 10, "#333"))
-    bottom = top_y + len(rows) * (bar_h + gap)
+        edge = width - 2 if narrow else right
+        body.append(_text(min(far + 4, edge), y + bar_h * 0.72, f"{r['elasticity']:+.3g}",
+                          "start" if far + 40 < edge else "end", 10, "#333"))
+    bottom = top_y + len(rows) * row_h
     body.append(f'<line x1="{_t(bx)}" y1="{top_y - 6}" x2="{_t(bx)}" y2="{_t(bottom)}" stroke="#000" '
                 f'stroke-width="1.2"><title>baseline {escape(fmt(base))}</title></line>')
-    body.append(_text(bx, top_y - 12, f"baseline {fmt(base)}", "middle", 10.5))
+    body.append(_text(min(max(bx, 60), width - 60), top_y - 12, f"baseline {fmt(base)}", "middle", 10.5))
     for v in (lo + 0.12 * span / 1.24, hi - 0.12 * span / 1.24):
         body.append(_text(x(v), bottom + 16, fmt(v), "middle", 10, "#444"))
-    body.append(_text((left + right) / 2, bottom + 34, f"{r0['metric_label']}: blue x{1 - swing:g}, orange "
-                      f"x{1 + swing:g}; numbers: elasticity", "middle", 10.5))
-    return _svg(width, height, body, f"sensitivity of {r0['metric_label']}", gid)
+    legend = (f"blue x{1 - swing:g}, orange x{1 + swing:g}; numbers: elasticity" if narrow else
+              f"{r0['metric_label']}: blue x{1 - swing:g}, orange x{1 + swing:g}; numbers: elasticity")
+    body.append(_text(width / 2 if narrow else (left + right) / 2, bottom + 34, legend, "middle", 10.5))
+    return _svg(width, height, body, f"sensitivity of {r0['metric_label']}", gid, cls)
 
 
 # ---------------------------------------------------------------- a step's kernels
 
 
-def kernel_bars_svg(record: dict, top: int = 12, gid: str = "kernels", width: int = 760) -> str:
-    """The step's largest ops (time, coloured by what bounds each), as horizontal bars; the rest summed."""
-    ops = sorted(record["breakdown"], key=lambda b: -b["time_ms"])
+def step_bars(record: dict) -> list[dict]:
+    """The breakdown rows that add up to the step: its GPU ops and the host's time on the critical path
+    (rubinperf.step.records.EXPOSED_HOST_ROW). The host's other rows (DP sync, scheduling) overlap the GPU
+    but for that exposed part, so they are not added again."""
+    from rubinperf.step.records import EXPOSED_HOST_ROW
+
+    return [b for b in record["breakdown"] if b.get("part") != "cpu" or b["kernel"] == EXPOSED_HOST_ROW]
+
+
+def kernel_bars_svg(record: dict, top: int = 12, gid: str = "kernels", width: int = 760, narrow: bool = False) -> str:
+    """The step's largest ops (time, coloured by what bounds each), as horizontal bars; the rest summed. The
+    bars add up to the step (step_bars). `narrow`: drawn for a phone (360 wide, each name above its bar),
+    id `gid`-narrow."""
+    cls = "narrow" if narrow else ""
+    if narrow:
+        gid, width = f"{gid}-narrow", 360
+    ops = sorted(step_bars(record), key=lambda b: -b["time_ms"])
     shown, rest = ops[:top], ops[top:]
     rows = [(b["kernel"], b["time_ms"], b["bound"], b.get("share_of_step")) for b in shown]
     if rest:
         rows.append((f"{len(rest)} other ops", sum(b["time_ms"] for b in rest), "other",
                      sum(b.get("share_of_step") or 0.0 for b in rest)))
     if not rows:
-        return _svg(width, 60, [_text(10, 35, "no op in this step")], "kernels: empty", gid)
-    left, right, top_y, bar_h, gap = 270, width - 70, 12, 15, 5
-    height = top_y + len(rows) * (bar_h + gap) + 30
+        return _svg(width, 60, [_text(10, 35, "no op in this step")], "kernels: empty", gid, cls)
+    if narrow:
+        left, right, top_y, bar_h, gap, head = 8, width - 62, 12, 12, 5, 14
+    else:
+        left, right, top_y, bar_h, gap, head = 270, width - 70, 12, 15, 5, 0
+    row_h = head + bar_h + gap
+    height = top_y + len(rows) * row_h + 30
     longest = max(t for _, t, _, _ in rows) or 1.0
     body = []
     for i, (name, t, bound, share) in enumerate(rows):
-        y = top_y + i * (bar_h + gap)
+        y = top_y + i * row_h + head
         w = max((right - left) * t / longest, 0.8)
         c = BOUND_COLOURS.get(bound, "#bbbbbb")
-        label = name if len(name) <= 44 else name[:42] + "…"
-        body.append(_text(left - 8, y + bar_h * 0.75, label, "end", 10.5))
+        keep = 56 if narrow else 44
+        label = name if len(name) <= keep else name[:keep - 2] + "…"
+        if narrow:
+            body.append(_text(left, y - 3, label, "start", 11))
+        else:
+            body.append(_text(left - 8, y + bar_h * 0.75, label, "end", 10.5))
         tip = f"{name}: {fmt_time(t / 1e3)}, {bound}-bound" + (f", {100 * share:.0f}% of the step" if share else "")
         body.append(f'<rect class="bar" x="{left}" y="{_t(y)}" width="{_t(w)}" height="{bar_h}" fill="{c}">'
                     f"<title>{escape(tip)}</title></rect>")
         body.append(_text(left + w + 4, y + bar_h * 0.75, fmt_time(t / 1e3), "start", 10, "#333"))
     bounds = list(dict.fromkeys(b for _, _, b, _ in rows))
     x = left
-    y = top_y + len(rows) * (bar_h + gap) + 14
+    y = top_y + len(rows) * row_h + 14
     for b in bounds:
+        if x + 24 + 6.5 * len(b) > width:
+            x, y = left, y + 14
+            height += 14
         body.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{BOUND_COLOURS.get(b, "#bbbbbb")}"/>')
         body.append(_text(x + 14, y, b, "start", 10))
         x += 24 + 6.5 * len(b)
-    return _svg(width, height, body, f"{record['hardware']} {record['layout']} {record['phase']}: time of each op", gid)
+    return _svg(width, height, body, f"{record['hardware']} {record['layout']} {record['phase']}: time of each op", gid,
+                cls)

@@ -9,7 +9,9 @@ running batch), gives one point each:
     tokens/s per user  = 1 / TPOT at the frontier's statistic (P90: 1 / P90 TPOT, the speed 90% of users reach;
                          P50: 1 / median TPOT; mean: 1 / mean TPOT): the same spreads as the disaggregated decode's
 
-The request mix is the workload's turn at fixed lengths: its input tokens, its prefix hit rate, its output tokens.
+The request mix is the workload's turn at fixed lengths: its input tokens, its prefix hit rate, its output tokens;
+each client waits the workload's turn_gap_s between a reply and its next turn (think time: more clients per running
+request, the same steps).
 The frontier is the non-dominated set of these points (rubinperf/serving/pareto.py). Where both are swept,
 `winners` says which serving gives the higher throughput at each interactivity.
 """
@@ -91,7 +93,7 @@ def agg_loops(setups, decode_layouts=None, draft_tokens=None, acceptance=None, e
     out, skipped = [], []
     for m, hw, w in setups:
         mix = RequestMix(isl=w.input_tokens_per_turn, osl=max(w.output_tokens_per_turn, 2.0),
-                         prefix_hit=min(w.prefix_hit_rate, 1.0 - 1e-9))
+                         prefix_hit=min(w.prefix_hit_rate, 1.0 - 1e-9), turn_gap_s=w.turn_gap_s)
         for lay in asked or stack_decode_layouts(m, hw):
             try:
                 check_layout(lay, m, hw)

@@ -129,6 +129,7 @@ class Engine:
     saturated: np.ndarray      # prefill demand reached the budget left (the grid point cannot grow)
     max_requests: float        # KV capacity per scheduler
     bound: np.ndarray
+    eplb: bool = True          # the stack's EPLB on (its balancedness), as the steps were timed
 
     @property
     def step_s(self):
@@ -257,13 +258,15 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     # The scheduler admits the requests that replace the finished ones (B a / (O - 1) a step), host work that grows
     # with each prompt's length, as a disaggregated decode engine's admissions do (roofline.admission_time).
     admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
+    each = admission_time(hw, mix.mean_input)
+    spread = B * a / (O - 1) * each * each   # a Poisson count of admissions per rank (specdecode.decode_engine)
     decode = dataclasses.replace(step(m, hw, layout, dataclasses.replace(point, batch=np.maximum(busiest, 1.0))),
-                                 extra_cpu_s=admit)
+                                 extra_cpu_s=admit, extra_cpu_var_s2=spread)
     decode_s = np.broadcast_to(np.asarray(decode.expected_s, dtype=float), B.shape).copy()
     if hw.mixed_prefill_decode:
         mixed = step(m, hw, layout, dataclasses.replace(point, batch=steps_at, chunk_tokens=chunk, chunk_seqs=seqs,
                                                         chunk_context=chunk_context))
-        mixed = dataclasses.replace(mixed, extra_cpu_s=admit)
+        mixed = dataclasses.replace(mixed, extra_cpu_s=admit, extra_cpu_var_s2=spread)
         mixed_s = np.maximum(np.asarray(mixed.expected_s, dtype=float), decode_s)
     else:
         pf = make_point(m, hw, layout, phase="prefill", batch=1, context=min(cached, m.max_context_tokens - U),
@@ -276,7 +279,8 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
                   busiest=np.broadcast_to(np.asarray(busiest, dtype=float), B.shape).copy(), chunk=chunk,
                   prefill_share=share, decode_s=decode_s, mixed_s=mixed_s,
                   chunks_per_request=_chunks(mix, float(room[0]), bool(hw.chunked_prefill)), saturated=saturated,
-                  max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape))
+                  max_requests=float(cap.max_requests), bound=np.broadcast_to(np.asarray(decode.bound), B.shape),
+                  eplb=bool(eplb))
 
 
 @dataclass(frozen=True, eq=False)

@@ -126,7 +126,8 @@ def decode_engine(m: Model, hw: Platform, layout: Layout, batch, context: float,
     """The decode engine over an array of batches. With a workload's turn (prompt and output tokens), the host
     also admits the requests that replace finished ones: admissions per step x prompt tokens x the stack's
     admission_cpu_per_prompt_token_s of CPU per step (roofline.admission_time), host work of the step
-    (StepResult.extra_cpu_s), overlapped with the GPU but for the stack's exposed share."""
+    (StepResult.extra_cpu_s, its Poisson spread across ranks extra_cpu_var_s2), on the host's path to the next step
+    (StepResult's host rule)."""
     k = m.draft_tokens if draft_tokens is None else int(draft_tokens)
     if k < 0:
         raise SpecError(f"--draft-tokens: expected 0 or more, got {k}")
@@ -140,8 +141,12 @@ def decode_engine(m: Model, hw: Platform, layout: Layout, batch, context: float,
     b = np.asarray(batch, dtype=float)
     r = step(m, hw, layout, dataclasses.replace(point, batch=b))
     if output_tokens_per_turn:
-        admitted = admissions_per_step(b, a, output_tokens_per_turn) * prompt_tokens_per_turn
-        r = dataclasses.replace(r, extra_cpu_s=admission_time(hw, admitted))
+        rate = admissions_per_step(b, a, output_tokens_per_turn)
+        each = admission_time(hw, prompt_tokens_per_turn)
+        # a rank admits a Poisson count of requests a step (turns end independently): mean rate x each, variance
+        # rate x each^2 across ranks (the slowest rank's admissions reach the DP barrier: roofline.host_path)
+        r = dataclasses.replace(r, extra_cpu_s=admission_time(hw, rate * prompt_tokens_per_turn),
+                                extra_cpu_var_s2=rate * each * each)
     check_times(hw, m, f"{layout.name} decode", r.expected_s)
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,

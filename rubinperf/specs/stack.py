@@ -52,6 +52,7 @@ class Stack:
     mma_prologue_cycles: float = _field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
     pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
+    preview_software: bool = _field("kernel", positive=False, default=False, doc="true when the stack's figures come from a vendor's preview (software measured only in a preview post, on previewed hardware): every figure it prices rests on them (the report's preview banner)")
     # [efficiency] how close the library's tuned kernels get to the silicon's peaks
     mma_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large GEMM reaches (FP8 operands, and those without a rate of their own below)")
     mma_bf16_compute_efficiency: float = _field("efficiency", at_most=1.0, doc="tensor-core rate a large dense GEMM of BF16 operands reaches (its library's kernels for that precision)")
@@ -66,7 +67,8 @@ class Stack:
     step_overhead_s: float = _field("scheduler", "s", positive=False, doc="CPU/scheduling cost of one engine step")
     dp_sync_per_rank_s: float = _field("scheduler", "s", positive=False, doc="DP synchronisation: one message round of its all-reduce (linear: a round per rank of the DP group; recursive-doubling: ceil(log2 ranks) rounds)")
     dp_sync_algorithm: str = _field("scheduler", doc="the DP synchronisation's all-reduce: linear (rounds grow with the ranks) or recursive-doubling (log2 of them)")
-    host_exposed_share: float = _field("scheduler", positive=False, at_most=1.0, doc="share of the scheduler's host work (step overhead, admission) on the critical path: step = max(GPU + DP sync + share x scheduler work, all host work); 0: fully overlapped by async scheduling, 1: none overlapped")
+    async_scheduling: bool = _field("scheduler", doc="the engine prepares step n+1 on the host while the GPU runs step n (vLLM --async-scheduling, SGLang's overlap scheduler, TensorRT-LLM's overlap scheduler): the step is max(GPU, the slowest rank's host work + DP sync); false: host work and GPU work add")
+    host_rank_spread: float = _field("scheduler", positive=False, at_most=1.0, doc="coefficient of variation of one rank's scheduler work per step across DP ranks (the slowest of N ranks sets the DP barrier: mean + E[max of N standard normals] x sd); admissions add their own Poisson spread")
     # [eplb] expert balancedness (mean rank load / max rank load) the engine's load balancer reaches
     eplb_target_balancedness: float = _field("eplb", at_most=1.0, doc="target model, EPLB on")
     eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB on")
@@ -74,6 +76,8 @@ class Stack:
     no_eplb_draft_balancedness: float = _field("eplb", at_most=1.0, doc="draft model, EPLB off (--no-eplb)")
     # [interactivity] how per-user decode speed spreads around its mean (rubinperf/serving/interactivity.py)
     acceptance_concentration: float = _field("interactivity", typical=(1, 1e5), doc="nu of the Beta distribution of a request's accepted share of drafted tokens")
+    acceptance_concentration_low: float = _field("interactivity", typical=(1, 1e5), doc="the lowest acceptance_concentration its source supports (the widest per-request spread): the range's low end, as data")
+    acceptance_concentration_high: float = _field("interactivity", typical=(1, 1e5), doc="the highest acceptance_concentration its source supports: the range's high end, as data")
     step_time_spread: float = _field("interactivity", positive=False, typical=(1e-3, 1), doc="log-standard deviation of a decode step's time around the swept step (batch and context fluctuation)")
     # [fusion] which ops the engine's paths fuse into one kernel
     tp_allreduce_fused: bool = _field("fusion", doc="TP path: all-reduces run one-shot from the preceding GEMM's epilogue (Lamport mailbox, NVLink multicast), with no kernel or collective set-up of their own; false: a collective kernel each")
@@ -105,6 +109,9 @@ class Stack:
     # [ep] how the engine's EP exchanges tokens: across NVLink domains (a layout wider than one domain), and the draft's
     ep_prefill_hierarchical: bool = _field("ep", doc="prefill: true = DeepEP normal mode (RDMA once per remote domain, then an NVLink forward); false = low-latency mode (direct RDMA to every destination rank)")
     ep_decode_hierarchical: bool = _field("ep", doc="decode: as ep_prefill_hierarchical")
+    prefill_two_batch_overlap: bool = _field("ep", default=False, doc="prefill: the engine splits a step into two micro-batches and runs one's EP dispatch and combine (kernels of their own, not inside a fused MoE kernel) while the other computes (SGLang --enable-two-batch-overlap, vLLM --enable-dbo); false: the exchange runs between the computations")
+    two_batch_min_tokens: int = _field("ep", "tokens", positive=False, default=512, doc="prefill: new tokens per rank above which a two-micro-batch engine splits the step (vLLM's dbo_prefill_token_threshold)")
+    ep_exchange_sms: int = _field("ep", "SMs", positive=False, default=20, doc="SMs the EP exchange kernels hold while they run (DeepEP's Buffer.num_sms): the other micro-batch's compute runs on the rest")
     draft_ep_exchange: str = _field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     # [speculative] how the engine runs the draft model in a decode step
     draft_first_pass: str = _field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
@@ -151,6 +158,10 @@ class Stack:
         if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(r < 2 for r in ranks):
             raise SpecError(f"{self.path}: collective.allreduce_switch_ranks: expected ascending TP sizes of 2 or more, "
                             f"got {list(ranks)!r}")
+        if self.acceptance_concentration_low > self.acceptance_concentration_high:
+            raise SpecError(f"{self.path}: interactivity.acceptance_concentration_low: expected at most "
+                            f"acceptance_concentration_high ({self.acceptance_concentration_high:g}), "
+                            f"got {self.acceptance_concentration_low:g}")
         if self.tp_mhc_in_epilogue and not self.tp_allreduce_fused:
             raise SpecError(f"{self.path}: fusion.tp_mhc_in_epilogue: expected false when tp_allreduce_fused is false: "
                             "the mHC work rides the epilogue pass of the one-shot all-reduce")

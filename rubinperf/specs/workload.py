@@ -40,6 +40,10 @@ class Workload:
                                               doc="HBM per GPU held back from weights and KV (runtime, comm buffers, graphs)")
     prefill_engram_placement: str = spec_field("serving", doc="Engram tables in the prefill pool: hbm (split over the instance), host (C2C) or peer-hbm (sharded over engram_peer_gpus, read over NVLink)")
     engram_peer_gpus: int = spec_field("serving", "GPUs", doc="peer-hbm placement: GPUs the tables are sharded over")
+    # [workload], with a default (after the fields without one)
+    turn_gap_s: float = spec_field("workload", "s", positive=False, typical=(0.1, 600.0), default=0.0,
+                                   doc="seconds a session waits between a reply and its next turn (think or tool time; "
+                                       "0: the next turn goes out at once): aggregated engines' clients think this long")
     sources: dict = dataclasses.field(default_factory=dict, compare=False)
     path: str = dataclasses.field(default="", compare=False)
 

@@ -37,10 +37,11 @@ class Op:
     name: str                 # what the engine calls it (breakdown row)
     kernels: tuple            # the Kernels it launches, one after another, per rank, one occurrence
     repeat: object = 1        # occurrences per step (layers)
-    part: str = "target"      # target | draft (GPU work) | cpu (host work: overlapped with the GPU but its exposed share)
+    part: str = "target"      # target | draft (GPU work) | cpu (host work: on the host path, exposed past the GPU step)
     die_local_weights: bool = False
     stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
     barrier: bool = False     # host work every rank waits for before the step's GPU work (a synchronising collective)
+    exchange: bool = False    # an EP dispatch or combine of its own (not inside a fused MoE kernel): what two micro-batches overlap
     names: object = dataclasses.field(default=None, compare=False)   # over a swept array whose elements name the op
                                                                      # differently (the all-reduce's algorithm): each one's
 
@@ -327,9 +328,11 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
         name, gemms = _routed_experts(p, tokens, k, E // n, inter3 // 3, m.hidden_size, experts.dtype, act, touched)
         via = "DeepEP" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
-        ops += [Op(f"MoE dispatch ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, bpe(act), **ex), part=part),
+        ops += [Op(f"MoE dispatch ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, bpe(act), **ex), part=part,
+                   exchange=True),
                 Op(name, gemms, part=part, die_local_weights=True, stretch=1 / bal),
-                Op(f"MoE combine ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, ACT_BYTES, **ex), part=part)]
+                Op(f"MoE combine ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, ACT_BYTES, **ex), part=part,
+                   exchange=True)]
     elif layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,

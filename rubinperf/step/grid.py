@@ -213,7 +213,7 @@ class GridSteps:
         gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], block, grid,
                                                   self._row_cuts)
                                         for k in range(4))
-        step_s = host_rule(gpu_s, host_s, sync_s, hw.host_exposed_share).step_s
+        step_s = host_rule(gpu_s, host_s, sync_s, hw, self.layout.dp).step_s
         p, m = self.block_point(block), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 

@@ -58,7 +58,7 @@ def step_record(r) -> dict:
             "scale_out_ms": float(x["scale_out_s"]) * 1e3, "scale_out_bytes": float(x["scale_out_bytes"]),
             "kernels": float(x["kernels"]),
         })
-    # The host's time on the step's critical path (the DP sync and the scheduler's exposed share; all the host's
+    # The host's time on the step's critical path (under async scheduling what of the host path outlasts the GPU; all the host's
     # excess over the GPU where the step is host-bound): GPU rows + this row = the step.
     on_path = total - float(r.gpu_s)
     if on_path > 0:
@@ -140,7 +140,7 @@ def stack_records() -> list[dict]:
     return _spec_records("stack", load_stack, """name description * split_k_max mma_bytes_in_flight_per_sm pdl_hidden_s
         mma_compute_efficiency grouped_compute_efficiency grouped_fp4_compute_efficiency
         grouped_w4a16_compute_efficiency step_overhead_s dp_sync_per_rank_s dp_sync_algorithm
-        host_exposed_share eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
+        async_scheduling host_rank_spread eplb_target_balancedness""", lambda st: {"default_for": default_of.get(st.name, [])})
 
 
 def model_records() -> list[dict]:

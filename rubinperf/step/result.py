@@ -10,17 +10,21 @@ their times add; a TP all-reduce is its own op and adds. The speed-of-light step
 sum of per-op SOL times of the GPU work.
 
 Host rule. The host's work for a step is the scheduler's (its step, input preparation,
-sampling, admission: `host_s`) and the DP synchronisation (`sync_s`). The scheduler runs one
-step ahead of the GPU (async scheduling), all but the stack's `host_exposed_share` of it; the
-DP synchronisation is a host all-reduce every rank waits for before it launches the step (a
-barrier), all of it on the critical path:
+sampling, admission: `host_s`) and the DP synchronisation (`sync_s`), a host all-reduce every
+rank waits for before it launches the step (a barrier): the slowest rank's scheduler work, then
+the sync, is the host's path to the next launch (roofline.host_path; the ranks' spread:
+host_rank_spread and the admissions' Poisson count). Under async scheduling (the stack's
+async_scheduling: vLLM --async-scheduling, SGLang's and TensorRT-LLM's overlap schedulers) the
+host prepares step n+1 while the GPU runs step n, so only the part of that path that outlasts
+the GPU step shows; without it, all of it adds:
 
-    exposed = sync + host_exposed_share x host
-    step    = max(GPU + exposed, host + sync)
+    exposed = max(0, host path - GPU)   (async)      exposed = host path   (not async)
+    step    = GPU + exposed
 
-so a step whose host work exceeds the GPU's stays host-bound (the host's loop is the step),
-and DP sync at DEP32 shows in full, as the October post measured it (10.8 ms before its fix,
-an unoptimised DEP32 step slower than DEP16 with less GPU time; 1.5 ms after).
+so the DP sync reaches the step only where the host's work outlasts the GPU's: an unoptimised
+DEP32 step (Gloo's linear all-reduce, 10.8 ms) is host-bound where DEP16's (5.4 ms) hides under
+its GPU work, which is how DEP32 ran slower than DEP16 with less GPU time (the October post),
+and the 10.8 -> 1.5 ms fix moves the step by the host path's excess over the GPU, not by 9.3 ms.
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ from rubinperf.kernels.cost import Cost
 from rubinperf.step.graph import Op
 from rubinperf.step.point import Point
 from rubinperf.specs.layout import Layout
-from rubinperf.mathops import sadd, smax, sscale, ssum
-from rubinperf.roofline import BOUNDS, KernelTime, binding_term, split_kv_reduction
+from rubinperf.mathops import sadd, sscale, ssum
+from rubinperf.roofline import BOUNDS, KernelTime, binding_term, exposed_host, host_path, split_kv_reduction
 from rubinperf.specs.model import Model
 
 
@@ -61,6 +65,7 @@ class StepResult:
     point: Point
     ops: list[OpTime]
     extra_cpu_s: object = 0.0   # host work a caller adds to the step (serving: admitting new requests)
+    extra_cpu_var_s2: object = 0.0   # its variance across ranks (serving: a Poisson count of admissions)
 
     @cached_property
     def gpu_s(self):
@@ -68,11 +73,15 @@ class StepResult:
 
     @cached_property
     def host_s(self):
-        """The scheduler's host work (its cpu ops but the DP sync, plus extra_cpu_s): overlapped with the GPU's
-        but for the stack's host_exposed_share."""
-        cpu = ssum(o.expected_s for o in self.ops if o.op.part == "cpu" and not o.op.barrier)
+        """The scheduler's host work on a mean rank (its cpu ops but the DP sync, plus extra_cpu_s)."""
+        cpu = self._own_host_s
         extra = self.extra_cpu_s
         return cpu if type(extra) in (int, float) and extra == 0 else cpu + extra
+
+    @cached_property
+    def _own_host_s(self):
+        """The scheduler's work of the step's own cpu ops (but the DP sync), without a caller's extra_cpu_s."""
+        return ssum(o.expected_s for o in self.ops if o.op.part == "cpu" and not o.op.barrier)
 
     @cached_property
     def sync_s(self):
@@ -81,16 +90,18 @@ class StepResult:
 
     @cached_property
     def _host_rule(self):
-        return host_rule(self.gpu_s, self.host_s, self.sync_s, self.hw.host_exposed_share)
+        return host_rule(self.gpu_s, self.host_s, self.sync_s, self.hw, self.layout.dp, self.extra_cpu_var_s2,
+                         self._own_host_s)
 
     @property
     def cpu_s(self):
-        """All of the host's work for the step: the scheduler's and the DP sync."""
+        """The host's path to the next launch: the slowest rank's scheduler work, then the DP sync
+        (roofline.host_path)."""
         return self._host_rule.cpu_s
 
     @property
     def exposed_s(self):
-        """The host work the step waits for: sync + host_exposed_share x the scheduler's work."""
+        """The host work the step waits for: max(0, host path - GPU) under async scheduling, else the host path."""
         return self._host_rule.exposed_s
 
     @property
@@ -110,7 +121,7 @@ class StepResult:
         (sweeps) an array of names, element by element by the same rule."""
         if not _is_array(self.expected_s):
             exposed = float(self.exposed_s)
-            if float(self.cpu_s) > float(self.gpu_s) + exposed:
+            if float(self.cpu_s) > float(self.gpu_s):
                 return "cpu"
             shares = {}
             for o in self.ops:
@@ -138,7 +149,7 @@ class StepResult:
         names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
         zero = np.zeros(shape)
         exposed = np.asarray(self.exposed_s, dtype=float) + zero
-        cpu = np.asarray(self.cpu_s, dtype=float) + zero > np.asarray(self.gpu_s, dtype=float) + exposed
+        cpu = np.asarray(self.cpu_s, dtype=float) + zero > np.asarray(self.gpu_s, dtype=float)
         return np.where(cpu | (exposed > np.max(shares, axis=0)), "cpu", names)
 
     @property
@@ -176,7 +187,8 @@ class StepResult:
 
         point = dataclasses.replace(self.point, **{f.name: pick(getattr(self.point, f.name))
                                                    for f in dataclasses.fields(self.point)})
-        return StepResult(self.model, self.hw, self.layout, point, [op_at(o) for o in self.ops], pick(self.extra_cpu_s))
+        return StepResult(self.model, self.hw, self.layout, point, [op_at(o) for o in self.ops], pick(self.extra_cpu_s),
+                          pick(self.extra_cpu_var_s2))
 
     def op_kernels(self, op: Op):
         """Kernels one occurrence of `op` launches on this GPU: the graph's (Op.kernel_count), plus the reduction
@@ -223,18 +235,20 @@ class StepResult:
 
 
 class HostTimes(NamedTuple):
-    cpu_s: object        # all the host's work for the step (scheduler + DP sync)
+    cpu_s: object        # the host's path to the next launch: the slowest rank's scheduler work + the DP sync
     exposed_s: object    # its part on the critical path
-    step_s: object       # the step: max(GPU + exposed, host + sync)
+    step_s: object       # the step: GPU + exposed
 
 
-def host_rule(gpu_s, host_s, sync_s, exposed_share) -> HostTimes:
-    """All host work, its exposed part and the step, for a step with GPU time gpu_s, scheduler work host_s and
-    DP sync sync_s: exposed = sync + share x host, step = max(GPU + exposed, host + sync). StepResult and
-    GridSteps.metrics both call it, so a grid's steps are bit for bit the scalar ones."""
-    cpu = sadd(host_s, sync_s)
-    exposed = sadd(sync_s, sscale(host_s, exposed_share))
-    return HostTimes(cpu, exposed, smax(sadd(gpu_s, exposed), cpu))
+def host_rule(gpu_s, host_s, sync_s, hw, ranks, host_var_s2=0.0, own_s=None) -> HostTimes:
+    """The host path, its exposed part and the step, for a step with GPU time gpu_s, mean scheduler work host_s (its
+    variance across ranks beyond the stack's spread: host_var_s2), DP sync sync_s over `ranks` DP ranks:
+    path = roofline.host_path, exposed = roofline.exposed_host (max(0, path - GPU) under async scheduling, else the
+    path), step = GPU + exposed. StepResult and GridSteps.metrics both call it, so a grid's steps are bit for bit
+    the scalar ones."""
+    path = host_path(host_s, host_var_s2, sync_s, ranks, hw, own_s)
+    exposed = exposed_host(gpu_s, path, hw)
+    return HostTimes(path, exposed, sadd(gpu_s, exposed))
 
 
 def tokens_per_step(m: Model, lay: Layout, p: Point):

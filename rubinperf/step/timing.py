@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING
 
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
-from rubinperf.roofline import KernelTime, kernel_time
+from rubinperf.mathops import ssum
+from rubinperf.roofline import KernelTime, kernel_time, two_batch_time
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
@@ -25,9 +26,50 @@ def op_time(op: Op, hw: Platform, launch: str = "graph") -> KernelTime:
 
 
 def step(model: Model, hw: Platform, layout: Layout, point: Point) -> StepResult:
-    """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`."""
+    """Build the step's op graph (or reuse the same graph built before) and time every op on `hw`; a prefill step of
+    a stack that overlaps two micro-batches' EP exchanges with each other's compute, as two_micro_batches."""
     ops = op_graph(model, layout, point, hw.gpus_per_tray)
+    if splits_in_two(hw, point, ops):
+        return StepResult(model, hw, layout, point, two_micro_batches(model, hw, layout, point))
     return StepResult(model, hw, layout, point, time_ops(ops, hw))
+
+
+def splits_in_two(hw: Platform, point: Point, ops: list[Op]) -> bool:
+    """A prefill step on a stack with two-micro-batch overlap (prefill_two_batch_overlap), over more new tokens per
+    rank than its threshold (two_batch_min_tokens), whose graph has EP exchanges of their own (DeepEP's dispatch and
+    combine; a fused MoE kernel overlaps its exchange inside)."""
+    if point.phase != "prefill" or not hw.prefill_two_batch_overlap or not any(o.exchange for o in ops):
+        return False
+    tokens = point.new_tokens
+    if _is_array(tokens):
+        import numpy as np
+
+        return bool(np.all(tokens > hw.two_batch_min_tokens))
+    try:
+        return float(tokens) > hw.two_batch_min_tokens
+    except TypeError:   # a symbol: the stack splits (explain's formulas)
+        return True
+
+
+def two_micro_batches(model: Model, hw: Platform, layout: Layout, point: Point) -> list[OpTime]:
+    """The step as two micro-batches of half the sequences and new tokens each: every GPU op of the half-size graph
+    twice (repeat x 2: the split's own cost), the exchanges' time scaled to what of it shows past the other half's
+    compute (roofline.two_batch_time), so the rows still add to the GPU time; host ops once."""
+    half = dataclasses.replace(point, batch=point.batch / 2, new_tokens=point.new_tokens / 2)
+    timed = time_ops(op_graph(model, layout, half, hw.gpus_per_tray), hw)
+    gpu = [o for o in timed if o.op.part != "cpu"]
+    compute = 2 * ssum(o.expected_s for o in gpu if not o.op.exchange)
+    exchange = 2 * ssum(o.expected_s for o in gpu if o.op.exchange)
+    layers = max(float(o.op.repeat) for o in gpu if o.op.exchange)
+    shown = (two_batch_time(compute, exchange, layers, hw) - compute) / exchange
+    out = []
+    for o in timed:
+        if o.op.part == "cpu":
+            out.append(o)
+            continue
+        stretch = o.op.stretch * shown if o.op.exchange else o.op.stretch
+        out.append(OpTime(dataclasses.replace(o.op, repeat=o.op.repeat * 2, stretch=stretch), o.time))
+    return out
 
 
 def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> list[OpTime]:

@@ -188,7 +188,7 @@ def test_explain_kernel_matches_the_kernel_command(cli):
 
 
 def test_explain_megamoe_text_latex_and_json(cli):
-    r = cli("explain", "megamoe")
+    r = cli("explain", "megamoe", "--formulas")
     assert r.code == 0, r
     assert "MegaMoE (dispatch + experts + combine)" in r.out
     assert "hbm_bandwidth_bytes_per_s" in r.out and "with the numbers" in r.out and "bound: memory" in r.out
@@ -227,15 +227,16 @@ def test_explain_bad_input_is_one_line_exit_2(cli, args, culprit):
 
 
 def test_explain_step_decomposition(cli):
-    r = cli("explain", "step", "-l", "tp8")
+    r = cli("explain", "step", "-l", "tp8", "--formulas")
     assert r.code == 0, r
-    assert "step time = max(GPU + exposed, CPU)" in r.out and "acceptance/step_time_s" in r.out and "MegaMoE (experts)" in r.out
-    assert "host_exposed_share*step_overhead_s" in r.out and "P90 / mean interactivity" in r.out   # the host and P90 terms
+    assert "step time = GPU + exposed" in r.out and "acceptance/step_time_s" in r.out and "MegaMoE (experts)" in r.out
+    assert "host path = step_overhead_s" in r.out and "max(0, host path - GPU)" in r.out and "P90 / mean interactivity" in r.out   # the host and P90 terms
     rec = cli("explain", "step", "-l", "tp8", "--json").json()
     it = rec["interactivity"]
-    assert (it["acceptance_concentration"], it["step_time_spread"]) == (72.0, 0.0145) and "2412.19437" in it["source"]
+    assert (it["acceptance_concentration"], it["step_time_spread"]) == (21.5, 0.0145) and "2601.11580" in it["source"]
     assert it["p90_by_sigma_and_nu"]["0.05"]["10"] == pytest.approx(0.712, abs=2e-3)   # the former assumed spreads
-    assert rec["top"]["exposed_s"]["value"] == pytest.approx(0.5 * 0.2e-3)   # TP: no DP sync, half the scheduling
+    assert rec["top"]["cpu_s"]["value"] == pytest.approx(0.2e-3)   # TP: no DP sync, one scheduler: its 0.2 ms
+    assert rec["top"]["exposed_s"]["value"] == 0.0                   # shorter than the GPU step: hidden (async)
     est = cli("estimate", "-H", "gb300-nvl72", "-l", "tp8", "--json").json()[0]
     assert rec["step_time_ms"] == pytest.approx(est["step_time_ms"], rel=REL)
     assert rec["top"]["tokens_per_s_per_user"]["value"] == pytest.approx(est["tokens_per_s_per_user"], rel=REL)
@@ -266,7 +267,7 @@ def test_explain_prints_the_same_text_whatever_the_hash_seed():
 def test_a_formula_that_is_not_a_number_at_the_point_is_one_line(cli):
     """A vocabulary of 3 split over TP8 makes the LM head's tiles 0/0 in the symbolic path (found by the edges fuzz):
     an error naming the cause, exit 2, not an internal error."""
-    r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3")
+    r = cli("explain", "lm head", "-H", "vr-nvl72", "-l", "tp8", "--set", "vocab_size=3", "--formulas")
     assert r.code == 2 and r.out == ""
     assert r.err.count("\n") == 1 and "not a number at these values" in r.err and "internal" not in r.err
 

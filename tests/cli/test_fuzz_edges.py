@@ -38,7 +38,9 @@ COMMANDS = {
     ("kernel", "gemm", "--m", "16", "--n", "4096", "--k", "7168"): ["--m", "--n", "--k", "--dtype"],
     ("kernel", "copy"): ["--bytes"],
     ("serve", "-H", "vr-nvl72", "-l", "tp8"): ["--concurrency", "--isl", "--osl", "--random-range-ratio",
-                                              "--prefix-hit", "--turn-gap", "--draft-tokens", "--acceptance"],
+                                              "--prefix-hit", "--turn-gap", "--draft-tokens", "--acceptance",
+                                              "--request-rate", "--burstiness", "--percentiles", "--goodput",
+                                              "--prefill-layout", "--prefill-instances"],
     ("kernel", "attention", "--batch", "4", "--heads", "64", "--q-len", "1", "--kv-len", "4096",
      "--head-dim", "512"): ["--kv-len", "--heads", "--batch"],
 }

@@ -25,6 +25,8 @@ OWN = {
     ("validate", "--stack"): "applies to the points that name no stack of their own",
     ("calibrate", "--hardware"): "the spec the fit starts from (default h200)",
     ("calibrate", "--quiet"): "files are still written",
+    ("serve", "--turn-gap"): "seconds, 0 by default: serve reads no workload file (pareto/compare: the workload's)",
+    ("serve", "--prefill-layout"): "one shape, and none by default: the engine is aggregated unless it is given",
 }
 
 

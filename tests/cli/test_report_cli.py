@@ -63,10 +63,65 @@ def test_report_holds_the_compare_figures_published_points_targets_and_command(r
         assert html.escape(p["source"]) in text
     for t in ("196 tok/s/user", "387 tok/s/user"):
         assert t in text
-    assert f"rubinperf report -o {d / 'r.html'}" in text
+    assert "rubinperf report -o r.html" in text and str(d) not in text    # the command, without this machine's folders
     assert f"rubinperf {__version__}" in text
-    for section in ("frontier", "compare", "step", "sensitivity", "sources", "run"):
+    for section in ("headline", "ratios", "compare", "money", "serving", "validation", "frontier", "step",
+                    "sensitivity", "sources", "run"):
         assert f'<section id="{section}">' in text
+    assert 'id="preview"' in text and "vllm-rubin-nov2026: measured only in a preview post" in text
+
+
+def test_report_headline_serving_and_validation_are_the_cores_records(report_run, cli):
+    from rubinperf.units import fmt_num, fmt_time
+
+    d, _, _ = report_run
+    text = html.unescape((d / "r.html").read_text(encoding="utf-8"))
+    head = text[text.index('<section id="headline">'):text.index("</section>", text.index('<section id="headline">'))]
+    compared = json.loads(cli("compare", "--json").out)
+    for r in compared:
+        if r["hardware"] == "vr-nvl72" and r["ratio"] is not None:
+            assert f'<span class="big">{r["ratio"]:.2f}×</span>' in head, r["metric"]
+            key = "tokens_per_s_per_user" if r["metric"] == "single_user" else "tokens_per_s_per_gpu"
+            assert f"vr-nvl72 {fmt_num(r[key])}" in head
+    assert "gb300-nvl72's DEP layouts top out at" in head and "so here it runs tp4 × 6" in head
+    for hw in ("gb300-nvl72", "vr-nvl72"):   # the aggregated engine's percentiles, as `rubinperf serve` prints them
+        served = json.loads(cli("serve", "-H", hw, "-l", "tp2", "-c", "64", "--json").out)[0]
+        for m in ("ttft", "tpot"):
+            for stat in ("mean", "median", "p90", "p99"):
+                assert fmt_time(served[f"{stat}_{m}_ms"] / 1e3) in text
+    assert "Validation: not run for this report" in text        # validate takes seconds: on request only
+    assert "$2.65 per GPU-hour" in text and "$3.90 per GPU-hour" in text and "GPU rent only" in text
+
+
+def test_report_validate_counts_what_validate_counts(tmp_path, cli):
+    got = cli("validate", "--json")
+    records = json.loads(got.out)
+    out = tmp_path / "r.html"
+    assert cli("report", "-o", str(out), "-q", *FAST, "--validate").code == 0
+    text = out.read_text(encoding="utf-8")
+    assert f"Validation: {sum(r['in_band'] for r in records)} of {len(records)} published points in band" in text
+    for r in records:
+        assert r["id"] in text
+
+
+def test_report_summarises_validate_json_files(tmp_path, cli):
+    points = tmp_path / "v.json"
+    points.write_text(json.dumps([{"id": "p1", "hardware": "x", "published": 1.0, "predicted": 1.3, "ratio": 1.3,
+                                   "band": [0.8, 1.2], "in_band": False},
+                                  {"id": "p2", "hardware": "x", "published": 1.0, "predicted": 1.0, "ratio": 1.0,
+                                   "band": [0.8, 1.2], "in_band": True}]))
+    ledger = tmp_path / "l.json"
+    ledger.write_text(json.dumps({"families": [{"family": "steps", "verdict": "tight: half of 9 rows within 3%"}],
+                                  "coverage": []}))
+    out = tmp_path / "r.html"
+    got = cli("report", "-o", str(out), "-q", *FAST, "--validation", str(points), "--validation", str(ledger))
+    assert got.code == 0, got.err
+    text = out.read_text(encoding="utf-8")
+    assert "Validation: 1 of 2 published points in band" in text and "<b>steps</b>: tight" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"x": 1}')
+    got = cli("report", "-o", str(out), "-q", "--validation", str(bad))
+    assert got.code == 2 and got.err.count("\n") == 1 and "--validation" in got.err
 
 
 def test_report_names_the_source_of_every_spec_table_it_read(report_run):

@@ -1,6 +1,8 @@
 """The HTML report in a real headless browser (Debian's chromium): it loads with no console error, every chart
-draws marks with a size, the page has no horizontal overflow at 390 px wide, and its screenshots at 1280 px and
-390 px are not blank (not all one colour).
+shown draws marks with a size (the desktop drawing at 1280 px, the phone's at 390 px), the first screen holds the
+preview banner and every headline ratio with its band or the note that it is not computed, the page has no
+horizontal overflow at 390 px wide, its screenshots at 1280 px and 390 px are not blank (not all one colour), and
+it names no local folder.
 
 Skipped only when no chromium can be found and CI is not set; in CI (.ci/run installs chromium) it runs.
 """
@@ -40,8 +42,15 @@ window.addEventListener('load', function () {
     });
     return {id: s.id, width: r.width, height: r.height, drawn: drawn};
   });
+  function bottoms(sel) {
+    return Array.prototype.map.call(document.querySelectorAll(sel), function (el) {
+      var r = el.getBoundingClientRect(); return {text: el.textContent, bottom: r.bottom, width: r.width};
+    });
+  }
+  var first = {banner: bottoms('#preview'), ratios: bottoms('#headline .big'), bands: bottoms('#headline .band'),
+               tags: bottoms('#headline .pv')};
   var out = {errors: window.__errors, charts: charts, scrollWidth: document.documentElement.scrollWidth,
-             innerWidth: window.innerWidth, bodyHeight: document.body.scrollHeight};
+             innerWidth: window.innerWidth, bodyHeight: document.body.scrollHeight, first: first};
   parent.postMessage(JSON.stringify(out), '*');
 });
 </script>"""
@@ -177,14 +186,26 @@ def test_the_report_loads_draws_and_fits_1280_and_390(browser, report_file, tmp_
         got = probe(browser, report_file, width, tmp_path)
         assert got["errors"] == [] and got["console"] == [], (width, got["errors"], got["console"])
         assert got["innerWidth"] == width, got
-        ids = [c["id"] for c in got["charts"]]
-        assert {"frontier", "tornado-0", "tornado-1", "kernels-0", "kernels-1"} <= set(ids), ids
-        for c in got["charts"]:
+        shown = [c for c in got["charts"] if c["width"] > 0]     # each chart is drawn twice: one shows per width
+        ids = {c["id"] for c in shown}
+        want = {"frontier", "tornado-0", "tornado-1", "kernels-0", "kernels-1"}
+        assert ids == (want if width > 600 else {f"{i}-narrow" for i in want}), ids
+        for c in shown:
             assert c["width"] > 100 and c["height"] > 30, (width, c)
             assert c["drawn"] >= 10, (width, c)         # marks with a size: the chart has drawn
             assert c["width"] <= width, (width, c)
         assert got["scrollWidth"] <= got["innerWidth"], f"horizontal overflow at {width} px: {got}"
         assert got["bodyHeight"] > 1000
+        # the first screen (800 px of a desktop, 844 px of a phone) holds the preview banner and every headline
+        # ratio with its band (or the note that it is not yet computed) and its preview tag
+        screen = 800 if width == 1280 else 844
+        first = got["first"]
+        assert len(first["banner"]) == 1 and first["banner"][0]["bottom"] <= screen, (width, first["banner"])
+        assert len(first["ratios"]) == 4 and len(first["bands"]) == 4 and len(first["tags"]) == 4, first
+        for el in first["ratios"] + first["bands"] + first["tags"]:
+            assert 0 < el["bottom"] <= screen, (width, el)
+            assert el["width"] > 0, (width, el)
+        assert [e["text"] for e in first["ratios"]][2] == "38.05×"      # the 387 tok/s/user ratio is on it
     for width, scale in ((1280, 0.5), (390, 0.5)):
         shot = screenshot(browser, report_file, width, scale, tmp_path)
         w, h, ch, px = png_pixels(shot)
@@ -196,6 +217,13 @@ def test_the_report_loads_draws_and_fits_1280_and_390(browser, report_file, tmp_
         assert 0.01 < ink < 0.9, f"the {width} px screenshot is blank or filled: {ink:.3f} of its pixels are ink"
         # the right-hand tenth of the 390 px shot is not cut-off content: the page ends within the window
         assert np.mean(np.any(px[:, -max(1, w // 10):, :3] < 200, axis=2)) < 0.5
+
+
+def test_the_report_names_no_local_folder(report_file):
+    text = report_file.read_text(encoding="utf-8")
+    assert str(report_file.parent) not in text
+    assert not re.search(r"(?<![\w.])/(work|home|tmp|root|Users|var/folders)/", text), \
+        re.search(r".{60}(?<![\w.])/(work|home|tmp|root|Users)/.{60}", text)
 
 
 def test_the_probe_sees_an_overflowing_page_and_a_console_error(browser, report_file, tmp_path):

@@ -116,7 +116,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
             assert (got[key]["step_time_ms"] < want) if key[1].startswith("tp") else (got[key]["step_time_ms"] > want), key
         lay = parse_layout(key[1])
         # ... and the host rule of before: step = max(GPU, CPU), DP sync by a linear all-reduce at 0.04 ms per rank
-        # (now: DP sync exposed in full, recursive doubling at 0.3 ms a round, the scheduler's exposed share 0.5)
+        # (now: recursive doubling at 0.3 ms a round; the host path, the slowest rank's work + the sync, exposed only past
+        # the GPU step under async scheduling)
         plain = dataclasses.replace(load_platform(key[0]), tp_allreduce_fused=False, draft_ep_exchange="all-to-all",
                                     draft_first_pass="one-per-request", tp_mhc_in_epilogue=False,
                                     tp_shared_expert_fused_below_rows=0, dp_sync_algorithm="linear",

@@ -109,8 +109,10 @@ def test_compared_points_read_the_sweep_not_a_new_step():
             d, w = pick.run.decode, pick.run.workload
             rerun = step(V41, pick.run.hw, d.layout, dataclasses.replace(d.result.point, batch=pick.batch))
             # The serving step's host work also admits the requests that replace finished ones.
-            admitted = pick.batch * d.acceptance / w.output_tokens_per_turn * w.input_tokens_per_turn
-            rerun = dataclasses.replace(rerun, extra_cpu_s=admission_time(pick.run.hw, admitted))
+            rate = pick.batch * d.acceptance / w.output_tokens_per_turn
+            each = admission_time(pick.run.hw, w.input_tokens_per_turn)   # a Poisson count of them across ranks
+            rerun = dataclasses.replace(rerun, extra_cpu_s=admission_time(pick.run.hw, rate * w.input_tokens_per_turn),
+                                        extra_cpu_var_s2=rate * each * each)
             assert step_record(pick.step_result()) == step_record(rerun)
             assert pick.kernel_terms() == [{"kernel": b["kernel"], "part": b["part"], "time_ms": b["time_ms"],
                                             "bound": b["bound"], "us_per_token": b["time_ms"] * 1e3 / (

@@ -64,7 +64,7 @@ def test_decode_record_by_hand():
     assert rec["p90_itl_ms"] == pytest.approx(step_ms * math.exp(Z90 * 0.0145), rel=1e-9)   # the stack's sigma
     assert rec["itl_gpu_share"] == pytest.approx(rec["gpu_time_ms"] / step_ms, rel=1e-12)
     assert rec["p90_tpot_ms"] == pytest.approx(rec["mean_tpot_ms"] * time_per_token_factor(
-        rec["draft_tokens"], a, 72.0, 0.0145, 90.0), rel=1e-12)
+        rec["draft_tokens"], a, 21.5, 0.0145, 90.0), rel=1e-12)   # the stack's nu (per-request data) and sigma
     assert rec["p90_tpot_ms"] > rec["mean_tpot_ms"] and rec["p90_itl_ms"] > rec["mean_itl_ms"]
     assert rec["mean_ttft_ms"] is None
 
