@@ -96,9 +96,19 @@ def hardware_values(hw: Hardware) -> dict:
     return {hardware_symbol(name): getattr(hw, name) for name in hardware_fields()}
 
 
-def symbolic_point(point: Point) -> Point:
-    """`point` with its numeric fields as symbols; structural ones (phase, placements) kept."""
-    return dataclasses.replace(point, **{name: point_symbol(name) for name in POINT_FIELDS})
+def symbolic_point(point: Point, numbers: tuple = ()) -> Point:
+    """`point` with its numeric fields as symbols; structural ones (phase, placements) kept. `numbers`: the values
+    of those symbols (name, value) where a choice of the graph's structure depends on them (allreduce_numbers)."""
+    return dataclasses.replace(point, symbol_values=numbers, **{name: point_symbol(name) for name in POINT_FIELDS})
+
+
+def allreduce_numbers(model, layout, point: Point) -> tuple:
+    """The operating point's values, by symbol name, for a layout with TP all-reduces: the algorithm an all-reduce
+    runs depends on its message size, which over symbols is no number (rubinperf.kernels.all_reduce_by_size
+    evaluates it at these). Empty elsewhere, so that steps of other layouts stay keyed on their structure alone."""
+    if layout.tp <= 1:
+        return ()
+    return tuple(sorted((s.name, v) for s, v in point_values(point, model).items()))
 
 
 def point_values(point: Point, model) -> dict:
@@ -280,7 +290,8 @@ class SymbolicStep:
 def symbolic_step(model, hw: Hardware, layout, point: Point) -> SymbolicStep:
     """The step of `model` on `hw` in `layout` at `point`, over hardware and point symbols (cached)."""
     # Keyed on the structure only (phase, placements, integer hardware fields): every value is a symbol.
-    spoint, shw = symbolic_point(point), symbolic_hardware(hw)
+    spoint = symbolic_point(point, allreduce_numbers(model, layout, point))
+    shw = symbolic_hardware(hw)
     from rubinperf.step.timing import splits_in_two
 
     ops = _symbolic_graph(model, layout, spoint, shw.gpus_per_tray)
@@ -533,11 +544,12 @@ P90_TABLE_SIGMA = (0.0145, 0.05)
 def interactivity_spreads(hw: Platform, k: float, acceptance: float) -> dict:
     """The P90 (and P50, P10) factors over the mean at the stack's spreads, their sources, and the P90 factor at
     other concentrations nu and step spreads sigma (serving/interactivity.py)."""
-    from rubinperf.serving.interactivity import speed_factors
+    from rubinperf.serving.interactivity import speed_factor, speed_factors
 
     nu, sigma = float(hw.acceptance_concentration), float(hw.step_time_spread)
     f = speed_factors(int(k), float(acceptance), nu, sigma)
-    table = {f"{s:g}": {f"{n:g}": speed_factors(int(k), float(acceptance), n, s)["p90"] for n in P90_TABLE_NU}
+    # the table's P90 alone (speed_factors' own p90: the same function of the same arguments)
+    table = {f"{s:g}": {f"{n:g}": speed_factor(int(k), float(acceptance), n, s, "p90") for n in P90_TABLE_NU}
              for s in sorted({*P90_TABLE_SIGMA, sigma})}
     lo, hi = float(hw.acceptance_concentration_low), float(hw.acceptance_concentration_high)
     return {"acceptance_concentration": nu, "acceptance_concentration_range": [lo, hi],

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import types
 import math
 import sys
 from dataclasses import dataclass, field
@@ -91,11 +92,53 @@ class Stacked:
             self.groups.append((np.array([i for i, _ in items]), stacked([k for _, k in items]), key[0]))
 
     def times(self, hw: Platform, what: str = "expected_s") -> np.ndarray:
-        out = np.zeros(self.n)
-        for idx, kern, mode in self.groups:
-            np.add.at(out, idx, np.broadcast_to(np.asarray(getattr(kernel_time(kern, hw, launch=mode), what),
-                                                           dtype=float), idx.shape))
+        """Each row's time on `hw`. A group's times are kept with the hardware fields its timing read: a later call
+        whose hardware has the same values in those fields (a fit moving one field that group does not read) takes
+        them again instead of timing the group anew. The timing is a function of the fields it reads, so the result
+        is the same as timing every group."""
+        return self.grid_times(hw, (), what)
+
+    def grid_times(self, hw: Platform, shape: tuple, what: str = "expected_s") -> np.ndarray:
+        """times() where some of `hw`'s fields are numpy arrays of `shape` + (1,) (a grid of values of one field, each
+        a column): an array of `shape` + (rows,), each element the times of one grid value, computed as times() does
+        for that value alone."""
+        out = np.zeros(shape + (self.n,))
+        memo = self.__dict__.setdefault("_memo", {})
+        for g, (idx, kern, mode) in enumerate(self.groups):
+            hit = memo.get((g, what))
+            if hit is not None and all(_same(getattr(hw, k), v) for k, v in hit[0].items()):
+                values = hit[1]
+            else:
+                reads = _Reads(hw)
+                values = np.asarray(getattr(kernel_time(kern, reads, launch=mode), what), dtype=float)
+                if not shape:
+                    values = np.broadcast_to(values, idx.shape)
+                    memo[(g, what)] = (reads.read, values)
+            np.add.at(out, (Ellipsis, idx), np.broadcast_to(values, shape + idx.shape))
         return out
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and type(a) is not np.ndarray and (a == b or a != a and b != b)
+
+
+class _Reads:
+    """A Platform whose field reads are recorded (`read`: field -> value), for Stacked.times to know what a group's
+    timing depends on. A method of the Platform runs on this record, so that its reads are recorded too."""
+
+    __slots__ = ("_hw", "read")
+
+    def __init__(self, hw):
+        object.__setattr__(self, "_hw", hw)
+        object.__setattr__(self, "read", {})
+
+    def __getattr__(self, name):
+        attr = getattr(type(self._hw), name, None)
+        if callable(attr):
+            return types.MethodType(attr, self)
+        value = getattr(self._hw, name)
+        self.read[name] = value
+        return value
 
 
 def measured(rows: list[dict]) -> np.ndarray:
@@ -204,8 +247,10 @@ def _constrained(rows: list[dict], fields) -> list[str]:
 
 
 def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int = 12, points: int = 25,
-                loss: str = "abs", heldout: bool = True) -> FitResult:
-    """Probes read directly, then a coordinate search of the fields the timed rows constrain."""
+                loss: str = "abs", heldout: bool = True, progress=None, fit_of: tuple | None = None) -> FitResult:
+    """Probes read directly, then a coordinate search of the fields the timed rows constrain. `progress`, where
+    given, is called as progress(done, total, label) after each round of the search, counting the rounds of every
+    fit (the whole data's, then each held-out fold's); `fit_of`: (this fit's number, fits in all), for the folds."""
     probes, notes = probe_values(rows)
     timed = timed_rows(rows)
     skipped = sum(1 for r in rows if not modelled(r))
@@ -237,9 +282,20 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
     def value(vals: dict) -> float:
         return measure(np.log(t / stacked.times(dataclasses.replace(hw0, **with_tied(vals)))))
 
+    def grid_values(f: str, grid: np.ndarray) -> np.ndarray:
+        """value() at each of `grid`'s values of field `f` (the others as in x), the grid timed at once as a column
+        of values (Stacked.grid_times); one value at a time where the timing does not take an array field."""
+        try:
+            column = grid.reshape(-1, 1)
+            times = stacked.grid_times(dataclasses.replace(hw0, **with_tied({**x, f: column})), grid.shape)
+        except (TypeError, ValueError):
+            return np.array([value({**x, f: float(g)}) for g in grid])
+        return np.array([measure(np.log(t / row)) for row in times])
+
     loss0 = measure(np.log(t / stacked.times(hw)))
     width = math.log(4.0)
-    for _ in range(rounds):
+    fit_no, fits = fit_of or (0, 1 + HELDOUT_FOLDS if heldout else 1)
+    for round_no in range(rounds):
         for f, opts in discrete.items():
             # ties go to the larger option: a split or a quantization the data cannot tell apart from a
             # smaller one is what a library that fills the GPU would pick
@@ -253,11 +309,13 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
                 lo_b = max(lo_b, hw0.kernel_launch_stream_s)
             grid = np.clip(c * np.exp(np.linspace(-width, width, points)), max(lo_b, 1e-12), hi_b)
             grid = np.append(np.unique(grid), x[f])
-            losses = np.array([value({**x, f: float(g)}) for g in grid])
+            losses = grid_values(f, grid)
             i = int(np.argmin(losses))
             if losses[i] < losses[-1] - 1e-15:  # move only on a strict improvement
                 x[f] = float(grid[i])
         width *= 0.6
+        if progress is not None:
+            progress(fit_no * rounds + round_no + 1, fits * rounds, "all rows" if fit_no == 0 else f"fold {fit_no}")
     rounded = with_tied({f: (_round(f, v) if f in free else v) for f, v in x.items()})
     after = {**base, **probes, **rounded}
     if after["kernel_launch_cold_s"] < after["kernel_launch_stream_s"]:
@@ -274,7 +332,8 @@ def fit_kernels(rows: list[dict], hw: Platform, fields=FIT_FIELDS, rounds: int =
                        loss_before=loss0, loss_after=value(rounded), n=len(timed), notes=notes, method=method,
                        objective=objective)
     if heldout:
-        result.heldout = cross_validate(rows, hw, fields=fields, rounds=rounds, points=points, loss=loss)
+        result.heldout = cross_validate(rows, hw, fields=fields, rounds=rounds, points=points, loss=loss,
+                                        progress=progress)
     return result
 
 
@@ -309,7 +368,10 @@ def folds(rows: list[dict], k: int = 2) -> list[int]:
     return out
 
 
-def cross_validate(rows: list[dict], hw: Platform, k: int = 2, **fit_options) -> dict:
+HELDOUT_FOLDS = 2
+
+
+def cross_validate(rows: list[dict], hw: Platform, k: int = HELDOUT_FOLDS, progress=None, **fit_options) -> dict:
     """Each timed row predicted by a fit made without its whole shape family (k folds of shape families, `folds`):
     median and worst |ln(measured/expected)|, on shapes the fit did not see."""
     timed = timed_rows(rows)
@@ -322,7 +384,7 @@ def cross_validate(rows: list[dict], hw: Platform, k: int = 2, **fit_options) ->
         test_idx = [i for i, g in enumerate(fold) if g == f]
         if not train or not test_idx:
             continue
-        res = fit_kernels(probes + train, hw, heldout=False, **fit_options)
+        res = fit_kernels(probes + train, hw, heldout=False, progress=progress, fit_of=(f + 1, k + 1), **fit_options)
         test = [timed[i] for i in test_idx]
         h = res.hardware(hw)
         errors[test_idx] = np.log(measured(test) / expected(test, h))

@@ -6,6 +6,8 @@ numpy, torch and the fit are imported inside the command; its tables are rubinpe
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Annotated, List, Optional
 
@@ -124,7 +126,15 @@ def calibrate(
         if measured_stack in bundled_names("stack"):   # start from the measured library's own stack
             hw = load_platform(hardware, measured_stack)
     try:
-        result = fit.fit_kernels(rows, hw) if kind == "kernels" else fit.fit_collectives(rows, hw)
+        if kind != "kernels":
+            result = fit.fit_collectives(rows, hw)
+        elif quiet or not sys.stderr.isatty():
+            result = fit.fit_kernels(rows, hw)
+        else:   # a transient progress bar on a terminal: the search's rounds, of the fit and its held-out folds
+            from rubinperf.render.progress import progress_bar
+
+            with progress_bar("fitting") as tick:
+                result = fit.fit_kernels(rows, hw, progress=tick)
     except SpecError as exc:  # nothing fittable in these measurements: name the file
         raise SpecError(f"{csv_path}: {exc}") from None
     hw_updates, stack_updates = fit.split_updates({f: result.after[f] for f in result.fitted})

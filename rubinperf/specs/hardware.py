@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of
+from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of
 
 
 _field = spec_field_of("hardware")   # a hardware field (marked as the hardware's in a Platform)
@@ -48,6 +48,7 @@ class Hardware:
     nvlink_domain_size: int = _field("nvlink", "GPUs")
     gpus_per_tray: int = _field("nvlink", "GPUs")
     cross_tray_latency_s: float = _field("nvlink", "s", positive=False, doc="extra latency of a cross-tray message")
+    nvlink_multicast: bool = _field("nvlink", doc="the NVLink switches multicast and reduce in the switch (NVLS: NVSwitch 3 and later, HGX H100/H200/B200 and the NVL72 racks): the multicast all-reduce can run; false: it falls to the stack's next algorithm")
     # [scale_out] NIC
     scale_out_bandwidth_bytes_per_s: float = _field("scale_out", "B/s")
     scale_out_latency_s: float = _field("scale_out", "s", doc="one RDMA message, GPU to GPU (per-message latency)")
@@ -101,4 +102,4 @@ class Hardware:
 def load_hardware(name_or_path: str) -> Hardware:
     """Load a bundled hardware spec by name, or a user's TOML file by path."""
     path = resolve_path(name_or_path, "hardware")
-    return build_spec(Hardware, read_toml(path), path)
+    return load_spec_file(Hardware, path)

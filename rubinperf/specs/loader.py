@@ -405,3 +405,28 @@ def _toml_string(s: str) -> str:
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
+
+
+_SPECS: dict = {}
+
+
+def load_spec_file(cls, path: Path):
+    """build_spec(cls, read_toml(path), path), remembered for the process while the file's size, modification time
+    and inode stay the same: a command that evaluates many points (validate, compare) reads each spec file once. The
+    records are frozen; a file that fails to load is read again (and fails again) each time."""
+    import os
+
+    try:
+        st = os.stat(path)
+        key = (cls, str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        key = None
+    hit = _SPECS.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    record = build_spec(cls, read_toml(path), path)
+    if key is not None:
+        if len(_SPECS) >= 256:
+            _SPECS.pop(next(iter(_SPECS)))
+        _SPECS[key] = record
+    return record

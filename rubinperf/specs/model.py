@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.precision import PRECISIONS
-from rubinperf.specs.loader import MAX_LAYERS, build_spec, read_toml, resolve_path, spec_field
+from rubinperf.specs.loader import MAX_LAYERS, load_spec_file, resolve_path, spec_field
 
 ATTENTION_KINDS = ("sparse-mqa", "mla", "gqa")
 ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
@@ -216,7 +216,7 @@ def load_model(name_or_path: str) -> Model:
 
         return model_from_config(Model, name_or_path)
     path = resolve_path(name_or_path, "model")
-    return build_spec(Model, read_toml(path), path)
+    return load_spec_file(Model, path)
 
 
 def _is_dir(name_or_path: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
-from rubinperf.specs.loader import build_spec, read_toml, resolve_path, spec_field_of, spec_fields
+from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of, spec_fields
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
@@ -29,6 +29,7 @@ DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
+ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinperf.kernels.collectives.all_reduce_as
 
 
 _field = spec_field_of("stack")   # a stack field (marked as the stack's in a Platform)
@@ -94,6 +95,10 @@ class Stack:
     tp_shared_expert_fused_below_rows: int = _field("fusion", "rows", positive=False, doc="TP path: below this many rows per rank the shared expert runs inside the routed GEMMs (no kernels of its own); 0: never")
     activation_quant_fused: bool = _field("fusion", doc="a dense GEMM's FP8 or FP4 activations are quantised inside another kernel (the GEMM's prologue, the previous kernel's epilogue): no kernel of their own; false: a quantisation kernel before each such GEMM")
     rope_kv_insert_fused: bool = _field("fusion", doc="query RoPE and the KV-cache insert run in the projections' epilogues (no kernels of their own); false: a query RoPE kernel and a KV insert kernel per layer that writes KV")
+    # [collective] the TP all-reduce the engine's communication library picks by message size
+    allreduce_algorithms: tuple[str, ...] = _field("collective", doc="the all-reduce algorithms a TP all-reduce runs, smallest messages first: one-shot (each rank sums the n-1 others' whole partials, one round; fused into the GEMM epilogue where fusion.tp_allreduce_fused), two-shot (reduce-scatter + all-gather, two rounds), multicast (NVSwitch reduction, NCCL NVLS or symmetric-memory multimem; where the hardware has nvlink_multicast) or ring (NCCL's ring, 2(n-1) rounds)")
+    allreduce_switch_bytes: tuple[int, ...] = _field("collective", "bytes", doc="message sizes (bytes, ascending; an equal pair leaves an algorithm out) at which the next algorithm of allreduce_algorithms takes over: one fewer than the algorithms, or one such row per allreduce_switch_ranks entry")
+    allreduce_switch_ranks: tuple[int, ...] = _field("collective", "GPUs", default=(), doc="TP sizes (ascending) of the rows of allreduce_switch_bytes: a TP all-reduce over n GPUs uses the row of the first size >= n (past the last, the last); empty: one row for every size")
     # [attention] the decode attention kernels the engine runs
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
     sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
@@ -147,6 +152,22 @@ class Stack:
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")
+        for name in self.allreduce_algorithms:
+            if name not in ALLREDUCE_ALGORITHMS:
+                raise SpecError(f"{self.path}: collective.allreduce_algorithms: expected each one of "
+                                f"{', '.join(ALLREDUCE_ALGORITHMS)}, got {name!r}")
+        if not self.allreduce_algorithms or len(set(self.allreduce_algorithms)) != len(self.allreduce_algorithms):
+            raise SpecError(f"{self.path}: collective.allreduce_algorithms: expected at least one algorithm, each once, "
+                            f"got {list(self.allreduce_algorithms)!r}")
+        switch, ranks, per = self.allreduce_switch_bytes, self.allreduce_switch_ranks, len(self.allreduce_algorithms) - 1
+        rows = [switch[i * per:(i + 1) * per] for i in range(max(1, len(ranks)))]
+        if len(switch) != per * max(1, len(ranks)) or any(b < a for row in rows for a, b in zip(row, row[1:])):
+            raise SpecError(f"{self.path}: collective.allreduce_switch_bytes: expected {per * max(1, len(ranks))} sizes, "
+                            f"{per} ascending per row (one fewer than allreduce_algorithms, a row per "
+                            f"allreduce_switch_ranks entry), got {list(switch)!r}")
+        if any(b <= a for a, b in zip(ranks, ranks[1:])) or any(r < 2 for r in ranks):
+            raise SpecError(f"{self.path}: collective.allreduce_switch_ranks: expected ascending TP sizes of 2 or more, "
+                            f"got {list(ranks)!r}")
         if self.acceptance_concentration_low > self.acceptance_concentration_high:
             raise SpecError(f"{self.path}: interactivity.acceptance_concentration_low: expected at most "
                             f"acceptance_concentration_high ({self.acceptance_concentration_high:g}), "
@@ -164,12 +185,12 @@ class Stack:
 def load_stack(name_or_path: str) -> Stack:
     """Load a bundled stack spec by name, or a user's TOML file by path."""
     path = resolve_path(name_or_path, "stack")
-    return build_spec(Stack, read_toml(path), path)
+    return load_spec_file(Stack, path)
 
 
 # Fields that parameterise an operating point (Point), the spread of per-user speed around the step
 # or the serving engine's admission, not a kernel's time: never sympy symbols (the step does not read them).
-POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion", "aggregated")
+POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusion", "aggregated", "collective")
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 

@@ -42,6 +42,8 @@ class Op:
     stretch: object = 1.0     # time multiplier: 1 / balancedness for expert-parallel MoE (the busiest rank sets the pace)
     barrier: bool = False     # host work every rank waits for before the step's GPU work (a synchronising collective)
     exchange: bool = False    # an EP dispatch or combine of its own (not inside a fused MoE kernel): what two micro-batches overlap
+    names: object = dataclasses.field(default=None, compare=False)   # over a swept array whose elements name the op
+                                                                     # differently (the all-reduce's algorithm): each one's
 
     def __post_init__(self):
         if isinstance(self.kernels, Kernel):
@@ -113,13 +115,23 @@ def mhc_op(m: Model, tokens, layout: Layout, p: Point, part: str = "target") -> 
     return Op(name, one + one, part=part)
 
 
-def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point) -> Kernel:
-    """The TP all-reduce of a sublayer's output: its own collective kernel, or, when the stack fuses it
-    (tp_allreduce_fused), one-shot from the output GEMM's epilogue."""
+def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point, what: str, part: str) -> Op:
+    """The TP all-reduce of a sublayer's output (`what`: attention, FFN, MoE), as the stack's communication library
+    runs it for this message size (stack [collective]: one-shot, two-shot, multicast or ring); a one-shot runs from
+    the output GEMM's epilogue where the stack fuses it (tp_allreduce_fused). Its name says the algorithm."""
     nbytes = tokens * m.hidden_size * ACT_BYTES
-    if p.tp_allreduce_fused:
-        return K.all_reduce_one_shot(nbytes, layout.tp, gpus_per_tray=hw_tray)
-    return K.all_reduce(nbytes, layout.tp, gpus_per_tray=hw_tray)
+    kernel, algorithm = K.all_reduce_by_size(nbytes, layout.tp, p.allreduce_algorithms, p.allreduce_switch_bytes,
+                                             gpus_per_tray=hw_tray, multicast=p.nvlink_multicast,
+                                             fused_one_shot=p.tp_allreduce_fused, at=dict(p.symbol_values),
+                                             switch_ranks=p.allreduce_switch_ranks)
+    names = None
+    if "/" in algorithm:   # a swept array of sizes over several algorithms: each element's own name
+        import numpy as np
+
+        switch = K.switch_row(p.allreduce_switch_bytes, p.allreduce_algorithms, layout.tp, p.allreduce_switch_ranks)
+        idx = K.all_reduce_algorithm(nbytes, p.allreduce_algorithms, switch, p.nvlink_multicast)
+        names = np.asarray([f"all-reduce ({what}, {a})" for a in p.allreduce_algorithms])[idx]
+    return Op(f"all-reduce ({what}, {algorithm})", kernel, part=part, names=names)
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,
@@ -211,7 +223,7 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                _linear(w["o_up"], tokens, layout, split="k"))
     ops.append(Op("output projection", out, part=part))
     if layout.tp > 1:
-        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+        ops.append(_all_reduce(m, tokens, layout, hw_tray, p, "attention", part))
     return ops
 
 
@@ -253,7 +265,7 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
     ops.append(Op("attention (GQA" + (", sliding window)" if window else ")"), att, part=part))
     ops.append(Op("output projection", _linear(w["o_proj"], tokens, layout, split="k"), part=part))
     if layout.tp > 1:
-        ops.append(Op("all-reduce (attention)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+        ops.append(_all_reduce(m, tokens, layout, hw_tray, p, "attention", part))
     return ops
 
 
@@ -293,7 +305,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
     if "dense_ffn" in ws:
         ops = [Op("dense FFN", _ffn(ws["dense_ffn"], tokens, layout), part=part)]
         if layout.tp > 1:
-            ops.append(Op("all-reduce (FFN)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+            ops.append(_all_reduce(m, tokens, layout, hw_tray, p, "FFN", part))
         return ops
 
     experts = ws["routed_experts"]
@@ -379,7 +391,7 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
                            for g in shared)
         ops.append(Op("shared expert", shared, part=part))
     if layout.tp > 1:
-        ops.append(Op("all-reduce (MoE)", _all_reduce(m, tokens, layout, hw_tray, p), part=part))
+        ops.append(_all_reduce(m, tokens, layout, hw_tray, p, "MoE", part))
     return ops
 
 
@@ -579,4 +591,5 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
         ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if head:
         ops += head_ops(m, layout, t, logits_t, part="draft", p=p)
-    return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes) for o in ops]
+    return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes,
+                                names=None if o.names is None else "draft: " + o.names) for o in ops]

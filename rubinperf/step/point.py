@@ -35,6 +35,14 @@ class Point:
     nvlink_domain_gpus: object = None   # GPUs per NVLink domain: wider DEP layouts exchange over the NIC too (None: one domain)
     ep_hierarchical: bool = False       # across domains: DeepEP normal (hierarchical) mode, else low-latency (direct RDMA)
     tp_allreduce_fused: bool = False    # the stack's TP path runs its all-reduces one-shot from the GEMM epilogues
+    # The TP all-reduce by message size (stack [collective]): the algorithms, smallest messages first, the sizes where
+    # each next one takes over, and whether the rack's switches multicast (hardware nvlink_multicast)
+    allreduce_algorithms: tuple = ("two-shot",)
+    allreduce_switch_bytes: tuple = ()
+    allreduce_switch_ranks: tuple = ()  # the TP sizes of allreduce_switch_bytes' rows (empty: one row)
+    nvlink_multicast: bool = True
+    symbol_values: tuple = ()           # over symbols (explain): (name, value) of the point's symbols, where the
+                                        # graph's structure depends on them (the all-reduce's algorithm by size)
     draft_ep_exchange: str = "all-to-all"   # DEP: the draft's MoE exchange (all-to-all as the target's, or all-gather)
     draft_first_pass: str = "one-per-request"   # decode: rows per request of the first draft forward
     draft_forwards: str = "sequential"  # decode: k sequential draft forwards, or one parallel block forward (DSpark's)
@@ -184,7 +192,9 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
     decode forward runs, as a Point carries them. The TP path's fields keep the Point's defaults on a layout
     that is no TP engine (they change nothing there, and equal points share one graph across stacks)."""
     tp_path = layout is None or layout.kind == "tp"
+    reduces = layout is None or layout.tp > 1   # a layout with TP all-reduces (TP, TEP)
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
+            **({name: getattr(hw, name, _POINT_DEFAULTS[name]) for name in _ALLREDUCE_FIELDS} if reduces else {}),
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
             **{name: getattr(hw, name, _POINT_DEFAULTS[name]) if tp_path or name not in _TP_PATH_FIELDS
                else _POINT_DEFAULTS[name] for name in _STACK_POINT_FIELDS}}
@@ -196,6 +206,8 @@ _STACK_POINT_FIELDS = ("megamoe_smem_bytes", "megamoe_smem_weight_bytes_per_valu
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
                        "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
+# Fields (a stack's [collective], the hardware's multicast) only a layout with TP all-reduces reads.
+_ALLREDUCE_FIELDS = ("allreduce_algorithms", "allreduce_switch_bytes", "allreduce_switch_ranks", "nvlink_multicast")
 # Of those, the ones only a TP engine's graph reads (graph.py: the TP all-reduce, mHC in its epilogues, its shared
 # expert inside its routed GEMMs).
 _TP_PATH_FIELDS = ("tp_allreduce_fused", "tp_mhc_in_epilogue", "tp_shared_expert_fused_below_rows")

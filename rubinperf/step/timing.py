@@ -179,6 +179,8 @@ def _graph_key(model, layout, point, gpus_per_tray):
             parts.append((f.name, type(v).__name__, v))
         elif type(v).__module__ == "numpy" and getattr(v, "ndim", 1) == 0:
             parts.append((f.name, "float", float(v)))
+        elif type(v) is tuple and all(type(x) in (int, float, str) for x in v):   # the stack's all-reduce lists
+            parts.append((f.name, "tuple", v))
         else:
             return None
     try:

@@ -40,7 +40,7 @@ def test_bundled_stacks_and_defaults():
 @pytest.mark.parametrize("name", STACKS)
 def test_stack_loads_with_a_source_per_table_and_round_trips(name, tmp_path):
     st = load_stack(name)
-    assert set(st.sources) - {"ranges"} == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep", "placement", "speculative", "aggregated", "attention"}
+    assert set(st.sources) - {"ranges"} == {f.metadata["section"] for f in spec_fields(Stack)} == {"kernel", "efficiency", "scheduler", "eplb", "interactivity", "serving", "fusion", "ep", "placement", "speculative", "aggregated", "attention", "collective"}
     assert all(len(s) > 20 for s in st.sources.values())
     p = tmp_path / f"{name}.toml"
     p.write_text(to_toml(st))
@@ -107,7 +107,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     # rows per request, was one), Rubin reads interleaved HBM at 0.90 of its die-local rate (was 0.75) and the
     # November TP8 path runs mHC in its GEMM epilogues and the shared expert inside the routed GEMMs below 16 rows
     # ([fusion]: no kernels of their own), and a sparse decode CTA keeps its kernel's 128 top-k entries in flight
-    # ([attention]; was the SM's whole cap, 64 KB on Rubin). With those undone the step is the one from before the move, exactly.
+    # ([attention]; was the SM's whole cap, 64 KB on Rubin), and an unfused all-reduce picks its algorithm by message
+    # size ([collective]; was two-shot at every size). With those undone the step is the one from before the move, exactly.
     m = dataclasses.replace(load_model("deepseek-v4.1-flash"), indexer_epilogue_flops_per_head=0.0)
     since = {"vr-nvl72": dict(hbm_interleaved_bandwidth_factor=0.75, hbm_remote_bandwidth_factor=0.5)}
     for key, want in BEFORE_STEP_MS.items():
@@ -124,7 +125,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
         plain = dataclasses.replace(load_platform(key[0]), tp_allreduce_fused=False, draft_ep_exchange="all-to-all",
                                     draft_first_pass="one-per-request", tp_mhc_in_epilogue=False,
                                     tp_shared_expert_fused_below_rows=0, dp_sync_algorithm="linear",
-                                        sparse_entries_in_flight_per_cta=1 << 20,
+                                    sparse_entries_in_flight_per_cta=1 << 20, allreduce_algorithms=("two-shot",),
+                                    allreduce_switch_bytes=(),
                                     dp_sync_per_rank_s=4e-5, **since.get(key[0], {}))
         point = make_point(m, plain, lay)
         r = step(m, plain, lay, point)

@@ -45,14 +45,20 @@ def test_tp8_reads_an_eighth_of_every_touched_expert():
     for o in moe:
         assert o.cost.weight_bytes == pytest.approx(per_layer, rel=1e-12)
         assert o.cost.nvlink_bytes == 0  # no dispatch in TP
-    # Two all-reduces per layer (attention, MoE) of 6 tokens x 5120 BF16. Rubin's stack runs them one-shot
-    # from the GEMM epilogues: each rank receives the 7 others' partials.
-    ar = ops_named(ops, "all-reduce (MoE)")
-    assert ar[0].cost.nvlink_bytes == pytest.approx(7 * 6 * 5120 * 2)
-    # As collective kernels (a ring: reduce-scatter, all-gather), 2 x 7/8 of it is sent.
-    plain = build_step(V41, parse_layout("tp8"), dataclasses.replace(make_point(V41, VR, parse_layout("tp8")),
-                                                                     tp_allreduce_fused=False))
-    assert ops_named(plain, "all-reduce (MoE)")[0].cost.nvlink_bytes == pytest.approx(2 * 6 * 5120 * 2 * 7 / 8)
+    # Two all-reduces per layer (attention, MoE) of 6 tokens x 5120 BF16 (60 KiB, below the stack's 256 KiB
+    # one-shot limit). Rubin's stack runs them one-shot from the GEMM epilogues: each rank receives the 7 others'
+    # partials, with no collective set-up of its own.
+    ar = ops_named(ops, "all-reduce (MoE, one-shot)")
+    assert ar[0].cost.nvlink_bytes == pytest.approx(7 * 6 * 5120 * 2) and ar[0].cost.collectives == 0
+    # Unfused, the one-shot is a collective kernel of its own; as a two-shot kernel (reduce-scatter, all-gather),
+    # 2 x 7/8 of it is sent.
+    tp8 = make_point(V41, VR, parse_layout("tp8"))
+    plain = build_step(V41, parse_layout("tp8"), dataclasses.replace(tp8, tp_allreduce_fused=False))
+    (one,) = {o.cost.collectives for o in ops_named(plain, "all-reduce (MoE, one-shot)")}
+    assert one == 1
+    two = build_step(V41, parse_layout("tp8"), dataclasses.replace(tp8, allreduce_algorithms=("two-shot",),
+                                                                   allreduce_switch_bytes=()))
+    assert ops_named(two, "all-reduce (MoE, two-shot)")[0].cost.nvlink_bytes == pytest.approx(2 * 6 * 5120 * 2 * 7 / 8)
 
 
 def test_dep32_reads_the_touched_experts_of_its_12():

@@ -61,7 +61,8 @@ def _moe(hw, name, tokens):
 def test_moe_runs_local_experts_then_the_all_reduce_and_dispatches_nothing():
     tokens, n, E, k = 192.0, 8, 384, 6
     p, ops = _moe(GB300, "tep8", tokens)
-    assert list(ops) == ["MegaGate (router)", "MegaMoE (local experts)", "shared expert", "all-reduce (MoE)"]
+    # 192 tokens x 5120 x 2 B = 1.875 MiB: below the vLLM stack's 2 MiB one-shot limit at TP8
+    assert list(ops) == ["MegaGate (router)", "MegaMoE (local experts)", "shared expert", "all-reduce (MoE, one-shot)"]
     experts = ops["MegaMoE (local experts)"]
     (g,) = experts.kernels
     touched = experts_touched_topk(tokens, k, E, local_experts=E // n)   # 48 local experts, each hit w.p. 1-(1-k/E)^t
@@ -70,9 +71,10 @@ def test_moe_runs_local_experts_then_the_all_reduce_and_dispatches_nothing():
     assert (g.n, g.k) == (3 * 2304, 5120)                        # whole experts
     assert g.cost.flops == pytest.approx(2 * tokens * k / n * 3 * 2304 * 5120)
     assert experts.stretch == pytest.approx(1 / p.balancedness) and p.balancedness == GB300.eplb_target_balancedness
-    # The all-reduce sums every token's BF16 hidden state over the 8 GPUs (a ring: 2 (n - 1) / n of it sent).
-    (ar,) = ops["all-reduce (MoE)"].kernels
-    assert ar.cost.nvlink_bytes == pytest.approx(2 * (n - 1) / n * tokens * 5120 * 2)
+    # The all-reduce sums every token's BF16 hidden state over the 8 GPUs: one-shot, each rank receives the n - 1
+    # others' partials whole; a collective kernel of its own (TEP is no TP engine path: nothing in the epilogue).
+    (ar,) = ops["all-reduce (MoE, one-shot)"].kernels
+    assert ar.cost.nvlink_bytes == pytest.approx((n - 1) * tokens * 5120 * 2) and ar.cost.collectives == 1
     _, tp = _moe(GB300, "tp8", tokens)
     # TP8 runs every expert's eighth: the same FLOPs and (in expectation) the same weight bytes per GPU.
     (t,) = tp["MegaMoE (experts)"].kernels
@@ -85,14 +87,15 @@ def test_step_has_tp_attention_and_no_dp_sync():
     lay = parse_layout("tep8")
     r = step(V41, GB300, lay, make_point(V41, GB300, lay, batch=32))
     names = {o.op.name for o in r.ops}
-    assert {"all-reduce (attention)", "all-reduce (MoE)", "MegaMoE (local experts)"} <= names
+    ar = {"all-reduce (attention, one-shot)", "all-reduce (MoE, one-shot)"}   # 32 x 6 rows x 10 KiB: 1.875 MiB
+    assert ar | {"MegaMoE (local experts)"} <= names
     assert not any("dispatch" in x or "combine" in x or "DeepEP" in x or x == "DP sync" for x in names)
     # one all-reduce after every attention sublayer and every MoE sublayer of the 40 main layers
     repeats: dict = {}
     for o in r.ops:
         if o.op.part == "target":
             repeats[o.op.name] = repeats.get(o.op.name, 0) + o.op.repeat
-    assert repeats["all-reduce (attention)"] == repeats["all-reduce (MoE)"] == V41.num_layers
+    assert repeats["all-reduce (attention, one-shot)"] == repeats["all-reduce (MoE, one-shot)"] == V41.num_layers
 
 
 def test_hbm_as_tp_the_experts_split_whole():
