@@ -63,6 +63,11 @@ class RefPoint:
     random_range_ratio: float | None = None
     range_convention: str | None = None
     run_with: dict = field(default_factory=dict)   # spec fields as the run set them (budget, KV bytes, weight formats)
+    # simulated_request_rate: an open-loop benchmark run (vllm bench serve / sglang.bench_serving --request-rate)
+    request_rate: float | None = None   # requests per second the client sent (Poisson unless burstiness)
+    num_requests: float | None = None   # requests of the run (--num-prompts)
+    burstiness: float | None = None     # gamma shape of the gaps (1: Poisson)
+    seed: float | None = None           # seed of the simulated arrivals and lengths (default 0)
     extra: dict = field(default_factory=dict, compare=False)
 
 
@@ -71,19 +76,22 @@ _OPTIONAL = ("model", "batch", "context", "acceptance", "workload", "interactivi
              "baseline_stack", "interactivity_stat", "fixed_acceptance", "note", "fitted",
              "op", "launch", "data", "previous", "changed", "new_tokens", "draft_tokens", "prefix_hit_rate", "without",
              "set", "input_tokens", "output_tokens", "kv_memory_fraction",
-             "quantity", "concurrency", "isl", "osl", "random_range_ratio", "range_convention", "run_with")
+             "quantity", "concurrency", "isl", "osl", "random_range_ratio", "range_convention", "run_with",
+             "request_rate", "num_requests", "burstiness", "seed")
 # What each key holds: a string, a positive (or non-negative) finite number, or true/false.
 _STRINGS = ("id", "source", "metric", "hardware", "layout", "phase", "model", "workload", "baseline_hardware", "stack",
             "baseline_stack", "interactivity_stat", "note", "changed",
             "op", "launch", "data", "quantity", "range_convention")
 _POSITIVE = ("published", "batch", "acceptance", "interactivity", "previous", "new_tokens", "input_tokens",
-             "output_tokens", "kv_memory_fraction", "concurrency", "isl", "osl")
-_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate", "random_range_ratio")
+             "output_tokens", "kv_memory_fraction", "concurrency", "isl", "osl", "request_rate", "num_requests",
+             "burstiness")
+_NON_NEGATIVE = ("context", "draft_tokens", "prefix_hit_rate", "random_range_ratio", "seed")
 # The range of each number: outside, a typo or a unit mistake (a figure of 1e308 is no published figure).
 _RANGES = {"published": (1e-9, 1e12), "previous": (1e-9, 1e12), "batch": (1, 1e6), "acceptance": (1, 64),
            "interactivity": (1e-3, 1e6), "new_tokens": (1, 1e8), "context": (0, 1e8), "draft_tokens": (0, 64),
            "prefix_hit_rate": (0, 1), "input_tokens": (1, 1e8), "output_tokens": (1, 1e8), "kv_memory_fraction": (1e-3, 1),
-           "concurrency": (1, 1e6), "isl": (1, 1e8), "osl": (1, 1e8), "random_range_ratio": (0, 1)}
+           "concurrency": (1, 1e6), "isl": (1, 1e8), "osl": (1, 1e8), "random_range_ratio": (0, 1),
+           "request_rate": (1e-6, 1e6), "num_requests": (1, 1e6), "burstiness": (1e-3, 1e3), "seed": (0, 2**63 - 1)}
 
 
 def _check_types(where: str, raw: dict) -> None:
@@ -403,6 +411,42 @@ def _serve(p: RefPoint) -> tuple[float, str]:
                                     + (f", held by the {rec['limited_by']}" if rec["limited_by"] else ""))
 
 
+def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
+    """One open-loop benchmark run of an aggregated engine (`vllm bench serve --request-rate R --num-prompts N`,
+    `sglang.bench_serving`), through the path `rubinperf serve --request-rate` takes: the engine of `serve`, the
+    requests drawn as the client draws them (`request_rate`, `burstiness`, `num_requests`, `isl`/`osl` and the
+    range ratio) and simulated step by step (serving/simulate.py: serve_records). `quantity` is the field of the
+    simulated serve record compared (request_throughput_per_s, median_ttft_ms, p99_itl_ms, duration_s, ...)."""
+    from rubinperf.serving.aggregated import RequestMix, engine
+    from rubinperf.serving import simulate as sim
+    from rubinperf.specs.layout import check_layout, parse_layout
+    from rubinperf.specs.select import load_specs
+
+    if not (p.quantity and p.request_rate and p.num_requests and p.isl and p.osl):
+        raise SpecError(f"point {p.id}: simulated_request_rate needs quantity, request_rate, num_requests, isl and osl")
+    if p.num_requests != int(p.num_requests) or (p.seed is not None and p.seed != int(p.seed)):
+        raise SpecError(f"point {p.id}: num_requests and seed: expected whole numbers")
+    m, (hw,) = load_specs(p.model, [p.hardware], _sets(p.run_with) + list(p.set),
+                          stacks=[p.stack] if p.stack else None)
+    lay = parse_layout(p.layout)
+    check_layout(lay, m, hw)
+    mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
+                     convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
+    draft = None if p.draft_tokens is None else int(p.draft_tokens)
+    e = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
+    pcts = (50.0, 90.0, 95.0, 99.0)
+    rec, = sim.serve_records(e, rates=[p.request_rate], num_requests=int(p.num_requests), seed=int(p.seed or 0),
+                             burstiness=p.burstiness or 1.0, percentiles=pcts)
+    if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)) or not isinstance(rec[p.quantity], (int, float)):
+        raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the simulated serve record")
+    return float(rec[p.quantity]), (
+        f"{rec['request_throughput_per_s']:.3g} req/s of {p.request_rate:g} sent, run {rec['duration_s']:.3g} s; "
+        f"batch {rec['mean_running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of steps with prefill; "
+        f"TTFT median {rec['median_ttft_ms']:.4g} ms (P99 {rec['p99_ttft_ms']:.4g}), TPOT median "
+        f"{rec['median_tpot_ms']:.3g} ms, ITL median {rec['median_itl_ms']:.3g} ms; "
+        f"{rec['requests_queued']} of {rec['num_requests']} queued")
+
+
 def _dp_prefill_loss(p: RefPoint) -> tuple[float, str]:
     """Prefill throughput a DEP engine loses to its busiest rank (serving/prefill.py: dp_prefill_imbalance)."""
     from rubinperf.serving.prefill import dp_prefill_imbalance
@@ -417,6 +461,7 @@ def _dp_prefill_loss(p: RefPoint) -> tuple[float, str]:
 
 METRICS = {
     "serve": _serve,
+    "simulated_request_rate": _simulated_request_rate,
     "dp_prefill_loss": _dp_prefill_loss,
     "throughput_at_interactivity": _throughput_metric,
     "peak_throughput": _throughput_metric,
