@@ -32,7 +32,7 @@ BASELINE_FILE = folder("validation") / "ledger-baseline.json"
 STEP_METRICS = ("tokens_per_s_per_user", "tokens_per_s_per_gpu", "tokens_per_s_per_node", "op_time_ms",
                 "step_time_without_op_ms", "step_time_ratio_855k_vs_128k")
 SERVING_METRICS = ("serve", "throughput_at_interactivity", "peak_throughput", "throughput_ratio_at_interactivity",
-                   "peak_throughput_ratio", "offline_tokens_per_s_per_gpu")
+                   "peak_throughput_ratio", "offline_tokens_per_s_per_gpu", "simulated_request_rate")
 MECHANISM_METRICS = ("gpu_time_saved", "gpu_time_saved_us", "dp_prefill_loss")
 EXACT_METRICS = ("kv_bytes_per_token",)   # a sum over the model's shapes: its stated band stands
 
@@ -256,10 +256,13 @@ def point_families(records: list[dict]) -> list[Family]:
             lambda r: r["metric"] in STEP_METRICS and not r["id"].startswith("gb200-"),
         "mechanisms: share of a step a published change saves": lambda r: r["metric"] in MECHANISM_METRICS,
         "serving: disaggregated sweeps (vLLM V4.1 posts, previews on Rubin)":
-            lambda r: r["metric"] in SERVING_METRICS and r["metric"] not in ("serve", "offline_tokens_per_s_per_gpu"),
+            lambda r: r["metric"] in SERVING_METRICS and r["metric"] not in ("serve", "offline_tokens_per_s_per_gpu",
+                                                                                   "simulated_request_rate"),
         "serving: offline max throughput (TensorRT-LLM perf overview)":
             lambda r: r["metric"] == "offline_tokens_per_s_per_gpu",
         "serving: closed-loop benchmarks (InferenceMAX, vLLM blog)": lambda r: r["metric"] == "serve",
+        "serving: open-loop runs at a request rate (engine PRs and issues), simulated":
+            lambda r: r["metric"] == "simulated_request_rate",
     }
     out = []
     for name, pick in groups.items():

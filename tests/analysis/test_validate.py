@@ -196,3 +196,39 @@ def test_offline_row_without_concurrency_is_one_line(cli, tmp_path):
     path.write_text(text)
     res = cli("validate", "--points", str(path))
     assert res.code == 2 and res.err.count("\n") == 1 and "concurrency" in res.err and "Traceback" not in res.err
+
+
+# ---------------------------------------------------------------- open-loop runs at a request rate
+
+RATE_POINTS = [p for p in POINTS if p.metric == "simulated_request_rate"]
+
+
+def test_request_rate_rows_load_with_their_runs_settings():
+    assert len(RATE_POINTS) >= 4
+    for p in RATE_POINTS:
+        assert "http" in p.source and p.request_rate and p.num_requests and p.isl and p.osl and p.quantity
+        assert p.band[0] < 1 < p.band[1]
+
+
+def test_a_request_rate_row_is_predicted_as_serve_request_rate_prints_it(cli):
+    """The row's prediction is the field of `rubinperf serve --request-rate R --num-requests N --json` with the row's
+    model, rack, layout, lengths and run settings: one path, not a second model of the run."""
+    p = next(x for x in RATE_POINTS if x.id == "sglang-h200-v3-dp8-5k1k-rate10-duration")
+    rec, = validate([p])
+    sets = [a for k, v in p.run_with.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
+    res = cli("serve", "-m", p.model, "-H", p.hardware, "-l", p.layout, "--request-rate", f"{p.request_rate:g}",
+              "--num-requests", str(int(p.num_requests)), "--isl", f"{p.isl:g}", "--osl", f"{p.osl:g}",
+              "--draft-tokens", "0", *sets, "--json")
+    assert res.code == 0, res.err
+    out, = json.loads(res.out)
+    assert rec["predicted"] == pytest.approx(out[p.quantity], rel=1e-9)
+    # the run's duration is at least the last arrival (50 requests at 10/s) plus one request's decode
+    assert rec["predicted"] > 49 / 10 * 0.5 and rec["predicted"] > (p.osl - 1) * out["median_tpot_ms"] / 1e3
+
+
+def test_a_request_rate_row_names_an_unknown_quantity():
+    from rubinperf.errors import SpecError
+
+    p = dataclasses.replace(RATE_POINTS[0], quantity="no_such_field")
+    with pytest.raises(SpecError, match="quantity"):
+        validate([p])
