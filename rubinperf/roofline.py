@@ -473,6 +473,14 @@ def admission_time(hw: Platform, prompt_tokens):
     admission_cpu_per_prompt_token_s (scheduler work that grows with prompt length)."""
     return prompt_tokens * hw.admission_cpu_per_prompt_token_s
 
+def admission_burst(hw: Platform):
+    """Requests one scheduler admits together (admission_burst_requests), no more than the stack's cap on new KV
+    loads per step (max_kv_loads_per_step, where set): the variance factor of a rank's admissions per step over a
+    Poisson count (a compound Poisson count of bursts of this size: mean rate, variance rate x burst)."""
+    cap = hw.max_kv_loads_per_step
+    return smin(hw.admission_burst_requests, cap) if cap else hw.admission_burst_requests
+
+
 def _links(nvlink, scale_out):
     """Transfer time over NVLink and the NIC at once: the larger (a link with no bytes drops out, keeping
     symbolic formulas short)."""

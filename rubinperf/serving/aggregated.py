@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.roofline import admission_time
+from rubinperf.roofline import admission_burst, admission_time
 from rubinperf.serving.interactivity import step_mixture_percentiles, time_per_token_factors
 from rubinperf.serving.prefill import busiest_rank_load
 from rubinperf.serving.specdecode import check_times, default_acceptance
@@ -265,7 +265,8 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
     # with each prompt's length, as a disaggregated decode engine's admissions do (roofline.admission_time).
     admit = admission_time(hw, B * a / (O - 1) * mix.mean_input)
     each = admission_time(hw, mix.mean_input)
-    spread = B * a / (O - 1) * each * each   # a Poisson count of admissions per rank (specdecode.decode_engine)
+    # a Poisson count of admissions per rank, in bursts where the scheduler gathers them (specdecode.decode_engine)
+    spread = B * a / (O - 1) * admission_burst(hw) * each * each
     # Every MoE layer ends at a barrier of all the ranks (the EP exchange; MegaMoE's NVLink barriers), so a layer
     # takes its slowest rank's time and the step the slowest rank's step. The busiest rank is the slowest where time
     # grows with rows; not always where a kernel heuristic switches with its rank's own token count (DeepGEMM's Mega

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rubinperf.errors import SpecError
-from rubinperf.roofline import admission_time
+from rubinperf.roofline import admission_burst, admission_time
 from rubinperf.serving.interactivity import speed_factors
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
@@ -143,10 +143,11 @@ def decode_engine(m: Model, hw: Platform, layout: Layout, batch, context: float,
     if output_tokens_per_turn:
         rate = admissions_per_step(b, a, output_tokens_per_turn)
         each = admission_time(hw, prompt_tokens_per_turn)
-        # a rank admits a Poisson count of requests a step (turns end independently): mean rate x each, variance
-        # rate x each^2 across ranks (the slowest rank's admissions reach the DP barrier: roofline.host_path)
+        # a rank admits a Poisson count of requests a step (turns end independently), gathered into bursts of
+        # roofline.admission_burst requests where the scheduler admits them together: mean rate x each, variance
+        # rate x burst x each^2 across ranks (the slowest rank's admissions reach the DP barrier: roofline.host_path)
         r = dataclasses.replace(r, extra_cpu_s=admission_time(hw, rate * prompt_tokens_per_turn),
-                                extra_cpu_var_s2=rate * each * each)
+                                extra_cpu_var_s2=rate * admission_burst(hw) * each * each)
     check_times(hw, m, f"{layout.name} decode", r.expected_s)
     speed = speed_factors(k, a, float(hw.acceptance_concentration), float(hw.step_time_spread))
     return SpecDecode(layout=layout, batch=b, context=float(context), draft_tokens=k, acceptance=a,

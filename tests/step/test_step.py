@@ -268,6 +268,31 @@ def test_unoptimised_dep32_is_slower_than_dep16_with_less_gpu_time(per_rank_16, 
     assert step(V41, hw, d32, make_point(V41, hw, d32)).sync_s == pytest.approx(10.8e-3)
 
 
+def test_admission_bursts_widen_the_ranks_spread_and_the_cap_bounds_them():
+    """Admissions in bursts of b requests (admission_burst_requests): a rank's count per step is compound Poisson, the
+    same mean host work and b x its variance; the slowest of 32 ranks then reaches the DP barrier later, so DEP32's
+    step minus DEP16's grows with b (the unoptimised stack: no cap). A cap of c new KV loads per step bounds a burst at
+    c (the fixed stack: 4), so a burst of 140 there is one of 4."""
+    from rubinperf.serving.specdecode import decode_engine
+
+    def pair(stack, burst):
+        hw = dataclasses.replace(load_platform("gb300-nvl72", stack), admission_burst_requests=burst)
+        return [decode_engine(V41, hw, parse_layout(lay), 48.0, 131072, **AGENTX_TURN).result for lay in ("dep16", "dep32")]
+
+    gaps = []
+    for burst in (1.0, 4.0, 140.0):
+        a, b = pair(UNOPTIMISED, burst)
+        one = pair(UNOPTIMISED, 1.0)[1]
+        assert float(b.extra_cpu_s) == pytest.approx(float(one.extra_cpu_s))           # the same mean work
+        assert float(b.extra_cpu_var_s2) == pytest.approx(burst * float(one.extra_cpu_var_s2))
+        gaps.append(float(b.expected_s - a.expected_s))
+    assert gaps[0] < gaps[1] < gaps[2]
+    capped = pair("vllm-gb300-oct2026", 140.0)[1]
+    at_cap = pair("vllm-gb300-oct2026", 4.0)[1]
+    assert float(capped.extra_cpu_var_s2) == pytest.approx(float(at_cap.extra_cpu_var_s2))
+    assert float(capped.cpu_s) == pytest.approx(float(at_cap.cpu_s))
+
+
 def _default_records():
     import io
     import contextlib
