@@ -146,6 +146,10 @@ class Kernel:
     # Rows the MMA pads a block's valid rows to, where it shrinks to them (MegaMoE's UMMA N follows the block's valid
     # tokens, aligned to 16). None: whole tiles of tile_rows.
     pad_rows: Any = None
+    # HBM bytes an MMA kernel's epilogue writes tile by tile (a GEMM's output: each block's accumulators converted,
+    # staged in shared memory and stored by TMA). Where the library waits for a block's store before the next block's
+    # MMAs, the store adds to the MMAs' time (roofline: mma_epilogue_exposed). None: no output tile store.
+    store_bytes: Any = None
 
     @property
     def is_mma(self) -> bool:
