@@ -210,7 +210,9 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
                      / (hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
-    compute = sadd(compute, epilogue_store(kern, hw))
+    store = epilogue_store(kern, hw)
+    if _nonzero(store):
+        compute = sadd(compute, store)
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
@@ -273,7 +275,8 @@ def epilogue_store(kern: Kernel, hw: Platform):
     blocks of a wave start together and store together, so their stores share the HBM write rate. The next block's
     loads are issued by the producer warp meanwhile (they stay in the memory term). 0 where the stack's kernels overlap
     the epilogue with the next tile's main loop, or for a kernel that states no store."""
-    if kern.store_bytes is None or kern.family not in ("gemm", "grouped_gemm"):
+    if kern.out_bytes_per_element is None or kern.family not in ("gemm", "grouped_gemm") \
+            or not _nonzero(hw.mma_epilogue_exposed):
         return 0.0
     rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
     return hw.mma_epilogue_exposed * kern.store_bytes / rate

@@ -53,7 +53,7 @@ def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None
         touched = experts_touched(rows, groups)
     return Kernel("grouped_gemm", _grouped_cost(rows, n, k, touched, weight, act, out),
                   groups=touched, rows=rows / touched, n=n, k=k, dequantises_weights=dequantises(weight, act),
-                  store_bytes=rows * n * PRECISIONS[out].bytes_per_element)
+                  out_bytes_per_element=PRECISIONS[out].bytes_per_element)
 
 
 def dequantises(weight: str, act: str) -> bool:
