@@ -14,7 +14,8 @@ each term named (KernelTime):
   fewer (sequence, KV head) groups than SMs adds its reduction kernel.
 - compute: useful FLOPs at the family's efficiency, x tile padding (rows padded to
   mma_tile_rows), / the SMs' share that has work (tiles x split-K over waves of SMs; causal attention's
-  unequal CTAs, the longest started last: Kernel.critical_share).
+  unequal CTAs, the longest started last: Kernel.critical_share); + the output stores the MMAs wait for
+  (`epilogue_store`: mma_epilogue_exposed x store bytes at the HBM rate; DeepGEMM's SM90 GEMM waits for each block's).
 - memory: bytes at the streaming rate, hbm x hbm_stream_efficiency (weights at the
   die-local or interleaved factor).
 - parallelism: extra memory time when the kernel keeps too few bytes in flight (Little's
@@ -209,6 +210,9 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
                      / (hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
+    store = epilogue_store(kern, hw)
+    if _nonzero(store):
+        compute = sadd(compute, store)
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
@@ -262,6 +266,20 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
         sol_s=stimes_max(sol_compute, sol_memory, sol_comm),
         scale_out_s=scale_out,
     )
+
+
+def epilogue_store(kern: Kernel, hw: Platform):
+    """Seconds a GEMM's MMAs wait for its output stores: the share mma_epilogue_exposed of its store_bytes at the HBM
+    streaming rate. A kernel with one shared-memory output buffer that waits for each block's TMA store before the
+    next block's MMAs (DeepGEMM's SM90 FP8 GEMM) runs its blocks' main loops and stores one after the other; the
+    blocks of a wave start together and store together, so their stores share the HBM write rate. The next block's
+    loads are issued by the producer warp meanwhile (they stay in the memory term). 0 where the stack's kernels overlap
+    the epilogue with the next tile's main loop, or for a kernel that states no store."""
+    if kern.out_bytes_per_element is None or kern.family not in ("gemm", "grouped_gemm") \
+            or not _nonzero(hw.mma_epilogue_exposed):
+        return 0.0
+    rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
+    return hw.mma_epilogue_exposed * kern.store_bytes / rate
 
 
 def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) -> str:

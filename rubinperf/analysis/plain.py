@@ -9,7 +9,7 @@ the same roofline.
 from __future__ import annotations
 
 from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, bytes_in_flight, efficiency_field,
-                                kernel_time, launch_parts, occupancy)
+                                epilogue_store, kernel_time, launch_parts, occupancy)
 from rubinperf.kernels.cost import PEAKS
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
 
@@ -77,6 +77,9 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
                           f"({efficiency_field(k.family, p, k.dequantises_weights)})" for p in peaks)
         lines.append(f"compute = FLOPs / ({rates}) / {fmt_pct(float(share))} of the SMs busy (tiles and waves)"
                      + (f" x {float(pad):.2f} rows padded to whole tiles" if float(pad) > 1.0005 else "")
+                     + (f" + the output stores the MMAs wait for ({si(float(k.store_bytes), 'B')} at the HBM streaming "
+                        f"rate x {float(hw.mma_epilogue_exposed):.2f} mma_epilogue_exposed: {_t(store)})"
+                        if float(store := epilogue_store(k, hw)) else "")
                      + f" = {_t(terms['compute'])}")
     if terms["memory"]:
         k, *_ = main("memory")

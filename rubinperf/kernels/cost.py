@@ -146,6 +146,16 @@ class Kernel:
     # Rows the MMA pads a block's valid rows to, where it shrinks to them (MegaMoE's UMMA N follows the block's valid
     # tokens, aligned to 16). None: whole tiles of tile_rows.
     pad_rows: Any = None
+    # Bytes of one output value an MMA kernel's epilogue writes tile by tile (a GEMM's output, groups x rows x n values:
+    # each block's accumulators converted, staged in shared memory and stored by TMA). Where the library waits for a
+    # block's store before the next block's MMAs, the store adds to the MMAs' time (roofline.epilogue_store,
+    # mma_epilogue_exposed). None: no output tile store.
+    out_bytes_per_element: Any = None
+
+    @property
+    def store_bytes(self):
+        """HBM bytes of the output tiles the epilogue stores: groups x rows x n x out_bytes_per_element."""
+        return self.groups * self.rows * self.n * self.out_bytes_per_element
 
     @property
     def is_mma(self) -> bool:

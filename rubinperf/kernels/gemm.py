@@ -7,7 +7,8 @@ from rubinperf.specs.precision import PRECISIONS, mma_peak
 
 
 def gemm(m, n, k, weight: str = "bf16", act: str | None = None, out: str = "bf16", groups=1) -> Kernel:
-    """FLOPs 2mnk per group at the MMA rate of (act, weight); weights read once, activations read and written once.
+    """FLOPs 2mnk per group at the MMA rate of (act, weight); weights read once, activations read and written once;
+    the output (`Kernel.store_bytes`) written by the epilogue, tile by tile.
 
     `groups` > 1 is a batched GEMM of distinct weights (the grouped output projection).
     """
@@ -18,4 +19,4 @@ def gemm(m, n, k, weight: str = "bf16", act: str | None = None, out: str = "bf16
         activation_bytes=groups * (m * k * a.bytes_per_element + m * n * o.bytes_per_element),
         launches=1,
     )
-    return Kernel("gemm", cost, groups=groups, rows=m, n=n, k=k)
+    return Kernel("gemm", cost, groups=groups, rows=m, n=n, k=k, out_bytes_per_element=o.bytes_per_element)

@@ -52,7 +52,8 @@ def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None
     if touched is None:
         touched = experts_touched(rows, groups)
     return Kernel("grouped_gemm", _grouped_cost(rows, n, k, touched, weight, act, out),
-                  groups=touched, rows=rows / touched, n=n, k=k, dequantises_weights=dequantises(weight, act))
+                  groups=touched, rows=rows / touched, n=n, k=k, dequantises_weights=dequantises(weight, act),
+                  out_bytes_per_element=PRECISIONS[out].bytes_per_element)
 
 
 def dequantises(weight: str, act: str) -> bool:
