@@ -279,7 +279,7 @@ def epilogue_store(kern: Kernel, hw: Platform):
             or not _nonzero(hw.mma_epilogue_exposed):
         return 0.0
     rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
-    return hw.mma_epilogue_exposed * kern.store_bytes / rate
+    return hw.mma_epilogue_exposed * kern.cost.launches * kern.store_bytes / rate   # store_bytes: one launch's
 
 
 def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) -> str:
