@@ -333,10 +333,11 @@ def expected_max_normal(n: int) -> float:
     if n <= 1:
         return 0.0
     h, total = 1.0 / 200, 0.0
+    root2pi, root2, exp, erfc, p = math.sqrt(2 * math.pi), math.sqrt(2), math.exp, math.erfc, n - 1   # (hoisted)
     for j in range(-2400, 2401):
         x = j * h
-        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-        total += x * n * phi * (0.5 * math.erfc(-x / math.sqrt(2))) ** (n - 1)
+        phi = exp(-0.5 * x * x) / root2pi
+        total += x * n * phi * (0.5 * erfc(-x / root2)) ** p
     return total * h
 
 
