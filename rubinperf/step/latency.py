@@ -273,31 +273,43 @@ def _betainc(a: float, b: float, x: float, log_beta: float | None = None) -> flo
 
 
 def _betainc_cf(a: float, b: float, x: float, log_beta: float) -> float:
-    # The two partial numerators of each term written out (the same operations, in the same order, as a loop over
-    # them): this runs a few thousand times for one percentile of a law at an end, inside `estimate`'s start-up.
+    # The partial numerators m (b - m) x / ((a - 1 + 2m)(a + 2m)) and -(a + m)(a + b + m) x / ((a + 2m)(a + 1 + 2m)),
+    # their parts without x taken from _cf_terms (the same operations, in the same order, as written out here
+    # each time): this runs a few thousand times for one percentile of a law at an end, in `estimate`'s start-up.
     tiny = 1e-300
     lead = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta) / a
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    qab, qap = a + b, a + 1.0
     c, d = 1.0, 1.0 - qab * x / qap
     d = 1.0 / (d if abs(d) > tiny else tiny)
     h = d
-    for m in range(1, CF_ITERATIONS + 1):
-        m2 = 2 * m
-        even = m * (b - m) * x / ((qam + m2) * (a + m2))
-        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + even * d
+    for even_top, even_bottom, odd_top, odd_bottom in _cf_terms(a, b):
+        num = even_top * x / even_bottom
+        d = 1.0 + num * d
         d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + even / c
+        c = 1.0 + num / c
         c = c if abs(c) > tiny else tiny
         h *= d * c
-        d = 1.0 + odd * d
+        num = odd_top * x / odd_bottom
+        d = 1.0 + num * d
         d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + odd / c
+        c = 1.0 + num / c
         c = c if abs(c) > tiny else tiny
         h *= d * c
         if abs(d * c - 1.0) < 1e-14:
             break
     return min(max(lead * h, 0.0), 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _cf_terms(a: float, b: float) -> tuple:
+    """The parts of the continued fraction's partial numerators that do not depend on x, for m = 1..CF_ITERATIONS:
+    (m (b - m), (a - 1 + 2m)(a + 2m), -(a + m)(a + b + m), (a + 2m)(a + 1 + 2m))."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    out = []
+    for m in range(1, CF_ITERATIONS + 1):
+        m2 = 2 * m
+        out.append((m * (b - m), (qam + m2) * (a + m2), -(a + m) * (qab + m), (a + m2) * (qap + m2)))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- the KV transfer of prefill
