@@ -6,10 +6,21 @@ definitions the numeric path uses) and `rubinperf.analysis.sensitivity`.
 
 from __future__ import annotations
 
-from rubinperf.analysis import symbolic as S
 from rubinperf.render.output import emit_text, print_out
 from rubinperf.render.tables import col, table
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
+
+
+class _Symbolic:
+    """rubinperf.analysis.symbolic (it imports sympy), imported on first use: the sensitivity table needs none of it."""
+
+    def __getattr__(self, name):
+        from rubinperf.analysis import symbolic
+
+        return getattr(symbolic, name)
+
+
+S = _Symbolic()
 
 
 def _width() -> int:
