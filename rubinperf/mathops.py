@@ -8,6 +8,7 @@ an array is seen, so a scalar `estimate` never pays for it.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import math
 
@@ -134,12 +135,32 @@ def scap(x, cap):
     return smin(cap, x)
 
 
+# Rows of the numeric step whose roundings are held (held_roundings), or None.
+_HELD_ROWS: int | None = None
+
+
+@contextlib.contextmanager
+def held_roundings(rows: int):
+    """Inside: a ceil or floor of a numpy array of `rows` rows (its first axis) gives every row the rounding of
+    row 0, the operating point. sympy's derivative of the symbolic step holds each rounding at its value there
+    (d ceiling(x) / dx = 0); a central difference of the numeric step with its roundings so held measures the
+    same slope, where a plain one would measure a jump (a batch of 16 is a tile boundary)."""
+    global _HELD_ROWS
+    before, _HELD_ROWS = _HELD_ROWS, rows
+    try:
+        yield
+    finally:
+        _HELD_ROWS = before
+
+
 def _rounded(x, name: str, sympy_name: str):
     """math.`name` (ceil or floor) for numbers, as a float (inf and nan pass through, to be reported); numpy's for
-    arrays; sympy's `sympy_name` for symbols."""
+    arrays (inside held_roundings: row 0's for every row); sympy's `sympy_name` for symbols."""
     if type(x).__module__ == "numpy":
         import numpy as np
 
+        if _HELD_ROWS is not None and getattr(x, "ndim", 0) and x.shape[0] == _HELD_ROWS:
+            return np.broadcast_to(getattr(np, name)(x[:1]), x.shape).copy()
         return getattr(np, name)(x)
     if type(x) not in _PLAIN and _is_symbolic((x,)):
         import sympy

@@ -15,7 +15,6 @@ evaluated exactly (the tornado plot's bars).
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import sympy
@@ -32,9 +31,7 @@ if TYPE_CHECKING:   # for annotations only
 from rubinperf.analysis.elasticity import POINT_DOC, POINT_UNITS, point_parameters  # noqa: E402,F401
 
 
-P90_METRIC = "tokens-per-user-p90"
-P90_SPREADS = {"acceptance_concentration": "nu of the Beta law of a request's accepted share of drafts (P90 factor only)",
-               "step_time_spread": "log-sd of a request's step time around the swept step (P90 factor only)"}
+from rubinperf.analysis.elasticity import P90_METRIC, P90_SPREADS  # noqa: E402,F401
 
 
 def sensitivity(model, hw: Hardware, layout, point, metric: str = "step-time", swing: float = 0.1) -> list[dict]:
@@ -140,50 +137,7 @@ class _Derivatives:
 
 
 def _p90_sensitivity(model, hw: Platform, layout, point, swing: float) -> list[dict]:
-    """P90 tokens/s per user = the mean (the step's, symbolic) x the P90 factor (serving/interactivity.py: a
-    quadrature in k, the acceptance and the two spreads). Its elasticity to a parameter is the mean's plus the
-    factor's, the factor's by a central difference in ln p (step 1e-3); the spreads enter the factor only."""
-    from rubinperf.serving.interactivity import speed_factor
+    """P90 tokens/s per user by elasticity.p90_sensitivity, the mean's elasticities sympy's (this module's)."""
+    from rubinperf.analysis.elasticity import p90_sensitivity
 
-    if point.phase != "decode":
-        raise SpecError(f"--metric {P90_METRIC}: a decode metric (the spread of per-user decode speed); got a prefill point")
-    k, a = float(point.k(model)), float(point.accepted(model))
-    args = {"draft_tokens": k, "acceptance": a, "acceptance_concentration": float(hw.acceptance_concentration),
-            "step_time_spread": float(hw.step_time_spread)}
-
-    def factor(**change):
-        x = {**args, **change}
-        return speed_factor(x["draft_tokens"], x["acceptance"], x["acceptance_concentration"], x["step_time_spread"])
-
-    f0 = factor()
-
-    def elasticity_and_ends(name):
-        v = args[name]
-        if v == 0:
-            return 0.0, f0, f0
-        h = 1e-3
-        e = (math.log(factor(**{name: v * math.exp(h)})) - math.log(factor(**{name: v * math.exp(-h)}))) / (2 * h)
-        return e, factor(**{name: v * (1 - swing)}), factor(**{name: v * (1 + swing)})
-
-    records = sensitivity(model, hw, layout, point, "tokens-per-user", swing)
-    out = []
-    for r in records:
-        r = {**r, "metric": P90_METRIC, "metric_label": "P90 tokens/s per user", "metric_value": r["metric_value"] * f0}
-        if r["elasticity"] is not None:
-            if r["parameter"] in ("draft_tokens", "acceptance"):
-                e, lo, hi = elasticity_and_ends(r["parameter"])
-                r.update(elasticity=r["elasticity"] + e, metric_low=r["metric_low"] * lo, metric_high=r["metric_high"] * hi,
-                         note=f"{r['note'] or r['doc']}; P90 factor elasticity {e:+.4f}")
-            else:
-                r.update(metric_low=r["metric_low"] * f0, metric_high=r["metric_high"] * f0)
-        out.append(r)
-    base = records[0]["metric_value"]
-    for name, doc in P90_SPREADS.items():
-        e, lo, hi = elasticity_and_ends(name)
-        out.append({**{k: out[0][k] for k in ("hardware", "model", "layout", "phase", "metric", "metric_label",
-                                               "metric_unit", "metric_value")},
-                    "parameter": name, "group": "stack", "unit": "", "doc": doc, "value": args[name],
-                    "elasticity": e + 0.0, "metric_low": base * lo, "metric_high": base * hi, "discrete": False,
-                    "note": f"enters the P90 factor ({f0:.3f} x the mean), not the step"})
-    out.sort(key=lambda r: (r["elasticity"] is None, -abs(r["elasticity"] or 0.0)))
-    return out
+    return p90_sensitivity(model, hw, layout, point, swing, mean_sensitivity=sensitivity)

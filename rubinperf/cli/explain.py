@@ -315,6 +315,9 @@ def sensitivity(
     plot: Annotated[Optional[str], typer.Option(
         "--plot", help="Write a tornado plot to this file (.png, .svg, .pdf; needs matplotlib).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records, one per parameter.")] = False,
+    symbolic: Annotated[bool, typer.Option(
+        "--symbolic", help="Differentiate the symbolic step with sympy (seconds) instead of the numeric step with "
+                           "its roundings held (the same elasticities to the four decimals shown).")] = False,
     sets,
     quiet: QuietPlot = False,
     wide, as_csv, save_dir,
@@ -331,7 +334,7 @@ def sensitivity(
       rubinperf sensitivity --set hbm_bandwidth=30TB/s --plot tornado.png
     """
     from rubinperf.render import plots
-    from rubinperf.analysis.sensitivity import sensitivity as run
+    from rubinperf.analysis.elasticity import sensitivity_records
 
     check_output_flags(as_json, as_csv, quiet)
     apply_wide(wide)
@@ -346,7 +349,7 @@ def sensitivity(
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
-    records = run(mod, hw, lay, point, metric=metric, swing=swing)
+    records = sensitivity_records(mod, hw, lay, point, metric=metric, swing=swing, symbolic=symbolic)
     shown = records if show_all else [r for r in records if r["elasticity"]]
     if top:
         shown = shown[:top]
@@ -366,7 +369,7 @@ def sensitivity(
     from rubinperf.render.explain import sensitivity_table
     from rubinperf.render.output import emit_text
 
-    sensitivity_table(records, shown, swing, show_all)
+    sensitivity_table(records, shown, swing, show_all, symbolic=symbolic)
     if plot:
         emit_text(f"wrote {plot}")
     if save_dir is not None:

@@ -6,10 +6,21 @@ definitions the numeric path uses) and `rubinperf.analysis.sensitivity`.
 
 from __future__ import annotations
 
-from rubinperf.analysis import symbolic as S
 from rubinperf.render.output import emit_text, print_out
 from rubinperf.render.tables import col, table
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
+
+
+class _Symbolic:
+    """rubinperf.analysis.symbolic (it imports sympy), imported on first use: the sensitivity table needs none of it."""
+
+    def __getattr__(self, name):
+        from rubinperf.analysis import symbolic
+
+        return getattr(symbolic, name)
+
+
+S = _Symbolic()
 
 
 def _width() -> int:
@@ -169,8 +180,9 @@ def step_latex(st) -> None:
 # ---------------------------------------------------------------- sensitivity
 
 
-def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show_all: bool) -> None:
-    """The elasticities `shown` (of all `records`), largest first, with the metric at each end of the swing."""
+def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show_all: bool, symbolic: bool = False) -> None:
+    """The elasticities `shown` (of all `records`), largest first, with the metric at each end of the swing; `symbolic`:
+    sympy's derivatives of the symbolic step (else the numeric step's, its roundings held)."""
     r0 = records[0]
     value = _time(r0["metric_value"]) if r0["metric_unit"] == "s" else f"{fmt_num(r0['metric_value'])} {r0['metric_unit']}"
     cols = [col("parameter", "left", wrap=False), col("group", "left", drop=3, wrap=False), col("value"),
@@ -185,7 +197,8 @@ def sensitivity_table(records: list[dict], shown: list[dict], swing: float, show
         rows.append([r["parameter"], r["group"], fmt_num(r["value"]),
                      el, lo, hi, r["note"] or r["doc"]])
     hidden = len(records) - len([r for r in records if r["elasticity"]])
-    caption = (f"elasticity = d ln({r0['metric_label']}) / d ln(parameter), from the symbolic step; "
+    how = "the symbolic step" if symbolic else "the step, its roundings held"
+    caption = (f"elasticity = d ln({r0['metric_label']}) / d ln(parameter), from {how}; "
                f"x{1 - swing:g} / x{1 + swing:g}: the metric with the parameter scaled so"
                + (f"; {hidden} zero or discrete parameter(s) hidden (--all shows them)" if hidden and not show_all else ""))
     title = (f"sensitivity of {r0['metric_label']} ({value}): {r0['model']} {r0['layout']} {r0['phase']} "

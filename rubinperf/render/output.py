@@ -63,7 +63,13 @@ def _indented(x, pad: str) -> str:
         for k, v in x.items():
             if type(k) is not str:
                 raise _Generic
-            parts.append(f"{inner}{_enc_str(k)}: {_indented(v, inner)}")
+            tv = type(v)   # the commonest leaves written here, as _indented writes them (a call fewer each)
+            if tv is float:
+                parts.append(f"{inner}{_enc_str(k)}: {_float_repr(v) if v - v == 0.0 else 'null'}")
+            elif tv is str:
+                parts.append(f"{inner}{_enc_str(k)}: {_enc_str(v)}")
+            else:
+                parts.append(f"{inner}{_enc_str(k)}: {_indented(v, inner)}")
         return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
     if t is list or t is tuple:
         if not x:

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 from rubinperf.errors import SpecError
 from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of
+from rubinperf.specs.wide import wide
 
 
 _field = spec_field_of("hardware")   # a hardware field (marked as the hardware's in a Platform)
 
 
-@dataclass(frozen=True, kw_only=True)
+@wide
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Hardware:
     name: str
     description: str

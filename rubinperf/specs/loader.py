@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import marshal
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -154,14 +156,59 @@ def read_toml(path: Path) -> dict:
     from rubinperf.files import read_bounded
 
     data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
+    cache = _parsed_cache(path, data)
+    if cache is not None:
+        try:
+            with open(cache, "rb") as f:
+                return marshal.load(f)
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        parsed = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: malformed TOML: {exc}") from None
     except RecursionError:
         raise SpecError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if cache is not None:
+        _write_parsed(cache, parsed)
+    return parsed
+
+
+# The bundled specs' parsed TOML, kept as Python keeps a module's bytecode: in the package's __pycache__ (ignored by
+# git, left out of the sdist and the wheel), named by a digest of the file's bytes, so an edited file is parsed
+# afresh. Parsing the five files of `rubinperf estimate` costs about a twentieth of its start-up; loading them from
+# marshal a tenth of that. Only the bundled folders' files are kept (a user's own specs are parsed each time), and a
+# folder that cannot be written (a read-only install) only means parsing each time.
+_PARSED_DIR = Path(__file__).resolve().parent.parent / "__pycache__"
+
+
+def _parsed_cache(path, data: bytes) -> Path | None:
+    from rubinperf.bundled import SPEC_FOLDERS, data_root
+
+    try:
+        where = Path(path).resolve().relative_to(data_root())
+    except (OSError, ValueError, RuntimeError):
+        return None
+    if len(where.parts) < 2 or where.parts[0] not in SPEC_FOLDERS:
+        return None
+    try:
+        from _blake2 import blake2b   # (hashlib's blake2b: hashlib itself takes longer to import than the parse)
+    except ImportError:   # pragma: no cover - not CPython
+        from hashlib import blake2b
+    return _PARSED_DIR / f"spec-{blake2b(data, digest_size=20).hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+
+
+def _write_parsed(cache: Path, parsed: dict) -> None:
+    try:
+        blob = marshal.dumps(parsed)   # ValueError for a value marshal cannot hold (a TOML date): not kept
+        cache.parent.mkdir(exist_ok=True)
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, cache)
+    except (OSError, ValueError):
+        pass
 
 
 def check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from rubinperf.errors import SpecError
 from rubinperf.specs.precision import PRECISIONS
 from rubinperf.specs.loader import MAX_LAYERS, load_spec_file, resolve_path, spec_field
+from rubinperf.specs.wide import wide
 
 ATTENTION_KINDS = ("sparse-mqa", "mla", "gqa")
 ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
 
 
-@dataclass(frozen=True, kw_only=True)
+@wide
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Model:
     name: str
     description: str

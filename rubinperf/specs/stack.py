@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from rubinperf.errors import SpecError
 from rubinperf.specs.hardware import Hardware, load_hardware
 from rubinperf.specs.loader import load_spec_file, resolve_path, spec_field_of, spec_fields
+from rubinperf.specs.wide import wide
 
 DRAFT_EP_EXCHANGES = ("all-to-all", "all-gather")
 DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
@@ -35,7 +36,8 @@ ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinpe
 _field = spec_field_of("stack")   # a stack field (marked as the stack's in a Platform)
 
 
-@dataclass(frozen=True, kw_only=True)
+@wide
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Stack:
     name: str
     description: str
@@ -196,7 +198,8 @@ POINT_SECTIONS = ("eplb", "interactivity", "serving", "ep", "speculative", "fusi
 POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"] in POINT_SECTIONS)
 
 
-@dataclass(frozen=True, kw_only=True)
+@wide
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Platform(Stack, Hardware):
     """One rack's silicon and the software stack on it, merged: what the roofline, step and serving read.
 

@@ -6,6 +6,8 @@ GEMMs all use these. A Weight is a [k_in, n_out] matrix, `count` copies of it.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 
 from rubinperf.specs.model import Model
@@ -122,7 +124,16 @@ def parameter_counts(m: Model) -> dict:
     """Total and active-per-token parameters, and the draft's own, from the weight shapes.
 
     Matrices only: norm weights, biases and attention-sink scalars are left out (under 0.05% of any
-    bundled model). Active excludes the embedding table (a look-up), counts the LM head."""
+    bundled model). Active excludes the embedding table (a look-up), counts the LM head. (Computed once per
+    model: every record of `estimate` carries them; a model with a field that cannot be hashed is counted anew.)"""
+    try:
+        return dict(_parameter_counts(m))
+    except TypeError:   # unhashable: not cached
+        return _parameter_counts.__wrapped__(m)
+
+
+@functools.lru_cache(maxsize=16)
+def _parameter_counts(m: Model) -> dict:
     main = [w for layer in range(m.num_layers) for w in layer_weights(m, layer)] + stored_embedding_weights(m)
     draft = [w for i in range(m.draft_layers) for w in draft_layer_weights(m, i)]
     total = sum(w.params for w in main)

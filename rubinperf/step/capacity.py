@@ -21,6 +21,8 @@ Shapes come from `architecture`; this module only adds them up.
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -68,7 +70,16 @@ def kv_rank_share(m: Model, layout: Layout) -> float:
 
 
 def weight_bytes_per_rank(m: Model, layout: Layout) -> dict[str, float]:
-    """Weight bytes one rank holds, by group: routed experts, other target weights, draft, embeddings."""
+    """Weight bytes one rank holds, by group: routed experts, other target weights, draft, embeddings (computed once
+    per model and layout; a model with a field that cannot be hashed is counted anew)."""
+    try:
+        return dict(_weight_bytes_per_rank(m, layout))
+    except TypeError:   # unhashable: not cached
+        return _weight_bytes_per_rank.__wrapped__(m, layout)
+
+
+@functools.lru_cache(maxsize=64)
+def _weight_bytes_per_rank(m: Model, layout: Layout) -> dict[str, float]:
     routed = other = draft = 0.0
     for layer in range(m.num_layers):
         for w in layer_weights(m, layer):

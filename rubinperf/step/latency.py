@@ -63,6 +63,11 @@ class AcceptanceLaw(NamedTuple):
     beta: float
     normal: bool
 
+    @property
+    def log_beta(self) -> float:
+        """ln B(alpha, beta)."""
+        return _log_beta(self.alpha, self.beta)
+
 
 def acceptance_law(k: float, acceptance: float, nu: float) -> AcceptanceLaw | None:
     """The per-request acceptance law at mean `acceptance` tokens per verify step; None where requests do not
@@ -154,8 +159,9 @@ def _over_f(law: AcceptanceLaw, k: float, a: float, sigma: float, cells: int, q:
     point to start Newton from."""
     lo, hi = (0.0, 1.0) if _at_an_end(law) else (max(0.0, law.mu - 14 * law.sd), min(1.0, law.mu + 14 * law.sd))
     edges = [lo + (hi - lo) * j / cells for j in range(cells + 1)]
-    cdf = [_law_cdf(law, x) for x in edges]
-    first = [_law_first(law, x, c) for x, c in zip(edges, cdf)]
+    lb = None if law.normal else law.log_beta   # (computed once for every edge)
+    cdf = [_law_cdf(law, x, lb) for x in edges]
+    first = [_law_first(law, x, c, lb) for x, c in zip(edges, cdf)]
     cdf[0], first[0] = 0.0, 0.0
     cdf[-1], first[-1] = 1.0, law.mu
     nodes = []
@@ -174,12 +180,14 @@ def _over_f(law: AcceptanceLaw, k: float, a: float, sigma: float, cells: int, q:
             break
     start += sigma * _phi_inverse(q)
 
+    root2, erfc, exp = math.sqrt(2.0), math.erfc, math.exp
+
     def cdf_and_density(y: float) -> tuple[float, float]:
         c = d = 0.0
         for lp, w in nodes:
             z = (y - lp) / sigma
-            c += w * _phi(z)
-            d += w * math.exp(-0.5 * z * z) * norm
+            c += w * (0.5 * erfc(-z / root2))   # _phi(z), inline
+            d += w * exp(-0.5 * z * z) * norm
         return c / total, d / total
 
     return cdf_and_density, start
@@ -190,7 +198,7 @@ def _at_an_end(law: AcceptanceLaw) -> bool:
     return law.mu - 6 * law.sd < 0.0 or law.mu + 6 * law.sd > 1.0
 
 
-def _law_first(law: AcceptanceLaw, x: float, cdf: float) -> float:
+def _law_first(law: AcceptanceLaw, x: float, cdf: float, log_beta: float | None = None) -> float:
     """E[f; f <= x]: mu I_x(alpha + 1, beta) for the Beta law, mu Phi(z) - sd phi(z) for the normal."""
     if law.normal:
         z = (x - law.mu) / law.sd
@@ -198,13 +206,14 @@ def _law_first(law: AcceptanceLaw, x: float, cdf: float) -> float:
     a, b = law.alpha, law.beta   # I_x(a + 1, b) = I_x(a, b) - x^a (1 - x)^b / (a B(a, b))
     if x <= 0.0 or x >= 1.0:
         return 0.0 if x <= 0.0 else law.mu
-    return law.mu * (cdf - math.exp(a * math.log(x) + b * math.log1p(-x) - math.log(a) - _log_beta(a, b)))
+    lb = _log_beta(a, b) if log_beta is None else log_beta
+    return law.mu * (cdf - math.exp(a * math.log(x) + b * math.log1p(-x) - math.log(a) - lb))
 
 
-def _law_cdf(law: AcceptanceLaw, x: float) -> float:
+def _law_cdf(law: AcceptanceLaw, x: float, log_beta: float | None = None) -> float:
     if law.normal:
         return _phi((x - law.mu) / law.sd)
-    return _betainc(law.alpha, law.beta, x)
+    return _betainc(law.alpha, law.beta, x, log_beta)
 
 
 def _law_density(law: AcceptanceLaw, x: float) -> float:
@@ -222,7 +231,7 @@ def _law_inverse(law: AcceptanceLaw, q: float) -> float:
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        if _betainc(law.alpha, law.beta, mid) < q:
+        if _betainc(law.alpha, law.beta, mid, law.log_beta) < q:
             lo = mid
         else:
             hi = mid
@@ -249,36 +258,60 @@ def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def _betainc(a: float, b: float, x: float) -> float:
+def _betainc(a: float, b: float, x: float, log_beta: float | None = None) -> float:
     """Regularized incomplete beta I_x(a, b): the continued fraction of Abramowitz & Stegun 26.5.8 by the modified
-    Lentz method, on the side of I_x(a, b) = 1 - I_{1-x}(b, a) where it converges fast."""
+    Lentz method, on the side of I_x(a, b) = 1 - I_{1-x}(b, a) where it converges fast. `log_beta`: ln B(a, b), where
+    the caller has it (the same number either way: B(a, b) = B(b, a) in floating point too)."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
         return 1.0
+    lb = _log_beta(a, b) if log_beta is None else log_beta
     if x >= (a + 1) / (a + b + 2):
-        return 1.0 - _betainc_cf(b, a, 1.0 - x)
-    return _betainc_cf(a, b, x)
+        return 1.0 - _betainc_cf(b, a, 1.0 - x, lb)
+    return _betainc_cf(a, b, x, lb)
 
 
-def _betainc_cf(a: float, b: float, x: float) -> float:
+def _betainc_cf(a: float, b: float, x: float, log_beta: float) -> float:
+    # The partial numerators m (b - m) x / ((a - 1 + 2m)(a + 2m)) and -(a + m)(a + b + m) x / ((a + 2m)(a + 1 + 2m)),
+    # their parts without x taken from _cf_terms (the same operations, in the same order, as written out here
+    # each time): this runs a few thousand times for one percentile of a law at an end, in `estimate`'s start-up.
     tiny = 1e-300
-    lead = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)) / a
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    lead = math.exp(a * math.log(x) + b * math.log1p(-x) - log_beta) / a
+    qab, qap = a + b, a + 1.0
     c, d = 1.0, 1.0 - qab * x / qap
     d = 1.0 / (d if abs(d) > tiny else tiny)
     h = d
-    for m in range(1, CF_ITERATIONS + 1):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-14:
+    # (|v| > tiny written as v > tiny or v < -tiny, and |v| < e as -e < v < e: the same for every float, nan
+    # included, without a call to abs)
+    for even_top, even_bottom, odd_top, odd_bottom in _cf_terms(a, b):
+        num = even_top * x / even_bottom
+        d = 1.0 + num * d
+        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
+        c = 1.0 + num / c
+        c = c if c > tiny or c < -tiny else tiny
+        h *= d * c
+        num = odd_top * x / odd_bottom
+        d = 1.0 + num * d
+        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
+        c = 1.0 + num / c
+        c = c if c > tiny or c < -tiny else tiny
+        h *= d * c
+        if -1e-14 < d * c - 1.0 < 1e-14:
             break
     return min(max(lead * h, 0.0), 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _cf_terms(a: float, b: float) -> tuple:
+    """The parts of the continued fraction's partial numerators that do not depend on x, for m = 1..CF_ITERATIONS:
+    (m (b - m), (a - 1 + 2m)(a + 2m), -(a + m)(a + b + m), (a + 2m)(a + 1 + 2m))."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    out = []
+    for m in range(1, CF_ITERATIONS + 1):
+        m2 = 2 * m
+        out.append((m * (b - m), (qam + m2) * (a + m2), -(a + m) * (qab + m), (a + m2) * (qap + m2)))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- the KV transfer of prefill

@@ -14,12 +14,14 @@ from rubinperf.errors import DoesNotFit, SpecError
 from rubinperf.specs.defaults import DEFAULT_CONTEXT, DEFAULT_ENGINES
 from rubinperf.specs.layout import Layout, check_layout
 from rubinperf.specs.model import Model
+from rubinperf.specs.wide import wide
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
 
 
-@dataclass(frozen=True)
+@wide
+@dataclass(frozen=True, eq=False, repr=False)
 class Point:
     """One operating point of one engine."""
 

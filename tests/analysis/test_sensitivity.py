@@ -219,3 +219,69 @@ def test_numeric_sensitivity_agrees_with_the_symbolic_path(dep32_decode):
             assert n["elasticity"] == pytest.approx(s["elasticity"], rel=1e-4, abs=1e-7), s["parameter"]
             smooth += 1
     assert smooth >= 40
+
+
+@pytest.mark.parametrize("rack, layout, phase, metric", [
+    ("gb300-nvl72", "dep32", "decode", "step-time"),
+    ("vr-nvl72", "tp8", "decode", "tokens-per-gpu"),
+    ("gb300-nvl72", "dep32", "prefill", "step-time"),
+    ("vr-nvl72", "dep8", "decode", "tokens-per-user-p90"),
+])
+def test_held_roundings_sensitivity_prints_what_sympys_does(rack, layout, phase, metric):
+    """`rubinperf sensitivity` (elasticity.sensitivity_records: central differences of the numeric step with its
+    roundings held at the operating point) gives the symbolic path's elasticities to the four decimals the table
+    prints, whole counts included (batch 16 sits on a tile boundary: a plain central difference there reads a jump,
+    -12 against sympy's +0.2323), the same parameters at zero, and the swing ends to 1e-12."""
+    from rubinperf.analysis.elasticity import sensitivity_records
+
+    hw = GB300 if rack == "gb300-nvl72" else load_platform(rack)
+    lay = parse_layout(layout)
+    point = make_point(V41, hw, lay, phase=phase)
+    symbolic = {r["parameter"]: r for r in sensitivity(V41, hw, lay, point, metric=metric)}
+    held = {r["parameter"]: r for r in sensitivity_records(V41, hw, lay, point, metric=metric)}
+    assert set(held) == set(symbolic)
+    counts = 0
+    for name, s in symbolic.items():
+        n = held[name]
+        if s["elasticity"] is None:
+            assert n["elasticity"] is None and n["discrete"]
+            continue
+        assert f"{n['elasticity']:+.4f}" == f"{s['elasticity']:+.4f}", name
+        assert bool(n["elasticity"]) == bool(s["elasticity"]), name
+        assert n["metric_low"] == pytest.approx(s["metric_low"], rel=1e-12)
+        assert n["metric_high"] == pytest.approx(s["metric_high"], rel=1e-12)
+        counts += name in ("batch", "context", "new_tokens", "draft_tokens") and bool(s["elasticity"])
+    assert counts >= 2
+    assert [r["parameter"] for r in sensitivity_records(V41, hw, lay, point, metric=metric, symbolic=True)] == \
+        list(symbolic)
+
+
+def test_held_roundings_give_every_row_row_zeros_rounding():
+    """mathops.held_roundings(rows): a ceil or floor of an array of that many rows is row 0's in every row; other
+    arrays, and every array outside, are rounded as usual."""
+    import numpy as np
+
+    from rubinperf.mathops import held_roundings, sceil, sfloor
+
+    x = np.array([16.0, 16.0 * (1 - 1e-4), 16.0 * (1 + 1e-4)])
+    assert list(sceil(x)) == [16.0, 16.0, 17.0]
+    with held_roundings(3):
+        assert list(sceil(x)) == [16.0, 16.0, 16.0] and list(sfloor(x)) == [16.0, 16.0, 16.0]
+        assert list(sceil(np.array([0.5, 1.5]))) == [1.0, 2.0]   # not 3 rows: as usual
+        assert sceil(2.5) == 3.0
+    assert list(sfloor(x)) == [16.0, 15.0, 16.0]
+
+
+def test_sensitivity_command_loads_no_sympy_unless_symbolic(cli):
+    """The default sensitivity is the numeric step's (no sympy: tenths of a second); --symbolic is sympy's, with
+    the same table but its caption."""
+    import subprocess
+
+    code = ("import sys; from rubinperf.cli import main; main(['sensitivity', '--top', '3']); "
+            "sys.stderr.write(str('sympy' in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr.strip().endswith("False") and "its roundings held" in " ".join(r.stdout.split())
+    a, b = cli("sensitivity", "--top", "5"), cli("sensitivity", "--top", "5", "--symbolic")
+    assert a.code == b.code == 0
+    assert "from the symbolic step" in " ".join(b.out.split())
+    assert a.out.splitlines()[:7] == b.out.splitlines()[:7]
