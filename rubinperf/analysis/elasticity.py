@@ -309,14 +309,9 @@ def p90_sensitivity(model, hw, layout, point, swing: float, mean_sensitivity=ste
     return out
 
 
-def sensitivity_records(model, hw, layout, point, metric: str = "step-time", swing: float = 0.1,
-                        symbolic: bool = False) -> list[dict]:
-    """`rubinperf sensitivity`'s records: by the numeric step (step_sensitivity), or with `symbolic` by sympy's
-    derivative of the symbolic step (analysis.sensitivity, which imports sympy)."""
-    if symbolic:
-        from rubinperf.analysis.sensitivity import sensitivity
-
-        return sensitivity(model, hw, layout, point, metric=metric, swing=swing)
+def sensitivity_records(model, hw, layout, point, metric: str = "step-time", swing: float = 0.1) -> list[dict]:
+    """`rubinperf sensitivity`'s records by the numeric step (step_sensitivity); `--symbolic` takes sympy's derivative
+    of the symbolic step instead (rubinperf.analysis.sensitivity.sensitivity, which imports sympy)."""
     if metric == P90_METRIC:
         return p90_sensitivity(model, hw, layout, point, swing)
     return step_sensitivity(model, hw, layout, point, metric=metric, swing=swing)

@@ -349,7 +349,12 @@ def sensitivity(
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
-    records = sensitivity_records(mod, hw, lay, point, metric=metric, swing=swing, symbolic=symbolic)
+    if symbolic:
+        from rubinperf.analysis.sensitivity import sensitivity as symbolic_records
+
+        records = symbolic_records(mod, hw, lay, point, metric=metric, swing=swing)
+    else:
+        records = sensitivity_records(mod, hw, lay, point, metric=metric, swing=swing)
     shown = records if show_all else [r for r in records if r["elasticity"]]
     if top:
         shown = shown[:top]

@@ -213,7 +213,7 @@ def test_request_rate_rows_load_with_their_runs_settings():
 def test_a_request_rate_row_is_predicted_as_serve_request_rate_prints_it(cli):
     """The row's prediction is the field of `rubinperf serve --request-rate R --num-requests N --json` with the row's
     model, rack, layout, lengths and run settings: one path, not a second model of the run."""
-    p = next(x for x in RATE_POINTS if x.id == "sglang-h200-v3-dp8-5k1k-rate10-duration")
+    p = next(x for x in RATE_POINTS if x.id == "sglang-v3-h200-dp8-rate10-time")
     rec, = validate([p])
     sets = [a for k, v in p.run_with.items() for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")]
     res = cli("serve", "-m", p.model, "-H", p.hardware, "-l", p.layout, "--request-rate", f"{p.request_rate:g}",
