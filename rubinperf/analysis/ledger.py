@@ -146,8 +146,11 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str) -> list[dict
     timed = timed_rows(rows)
     if not timed:
         return []
-    pred = Stacked(timed).times(hw)
     meas = measured(timed)
+    if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
+        return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": None, "held_out": False}
+                for r, m in zip(timed, meas)]
+    pred = Stacked(timed).times(hw)
     return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": float(p), "held_out": held_out}
             for r, m, p in zip(timed, meas, np.asarray(pred))]
 
