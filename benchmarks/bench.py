@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench.py [--quick] [--no-compile]
 
-Targets (issue 35), each line CPU time beside wall time: `estimate` (and `--json`) within 1.3x a bare
+Targets, each line CPU time beside wall time: `estimate` (and `--json`) within 1.3x a bare
 `import numpy` of the same interpreter (timed in alternating pairs); `explain` of a kernel and of the whole
 step (`explain step -l tp8`) and `sensitivity` <= 1 s; `validate`, `report`, `compare` and `pareto` <= 2 s;
 `calibrate --from-csv` (the README's H200 refit) <= 20 s; a simulated 10,000-request run of one engine

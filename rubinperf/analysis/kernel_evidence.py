@@ -27,7 +27,7 @@ FIT_ROWS = {("mega_moe", "sm100"): ("dg316-flash-",)}
 FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency")}
 
 
-# The bar of issue 32 for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
+# The accuracy bar the project sets for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
 HELD_OUT_MEDIAN_MAX = 0.15
 HELD_OUT_WORST_MAX = 0.5
 SPLIT = ("fit rows: the V4-Flash Mega MoE rows of DeepGEMM PR #316 (ids dg316-flash-*), to which the vLLM stacks' "

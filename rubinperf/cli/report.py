@@ -47,7 +47,7 @@ def tornado_records(points, swing: float = SWING) -> list[list[dict]]:
     return [numeric_sensitivity(m, hw, lay, point, metric="step-time", swing=swing) for m, hw, lay, point in points]
 
 
-try:   # the bands of issue 34 (rubinperf.analysis.bands); without them the headline says the band is not computed
+try:   # the low/high bands (rubinperf.analysis.bands); without them the headline says the band is not computed
     from rubinperf.analysis.bands import compare_bands
 except ImportError:   # pragma: no cover - depends on the core's version
     compare_bands = None

@@ -148,7 +148,7 @@ class FitTable:
         the table that fits (see the class)."""
         n = len(self.cols)
         keep = list(range(n))
-        if _WIDE or self.natural_width() <= width:   # one style for every table: no box (issue 35)
+        if _WIDE or self.natural_width() <= width:   # one style for every table: no box
             return keep, False, False, None, [], width
         dropped = []
 

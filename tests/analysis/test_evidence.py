@@ -17,7 +17,7 @@ BY_ID = {r.id: r for r in ROWS}
 
 
 def test_table_is_broad_enough():
-    # issue 32: at least 40 rows from at least four public sources (this table aims at 60 from 5)
+    # at least 40 rows from at least four public sources (this table aims at 60 from 5)
     assert len(ROWS) >= 60
     assert len({r.source for r in ROWS}) >= 5
     assert len({r.kernel for r in ROWS}) >= 6 and len({r.gpu for r in ROWS}) >= 4

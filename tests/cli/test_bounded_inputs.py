@@ -1,4 +1,4 @@
-"""Every input bounded before work is done (issue 35, item 2): each cause the fuzz found ends in one stderr line
+"""Every input bounded before work is done: each cause the fuzz found ends in one stderr line
 and exit status 2, within 1 s of CPU, and a 1 KB config.json never takes more than 1 GB."""
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def test_edge(capsys, argv):
         assert not bad, f"absurd numbers {bad[:5]}: {r}"
 
 
-# ------------------------------------------------------------------ config.json and file sizes (issue 35)
+# ------------------------------------------------------------------ config.json and file sizes
 
 CONFIG_BASES = {
     "llama": {"model_type": "llama", "num_hidden_layers": 4, "hidden_size": 256, "vocab_size": 1000,

@@ -1,4 +1,4 @@
-"""What a user sees (issue 35, item 3): parameter counts for any model, a config.json named after its model,
+"""What a user sees: parameter counts for any model, a config.json named after its model,
 output to a pipe without trailing spaces, op names from the model and the stack, precision options, partial
 results, bundled CSV names from any directory, and tables at 80 columns."""
 

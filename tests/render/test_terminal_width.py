@@ -56,7 +56,7 @@ def test_fitting_leaves_out_columns_and_says_so(cli, monkeypatch):
     r = cli("estimate")
     assert "left out to fit 80 columns" in r.out and "--wide" in r.out
     assert "t/s/GPU" in r.out and "t/s/user" in r.out and "step" in r.out
-    # batch and context are kept before %roof and SOL (issue 35)
+    # batch and context are kept before %roof and SOL
     assert "batch" in r.out.splitlines()[1] and "ctx" in r.out.splitlines()[1] and "%roof" not in r.out.splitlines()[1]
 
 
