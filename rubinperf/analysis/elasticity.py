@@ -131,13 +131,23 @@ def numeric_sensitivity(model, hw, layout, point, metric: str = "step-time", swi
         columns[name] = col
     got = metric_of(step(model, dataclasses.replace(hw, **columns), layout, point), rows)
     base = float(got[0])
-    ends = {name: got[1 + 4 * i: 5 + 4 * i] for i, name in enumerate(varied)}
+    ends = {name: got[1 + 4 * i: 3 + 4 * i] for i, name in enumerate(varied)}
+    near = {name: got[3 + 4 * i: 5 + 4 * i] for i, name in enumerate(varied)}
     for group, name, _, _ in params:
         if group == "operating point":
             value = _point_value(model, point, name)
-            ends[name] = metric_of(step(model, hw, layout, dataclasses.replace(
+            four = metric_of(step(model, hw, layout, dataclasses.replace(
                 point, **{name: value * np.asarray(factors)})), 4)
+            ends[name], near[name] = four[:2], four[2:]
+    return _records(model, hw, layout, point, metric, params, base, ends, near, swing, arc_counts=True)
 
+
+def _records(model, hw, layout, point, metric: str, params, base: float, ends: dict, near: dict, swing: float,
+             arc_counts: bool) -> list[dict]:
+    """The sensitivity records, sorted by |elasticity| (largest first; discrete fields last), from the metric at the
+    operating point (`base`), at p (1 -+ swing) (`ends`) and at p (1 -+ STEP) (`near`) per parameter; a parameter
+    with neither is discrete. With `arc_counts` a whole count of the operating point takes the arc elasticity over
+    the swing."""
     label, unit = METRICS[metric]
     common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
               "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
@@ -150,13 +160,13 @@ def numeric_sensitivity(model, hw, layout, point, metric: str = "step-time", swi
             records.append(rec)
             continue
         value = _point_value(model, point, name) if group == "operating point" else float(getattr(hw, name))
-        low, high, down, up = (float(x) for x in ends[name])
+        (low, high), (down, up) = (float(x) for x in ends[name]), (float(x) for x in near[name])
         if value == 0:
             rec.update(value=value, elasticity=0.0, metric_low=base, metric_high=base, discrete=False,
                        note="zero here: a relative change does not move it")
             records.append(rec)
             continue
-        arc = group == "operating point" and name in COUNTS
+        arc = arc_counts and group == "operating point" and name in COUNTS
         e = _log_slope(high, low, base, swing) if arc else _log_slope(up, down, base, STEP)
         moved = any(x != base for x in (low, high, down, up))
         rec.update(value=value, elasticity=e + 0.0, metric_low=low, metric_high=high, discrete=False,
@@ -225,32 +235,7 @@ def step_sensitivity(model, hw, layout, point, metric: str = "step-time", swing:
                     point, **{name: value * np.array([1.0, 1 - STEP, 1 + STEP])})), 3)[1:]
             ends[name] = metric_of(step(model, hw, layout, dataclasses.replace(
                 point, **{name: value * np.array([1 - swing, 1 + swing])})), 2)
-
-    label, unit = METRICS[metric]
-    common = {"hardware": hw.name, "model": model.name, "layout": layout.name, "phase": point.phase,
-              "metric": metric, "metric_label": label, "metric_unit": unit, "metric_value": base}
-    records = []
-    for group, name, u, doc in params:
-        rec = {**common, "parameter": name, "group": group, "unit": u, "doc": doc}
-        if name not in ends:
-            rec.update(value=float(getattr(hw, name)), elasticity=None, metric_low=None, metric_high=None,
-                       discrete=True, note=DISCRETE_NOTE[group])
-            records.append(rec)
-            continue
-        value = _point_value(model, point, name) if group == "operating point" else float(getattr(hw, name))
-        (low, high), (down, up) = (float(x) for x in ends[name]), (float(x) for x in near[name])
-        if value == 0:
-            rec.update(value=value, elasticity=0.0, metric_low=base, metric_high=base, discrete=False,
-                       note="zero here: a relative change does not move it")
-            records.append(rec)
-            continue
-        e = _log_slope(up, down, base, STEP)
-        moved = any(x != base for x in (low, high, down, up))
-        rec.update(value=value, elasticity=e + 0.0, metric_low=low, metric_high=high, discrete=False,
-                   note="" if moved else "does not move this step")
-        records.append(rec)
-    records.sort(key=lambda r: (r["elasticity"] is None, -abs(r["elasticity"] or 0.0)))
-    return records
+    return _records(model, hw, layout, point, metric, params, base, ends, near, swing, arc_counts=False)
 
 
 P90_METRIC = "tokens-per-user-p90"
