@@ -152,14 +152,22 @@ def why_line(a: dict, b: dict, reach: dict) -> str:
     return out
 
 
-def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
-    """One sentence per question and rack beyond the first: the ratio, its band, the figures, what sets it."""
+def _compared(records: list[dict]):
+    """(racks, the first rack (the base of ratios), the P/D records by (rack, question), the questions in order), or
+    None with fewer than two racks."""
     racks = list(dict.fromkeys(r["hardware"] for r in records))
     if len(racks) < 2:
-        return ""
-    base = racks[0]
+        return None
     by = {(r["hardware"], *_key(r)): r for r in records if r.get("serving", "disagg") == "disagg"}
-    keys = list(dict.fromkeys(_key(r) for r in records))
+    return racks, racks[0], by, list(dict.fromkeys(_key(r) for r in records))
+
+
+def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
+    """One sentence per question and rack beyond the first: the ratio, its band, the figures, what sets it."""
+    compared = _compared(records)
+    if compared is None:
+        return ""
+    racks, base, by, keys = compared
     items = []
     for hw in racks[1:]:
         for k in keys:
@@ -212,12 +220,10 @@ def headline_section(records: list[dict], previews: dict, reach: dict) -> str:
 def ratios_section(records: list[dict], previews: dict) -> str:
     from rubinperf.render.html import table_html
 
-    racks = list(dict.fromkeys(r["hardware"] for r in records))
-    if len(racks) < 2:
+    compared = _compared(records)
+    if compared is None:
         return ""
-    base = racks[0]
-    by = {(r["hardware"], *_key(r)): r for r in records if r.get("serving", "disagg") == "disagg"}
-    keys = list(dict.fromkeys(_key(r) for r in records))
+    racks, base, by, keys = compared
     out = ['<section id="ratios"><h2>Where the ratios come from</h2>']
     for hw in racks[1:]:
         rows = []
