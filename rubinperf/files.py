@@ -76,6 +76,7 @@ READ_LIMIT_BYTES = {
     "spec": 1 * MiB,            # hardware, model, stack, workload and points TOML files
     "config": 4 * MiB,          # config.json, hf_quant_config.json
     "csv": 64 * MiB,            # measurement CSVs (calibrate --from-csv)
+    "trace": 256 * MiB,         # request traces (serve --trace, JSONL)
 }
 
 

@@ -63,7 +63,7 @@ def validate_cmd(
         if points or stack or save_dir is not None or as_csv:
             from rubinperf.errors import SpecError
 
-            raise SpecError("--kernels: reads the evidence table alone (no --points, --stack, --save or --csv)")
+            raise SpecError("--kernels: reads the evidence table alone (no --points, --stack, --save-dir or --csv)")
         section = kernel_section()
         emit(section, as_json, kernel_evidence_table, quiet=quiet)
         held = section["held_out"]

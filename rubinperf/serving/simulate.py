@@ -46,7 +46,6 @@ import dataclasses
 import heapq
 import json
 import math
-import os
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
@@ -59,7 +58,6 @@ RUN_CONTEXT_GROWTH = 0.05    # a run of decode steps advanced together grows the
 # are interpolated linearly between them (tests/serving/test_simulate.py checks the closed form's steady state).
 AXIS_POINTS = {"rows": 16, "chunk": 12, "context": 10, "chunk_context": 6}
 MAX_REQUESTS = 1_000_000     # requests of one run (a trace's lines, --num-requests)
-MAX_TRACE_BYTES = 256 * 2**20
 MIN_BURSTINESS = 1e-3       # gamma shape: below, nearly every gap is 0 and a few are huge (and 1e-320 is none)
 MIN_RATE = 1e-6              # requests/s: one in 11 days
 MAX_RATE = 1e6               # requests/s
@@ -142,16 +140,13 @@ def read_trace(path: str, limit: int | None = None) -> Traffic:
     keeps its think time however fast the engine serves it) instead of "arrival_s". Checked strictly: the file's size
     first, then every line (unknown or missing keys, wrong types, negative or out-of-order times, a prefix longer than
     its prompt, a gap without an earlier turn of its session) is a SpecError naming the line."""
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise SpecError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
-    if size > MAX_TRACE_BYTES:
-        raise SpecError(f"--trace {path}: {size:,} bytes, more than the {MAX_TRACE_BYTES // 2**20} MiB a trace may have")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+    from rubinperf.files import read_bounded
+
+    try:   # (its size, and a regular file, checked before anything is read: rubinperf.files)
+        text = read_bounded(path, "trace", "a JSONL trace").decode("utf-8")
+    except SpecError as exc:
+        raise SpecError(f"--trace {exc}") from None
+    except UnicodeDecodeError as exc:
         raise SpecError(f"--trace {path}: cannot read it as UTF-8 text ({exc})") from None
     rows, sessions, last, latest = [], {}, {}, 0.0
     for no, line in enumerate(text.splitlines(), 1):

@@ -185,8 +185,10 @@ def test_trace_errors_name_the_line(tmp_path, line, why):
 def test_trace_size_is_checked_before_parsing(tmp_path, monkeypatch):
     p = tmp_path / "big.jsonl"
     p.write_text('{"arrival_s": 0, "input_tokens": 10, "output_tokens": 5}\n' * 10)
-    monkeypatch.setattr(S, "MAX_TRACE_BYTES", 100)
-    with pytest.raises(SpecError, match="bytes, more than"):
+    from rubinperf import files
+
+    monkeypatch.setitem(files.READ_LIMIT_BYTES, "trace", 100)
+    with pytest.raises(SpecError, match="bytes, over the 100 bytes limit"):
         S.read_trace(str(p))
 
 
