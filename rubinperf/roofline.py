@@ -233,6 +233,9 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
         # expert weights)
         little = little * sm_share * weight_factor
     extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
+    if kern.second_n is not None:   # MegaMoE's weights stream through its own stages, no faster than they keep bytes in
+        # flight: its memory term is that stream, HBM bytes at min(HBM rate, Little's law rate) (docs/deepseek-kernels.md)
+        memory, extra = sadd(memory, extra), 0.0
 
     # NVLink and the scale-out NIC are separate links: their bytes move at the same time (the larger
     # sets the pace); each link's serial per-message latencies add.
@@ -325,10 +328,14 @@ def stream_latency(kern: Kernel, hw: Platform):
 
 def serial_hops(kern: Kernel, hw: Platform):
     """NVLink round trips one after another: a collective's messages; a kernel whose messages are independent items
-    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes."""
+    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes, and never
+    fewer than one item's own chain (Kernel.hops_per_item: a lane pulls an item's chunks and loads one after another)
+    where there is any."""
+    hops = kern.cost.nvlink_hops
     if kern.hop_lanes_per_sm is None:
-        return kern.cost.nvlink_hops
-    return kern.cost.nvlink_hops / (kern.hop_lanes_per_sm * hw.sm_count)
+        return hops
+    spread = hops / (kern.hop_lanes_per_sm * hw.sm_count)
+    return spread if kern.hops_per_item is None else smax(spread, smin(hops, kern.hops_per_item))
 
 
 def dp_sync_rounds(ranks, hw: Platform):
@@ -409,7 +416,7 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     parts = launch_parts(kern, hw, launch)
     fill = parts["loads"] + parts["prologue"]
     if kern.family == "fused_moe":
-        fill = fill + parts["sync"]
+        fill = fill + parts["sync"] + parts["setup"]
     own = kern.cost.launches * (parts["start"] + fill)
     if kern.split_kv_groups is None:
         return own
@@ -422,7 +429,10 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
                   where PDL also hides the prologue);
       loads       its chain of dependent HBM loads before the work streams, and the drain of its last stores;
       prologue    a tensor-core kernel's prologue cycles at the SM clock;
-      sync        MegaMoE's fixed chain of expert-count exchange, grid syncs and NVLink barriers (megamoe_sync_s);
+      sync        the steps of MegaMoE's fixed chain its code times (megamoe_sync_s: the SM offsets' atomics, the two
+                  NVLink barriers, the combine's one-token reduction);
+      setup       the steps of that chain its code gives no time for (megamoe_setup_s, fitted: cluster syncs and
+                  tensor-memory allocation, expert counts, source-index writes and their grid sync);
       reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
@@ -440,10 +450,11 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
         boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
             else hw.kernel_launch_stream_s
         reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
-    # MegaMoE's chain of expert counts, grid syncs and NVLink barriers
-    sync = hw.megamoe_sync_s if kern.family == "fused_moe" else 0.0
+    # MegaMoE's fixed chain: the steps its code times, and those it does not
+    fused = kern.family == "fused_moe"
     return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
-            "prologue": prologue, "sync": sync, "reduction": reduction}
+            "prologue": prologue, "sync": hw.megamoe_sync_s if fused else 0.0,
+            "setup": hw.megamoe_setup_s if fused else 0.0, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):

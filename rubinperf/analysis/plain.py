@@ -9,7 +9,7 @@ the same roofline.
 from __future__ import annotations
 
 from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, bytes_in_flight, efficiency_field,
-                                epilogue_store, kernel_time, launch_parts, occupancy)
+                                epilogue_store, kernel_time, launch_parts, occupancy, stream_latency)
 from rubinperf.kernels.cost import PEAKS
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
 
@@ -89,13 +89,14 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
                      f"{float(getattr(hw, eff)):.2f} {eff}"
                      + (f" x {float(hw.hbm_interleaved_bandwidth_factor):.2f} interleaved factor"
                         if float(hw.hbm_interleaved_bandwidth_factor) != 1 else "")
+                     + (_stream_limit(k, hw) if k.second_n is not None else "")
                      + f") = {_t(terms['memory'])}")
     if terms["parallelism"]:
         k, *_ = main("parallelism")
         ctas, _, _ = occupancy(k, hw)
         flight = float(bytes_in_flight(k, hw, ctas))
         lines.append(f"parallelism = the extra memory time when {si(flight, 'B')} in flight "
-                     f"({fmt_num(min(float(ctas), float(hw.sm_count)))} SMs busy) / {_t(hw.hbm_latency_s)} HBM "
+                     f"({fmt_num(min(float(ctas), float(hw.sm_count)))} SMs busy) / {_t(stream_latency(k, hw))} HBM "
                      f"latency streams slower than the HBM rate (Little's law) = {_t(terms['parallelism'])}")
     if terms["comm"]:
         hops = cost("nvlink_hops")
@@ -115,7 +116,9 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
         if k.family in TENSOR_CORE:
             bits.append(f"MMA prologue {fmt_num(float(hw.mma_prologue_cycles))} cycles ({_t(p['prologue'])})")
         if float(p["sync"]):
-            bits.append(f"fixed sync chain {_t(p['sync'])} (megamoe_sync_s)")
+            bits.append(f"the fixed chain its code times {_t(p['sync'])} (megamoe_sync_s)")
+        if float(p["setup"]):
+            bits.append(f"its untimed steps {_t(p['setup'])} (megamoe_setup_s)")
         if float(p["reduction"]):
             bits.append(f"split-KV reduction {_t(p['reduction'])}")
         own = sum(float(k.cost.launches) * rep * st * float(sum(launch_parts(k, hw, launch).values()))
@@ -149,6 +152,19 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
     lines.append(f"expected = {_t(expected)}; speed of light = {_t(sol)} ({fmt_pct(sol / expected if expected else 1.0)}"
                  " of roofline)")
     return lines[:MAX_LINES]
+
+
+def _stream_limit(k, hw) -> str:
+    """MegaMoE's memory line: the rate its weights stream at is also capped by Little's law on its own stages (the
+    SMs with blocks x stages x stage bytes in flight, over megamoe_stream_latency_s); the memory term is the slower."""
+    ctas, share, _ = occupancy(k, hw)
+    flight = float(bytes_in_flight(k, hw, ctas)) * float(share)
+    rate = flight / float(stream_latency(k, hw))
+    hbm = float(hw.hbm_bandwidth_bytes_per_s) * float(hw.grouped_hbm_efficiency)
+    return (f", or if slower the Little's law limit {si(flight, 'B')} in flight ({fmt_pct(float(share))} of "
+            f"{fmt_num(float(hw.sm_count))} SMs x {si(float(k.in_flight_bytes_per_cta), 'B')} stages) / "
+            f"{_t(stream_latency(k, hw))} megamoe_stream_latency = {si(rate, 'B/s')}: "
+            + ("binds" if rate < hbm else "does not bind"))
 
 
 def step_lines(result, top: int = 6) -> list[str]:
