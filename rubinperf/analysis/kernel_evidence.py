@@ -26,12 +26,12 @@ GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm10
 FIT_ROWS = {("mega_moe", "sm100"): ("dg316-flash-",)}
 # megamoe_sync_s is not among them: it is the part of the fixed chain DeepGEMM's code times (stacks/*.toml cite each step).
 FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_setup_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency")}
-# The physical range each fitted field is held to (a fit that ends on a bound says so: `fit_family`'s third value).
-# megamoe_setup_s, the chain's steps the code gives no time for: at most a grid sync (half of the code's ~4 us NVLink
-# barrier, grid sync + signal + grid sync), the source-index writes (the code's ~2 us at 512 tokens), SM 0's counts to
-# every rank (one NVLink latency, 1.5 us) and the prologue's two cluster syncs and tensor-memory allocation (1 us):
-# 0 to 6.5 us. megamoe_stream_latency_s: from the unloaded HBM latency (0.5 us) to ten times it. Efficiencies: (0, 1].
-FIT_RANGES = {"megamoe_setup_s": (1.0e-6, 4.0e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
+# The physical range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
+# megamoe_setup_s, the chain's steps DeepGEMM's code gives no time for: the grid sync after the source-index writes (the
+# code's NVLink barrier, grid sync + cross-rank signal + grid sync, takes ~4 us: a grid sync at most 2 us), SM 0's expert
+# counts to every rank (their latency runs under the barrier's signal) and the per-SM counts in shared memory (under
+# 0.5 us): 0 to 2.5 us. megamoe_stream_latency_s: from the unloaded HBM latency (0.5 us) to ten times it.
+FIT_RANGES = {"megamoe_setup_s": (0.0, 2.5e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
               "megamoe_compute_efficiency": (0.0, 1.0)}
 
 
@@ -167,6 +167,7 @@ def fit_family(rows, kernel: str, generation: str, start: dict | None = None):
     fit = [r for r in rows if r.kernel == kernel and GENERATION[r.gpu] == generation and is_fit_row(r)]
     hws = {r.gpu: platform_of(r) for r in fit}
     x = {f: float((start or {}).get(f, getattr(next(iter(hws.values())), f))) for f in fields}
+    x = {f: min(max(v, FIT_RANGES.get(f, (0.0, math.inf))[0]), FIT_RANGES.get(f, (0.0, math.inf))[1]) for f, v in x.items()}
 
     def loss(vals):
         total = 0.0
