@@ -84,3 +84,17 @@ def test_plain_compute_line_names_the_output_store_where_the_stack_waits_for_it(
     assert "mma_epilogue_exposed" in out and "268 MB" in out
     # a stack whose epilogue overlaps the next tile's main loop says nothing of it
     assert "mma_epilogue_exposed" not in cli("explain", "gemm", "--m", "4096", "--n", "32768", "--k", "512").out
+
+
+def test_explain_megamoe_names_the_pr316_binding_terms(cli):
+    # DeepGEMM PR #316's setup (V4-Flash, EP8 on B200): its counters at 1 token per rank read HBM busiest (1311 GB/s,
+    # 5 TFLOP/s, ~0 NVLink), at 32768 tokens the MMAs (2.0 PFLOP/s): explain names memory, then compute
+    base = ("explain", "megamoe", "-H", "b200", "-l", "dep8", "-m", "deepseek-v4-flash")
+    one = cli(*base, "--batch", "1", "--draft-tokens", "0", "--json")
+    big = cli(*base, "--phase", "prefill", "--new-tokens", "32K", "--context", "0", "--json")
+    assert one.code == big.code == 0
+    assert one.json()["bound"] == "memory" and big.json()["bound"] == "compute"
+    # the memory line shows the Little's-law limit its weight stream runs at
+    text = cli(*base, "--batch", "1", "--draft-tokens", "0").out
+    memory = next(line for line in _plain_part(text) if line.startswith("memory ="))
+    assert "Little's law limit" in memory and "megamoe_stream_latency" in memory and "binds" in memory
