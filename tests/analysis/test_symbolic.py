@@ -161,11 +161,12 @@ def test_symbols_are_named_after_spec_fields_and_shapes():
     moe = S.explain_op(ss, "MegaMoE (dispatch + experts + combine)")
     assert {"batch", "draft_tokens", "balancedness", "hbm_bandwidth_bytes_per_s", "nvlink_bandwidth_bytes_per_s",
             "fp8_fp4_dense_flops_per_s"} <= set(moe.symbols)
-    # 96 tokens per rank: all 12 local experts' weights stream (memory) beside MegaMoE's fixed chain of syncs and
-    # NVLink barriers (latency, megamoe_sync_s per layer): those two are the largest terms, within 10% of each other
+    # 96 tokens per rank: all 12 local experts' weights stream at the rate their bytes in flight allow (memory, with
+    # no parallelism term of its own for MegaMoE), beside MegaMoE's fixed chain of syncs and NVLink barriers (latency,
+    # megamoe_sync_s + megamoe_setup_s per layer): memory binds, the chain comes second
     terms = sorted(("compute", "memory", "parallelism", "comm", "latency"), key=lambda t: -moe.numbers[f"{t}_s"])
-    assert set(terms[:2]) == {"memory", "latency"} and moe.bound in terms[:2]
-    assert moe.numbers["memory_s"] == pytest.approx(moe.numbers["latency_s"], rel=0.1)
+    assert terms[:2] == ["memory", "latency"] and moe.bound == "memory"
+    assert moe.numbers["parallelism_s"] == 0
 
 
 def test_symbolic_hardware_is_a_hardware_record():
@@ -195,7 +196,7 @@ def test_explain_megamoe_text_latex_and_json(cli):
     r = cli("explain", "megamoe", "--formulas")
     assert r.code == 0, r
     assert "MegaMoE (dispatch + experts + combine)" in r.out
-    assert "hbm_bandwidth_bytes_per_s" in r.out and "with the numbers" in r.out and "bound: latency (compute" in r.out   # MegaMoE's fixed chain just above its weights (test above)
+    assert "hbm_bandwidth_bytes_per_s" in r.out and "with the numbers" in r.out and "bound: memory (compute" in r.out   # MegaMoE's weight stream at its in-flight rate (test above)
     r = cli("explain", "megamoe", "--latex")
     assert r.code == 0 and r"\mathrm{hbm\_bandwidth\_bytes\_per\_s}" in r.out and r"\frac" in r.out
     est = cli("estimate", "-H", "gb300-nvl72", "-l", "dep32", "--json").json()[0]

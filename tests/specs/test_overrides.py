@@ -178,7 +178,11 @@ def test_set_moves_results_as_the_elasticity_predicts(cli):
 
 def test_set_applies_to_explain_and_sensitivity(cli):
     base = cli("explain", "megamoe", "--json").json()
-    faster = cli("explain", "megamoe", "--json", "--set", "hbm_bandwidth=16TB/s").json()
+    # MegaMoE's memory term is its weight stream at the slower of the HBM rate and its Little's-law rate (bytes in
+    # flight / megamoe_stream_latency_s): twice the one and half the other halve it
+    half = GB300.megamoe_stream_latency_s / 2
+    faster = cli("explain", "megamoe", "--json", "--set", "hbm_bandwidth=16TB/s", "--set",
+                 f"megamoe_stream_latency_s={half!r}").json()
     assert faster["symbols"]["hbm_bandwidth_bytes_per_s"] == 16e12
     assert faster["terms"]["memory_s"]["value"] == pytest.approx(base["terms"]["memory_s"]["value"] / 2, rel=1e-12)
     assert faster["terms"]["flops"]["value"] == base["terms"]["flops"]["value"]
