@@ -328,14 +328,10 @@ def stream_latency(kern: Kernel, hw: Platform):
 
 def serial_hops(kern: Kernel, hw: Platform):
     """NVLink round trips one after another: a collective's messages; a kernel whose messages are independent items
-    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes, and never
-    fewer than one item's own chain (Kernel.hops_per_item: a lane pulls an item's chunks and loads one after another)
-    where there is any."""
-    hops = kern.cost.nvlink_hops
+    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes."""
     if kern.hop_lanes_per_sm is None:
-        return hops
-    spread = hops / (kern.hop_lanes_per_sm * hw.sm_count)
-    return spread if kern.hops_per_item is None else smax(spread, smin(hops, kern.hops_per_item))
+        return kern.cost.nvlink_hops
+    return kern.cost.nvlink_hops / (kern.hop_lanes_per_sm * hw.sm_count)
 
 
 def dp_sync_rounds(ranks, hw: Platform):
@@ -416,7 +412,7 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     parts = launch_parts(kern, hw, launch)
     fill = parts["loads"] + parts["prologue"]
     if kern.family == "fused_moe":
-        fill = fill + parts["sync"] + parts["setup"]
+        fill = fill + parts["sync"]
     own = kern.cost.launches * (parts["start"] + fill)
     if kern.split_kv_groups is None:
         return own
@@ -429,10 +425,9 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
                   where PDL also hides the prologue);
       loads       its chain of dependent HBM loads before the work streams, and the drain of its last stores;
       prologue    a tensor-core kernel's prologue cycles at the SM clock;
-      sync        the steps of MegaMoE's fixed chain its code times (megamoe_sync_s: the SM offsets' atomics, the two
-                  NVLink barriers, the combine's one-token reduction);
-      setup       the steps of that chain its code gives no time for (megamoe_setup_s, fitted: cluster syncs and
-                  tensor-memory allocation, expert counts, source-index writes and their grid sync);
+      sync        MegaMoE's fixed chain (megamoe_sync_s: at least the steps its code times, the SM offsets'
+                  atomics, the source-index writes, the two NVLink barriers, the combine's one-token reduction; fitted
+                  above that floor);
       reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
@@ -450,11 +445,10 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
         boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
             else hw.kernel_launch_stream_s
         reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
-    # MegaMoE's fixed chain: the steps its code times, and those it does not
-    fused = kern.family == "fused_moe"
+    # MegaMoE's fixed chain of expert counts, grid syncs and NVLink barriers (docs/deepseek-kernels.md)
+    sync = hw.megamoe_sync_s if kern.family == "fused_moe" else 0.0
     return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
-            "prologue": prologue, "sync": hw.megamoe_sync_s if fused else 0.0,
-            "setup": hw.megamoe_setup_s if fused else 0.0, "reduction": reduction}
+            "prologue": prologue, "sync": sync, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):

@@ -103,9 +103,7 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
         k, *_ = main("comm")
         lanes = k.hop_lanes_per_sm
         pulls = (f", or if slower {fmt_num(hops)} round trips over {fmt_num(float(lanes))} x {fmt_num(float(hw.sm_count))} "
-                 f"pulling lanes" + (f" (a lane at least one token's {fmt_num(float(k.hops_per_item))})"
-                                     if k.hops_per_item is not None else "")
-                 + f" x {_t(hw.nvlink_latency_s)} nvlink_latency") if lanes is not None and hops else ""
+                 f"pulling lanes x {_t(hw.nvlink_latency_s)} nvlink_latency") if lanes is not None and hops else ""
         lines.append(f"link = NVLink bytes / ({si(float(hw.nvlink_bandwidth_bytes_per_s), 'B/s')} x "
                      f"{float(hw.nvlink_efficiency):.2f} nvlink_efficiency{pulls})"
                      + (f" + {fmt_num(hops)} round trips x {_t(hw.nvlink_latency_s)} nvlink_latency"
@@ -123,9 +121,7 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
         if k.family in TENSOR_CORE:
             bits.append(f"MMA prologue {fmt_num(float(hw.mma_prologue_cycles))} cycles ({_t(p['prologue'])})")
         if float(p["sync"]):
-            bits.append(f"the fixed chain its code times {_t(p['sync'])} (megamoe_sync_s)")
-        if float(p["setup"]):
-            bits.append(f"its untimed steps {_t(p['setup'])} (megamoe_setup_s)")
+            bits.append(f"fixed chain {_t(p['sync'])} (megamoe_sync_s: the code's timed steps and the fitted rest)")
         if float(p["reduction"]):
             bits.append(f"split-KV reduction {_t(p['reduction'])}")
         own = sum(float(k.cost.launches) * rep * st * float(sum(launch_parts(k, hw, launch).values()))

@@ -139,9 +139,6 @@ class Kernel:
     # chains per SM at once (MegaMoE's dispatch warps pulling tokens): the serial round trips are the hops over
     # lanes x SMs. None: the hops are serial, as a collective's.
     hop_lanes_per_sm: Any = None
-    # Of those, the round trips of one item, one after another on its lane (MegaMoE: pulls per token x round trips per
-    # pull): however many lanes there are, the chain takes at least one item's. None: no such floor.
-    hops_per_item: Any = None
     # A fused kernel of two GEMMs one after the other over the same rows (MegaMoE: linear 1 over n columns and k deep,
     # then linear 2 over second_n columns and second_k deep): each runs its own waves of blocks. None: one GEMM.
     second_n: Any = None
