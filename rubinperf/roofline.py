@@ -180,15 +180,22 @@ def occupancy(kern: Kernel, hw: Platform):
 
 
 def _two_phase(kern: Kernel, hw: Platform, m_tiles, tile_rows, tile_cols):
-    """Occupancy of a persistent kernel that runs a first GEMM's blocks (n columns, k deep) in waves over the SMs,
-    then a second's (second_n, second_k) in waves of their own (MegaMoE: linear 2 waits for linear 1's outputs):
-    the SMs' share in use is the blocks' work over the waves' (a block's time taken as its depth). Rows pad to
-    pad_rows where the MMA shrinks to a block's valid rows, else to whole tiles."""
+    """Occupancy of a persistent kernel that runs a first GEMM's blocks (n columns, k deep) and a second's
+    (second_n, second_k) as one round-robin list over the SMs. MegaMoE: DeepGEMM @ 54e2261,
+    deep_gemm/include/deep_gemm/scheduler/mega_moe.cuh, `get_next_block` (lines 150-182) hands an SM every kNumSMs-th
+    block (`block_idx += kNumSMs`, lines 160 and 172) and carries `block_idx` from an expert wave's linear-1 blocks into
+    its linear-2 blocks (line 165 resets only the expert) and on into the next wave's; the weight TMA warp loads a
+    block's stages without waiting for its tokens (impls/sm100_fp8_fp4_mega_moe.cuh, the weight loads from line 726),
+    so an SM whose linear-1 blocks end streams its first linear-2 block's weights at once. The SMs' share in use is
+    the blocks' work over the list's span: the work spread over the SMs plus the idle part of the list's last wave of
+    (linear-2) blocks (a block's time taken as its depth). Rows pad to pad_rows where the MMA shrinks to a block's
+    valid rows, else to whole tiles."""
     sms = hw.sm_count
     first = kern.groups * m_tiles * sceil(kern.n / tile_cols)
     second = kern.groups * m_tiles * sceil(kern.second_n / tile_cols)
     work = (first * kern.k + second * kern.second_k) / sms
-    span = sadd(_waves(first / sms, hw) * kern.k, _waves(second / sms, hw) * kern.second_k)
+    exact = (first + second) / sms
+    span = sadd(work, (_waves(exact, hw) - exact) * kern.second_k)
     pad = tile_rows if kern.pad_rows is None else kern.pad_rows
     padding = sceil(kern.rows / pad) * pad / kern.rows
     return smin(first, sms), work / span, padding
@@ -328,10 +335,14 @@ def stream_latency(kern: Kernel, hw: Platform):
 
 def serial_hops(kern: Kernel, hw: Platform):
     """NVLink round trips one after another: a collective's messages; a kernel whose messages are independent items
-    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes."""
+    pulled by hop_lanes_per_sm chains on every SM (MegaMoE's dispatch warps), the hops over all those lanes, and never
+    fewer than one item's own chain (Kernel.hops_per_item: a lane pulls an item's chunks and loads one after another)
+    where there is any."""
+    hops = kern.cost.nvlink_hops
     if kern.hop_lanes_per_sm is None:
-        return kern.cost.nvlink_hops
-    return kern.cost.nvlink_hops / (kern.hop_lanes_per_sm * hw.sm_count)
+        return hops
+    spread = hops / (kern.hop_lanes_per_sm * hw.sm_count)
+    return spread if kern.hops_per_item is None else smax(spread, smin(hops, kern.hops_per_item))
 
 
 def dp_sync_rounds(ranks, hw: Platform):

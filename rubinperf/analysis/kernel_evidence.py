@@ -10,6 +10,7 @@ out. A family with no entry is predicted from its stack's values as they are: al
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 
@@ -162,13 +163,17 @@ def _stats(kernel, gpu, split, rs) -> dict:
 
 def fit_family(rows, kernel: str, generation: str, start: dict | None = None):
     """Least absolute log error of FIT_FIELDS[(kernel, generation)] on that family's fit rows (a coordinate search in
-    log space, from the stack's values, each field held to FIT_RANGES): (fields -> values, the fit rows' median |ln|).
-    Deterministic."""
+    log space, each field held to FIT_RANGES): (fields -> values, the fit rows' median |ln|). The search stalls on the
+    kinks of an absolute error, so it runs from the stack's values (or `start`) and from each corner and the middle
+    (geometric) of the ranged fields' ranges, and keeps the lowest error. Deterministic."""
     fields = FIT_FIELDS[(kernel, generation)]
     fit = [r for r in rows if r.kernel == kernel and GENERATION[r.gpu] == generation and is_fit_row(r)]
     hws = {r.gpu: platform_of(r) for r in fit}
-    x = {f: float((start or {}).get(f, getattr(next(iter(hws.values())), f))) for f in fields}
-    x = {f: min(max(v, FIT_RANGES.get(f, (0.0, math.inf))[0]), FIT_RANGES.get(f, (0.0, math.inf))[1]) for f, v in x.items()}
+    given = {f: float((start or {}).get(f, getattr(next(iter(hws.values())), f))) for f in fields}
+
+    def clamp(vals):
+        return {f: min(max(v, FIT_RANGES.get(f, (0.0, math.inf))[0]), FIT_RANGES.get(f, (0.0, math.inf))[1])
+                for f, v in vals.items()}
 
     def loss(vals):
         total = 0.0
@@ -177,22 +182,30 @@ def fit_family(rows, kernel: str, generation: str, start: dict | None = None):
             total += abs(math.log(r.measured_s / t))
         return total
 
-    best = loss(x)
-    step = 0.5
-    while step > 1e-3:
-        improved = False
-        for f in fields:
-            for sign in (1, -1):
-                trial = dict(x, **{f: x[f] * math.exp(sign * step)})
-                lo, hi = FIT_RANGES.get(f, (0.0, math.inf))
-                if not lo <= trial[f] <= hi:
-                    trial[f] = min(max(trial[f], lo), hi)
-                    if trial[f] == x[f]:
-                        continue
-                val = loss(trial)
-                if val < best - 1e-12:
-                    x, best, improved = trial, val, True
-        if not improved:
-            step /= 2
+    def search(x):
+        best = loss(x)
+        step = 0.5
+        while step > 1e-3:
+            improved = False
+            for f in fields:
+                for sign in (1, -1):
+                    trial = dict(x, **{f: x[f] * math.exp(sign * step)})
+                    lo, hi = FIT_RANGES.get(f, (0.0, math.inf))
+                    if not lo <= trial[f] <= hi:
+                        trial[f] = min(max(trial[f], lo), hi)
+                        if trial[f] == x[f]:
+                            continue
+                    val = loss(trial)
+                    if val < best - 1e-12:
+                        x, best, improved = trial, val, True
+            if not improved:
+                step /= 2
+        return best, x
+
+    ranged = [f for f in fields if 0 < FIT_RANGES.get(f, (0.0, math.inf))[0] and FIT_RANGES[f][1] < math.inf]
+    grid = [dict(given, **dict(zip(ranged, point))) for point in itertools.product(
+        *[(FIT_RANGES[f][0], math.sqrt(FIT_RANGES[f][0] * FIT_RANGES[f][1]), FIT_RANGES[f][1]) for f in ranged])]
+    found = [search(clamp(s)) for s in [given] + grid]
+    x = min(found, key=lambda bx: bx[0])[1]   # the first of equal errors: the stack's own start
     errs = [abs(math.log(r.measured_s / predict(r, dataclasses.replace(hws[r.gpu], **x))[0])) for r in fit]
     return x, statistics.median(errs)

@@ -103,7 +103,9 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
         k, *_ = main("comm")
         lanes = k.hop_lanes_per_sm
         pulls = (f", or if slower {fmt_num(hops)} round trips over {fmt_num(float(lanes))} x {fmt_num(float(hw.sm_count))} "
-                 f"pulling lanes x {_t(hw.nvlink_latency_s)} nvlink_latency") if lanes is not None and hops else ""
+                 f"pulling lanes" + (f" (a lane at least one token's {fmt_num(float(k.hops_per_item))})"
+                                     if k.hops_per_item is not None else "")
+                 + f" x {_t(hw.nvlink_latency_s)} nvlink_latency") if lanes is not None and hops else ""
         lines.append(f"link = NVLink bytes / ({si(float(hw.nvlink_bandwidth_bytes_per_s), 'B/s')} x "
                      f"{float(hw.nvlink_efficiency):.2f} nvlink_efficiency{pulls})"
                      + (f" + {fmt_num(hops)} round trips x {_t(hw.nvlink_latency_s)} nvlink_latency"

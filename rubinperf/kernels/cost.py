@@ -139,8 +139,14 @@ class Kernel:
     # chains per SM at once (MegaMoE's dispatch warps pulling tokens): the serial round trips are the hops over
     # lanes x SMs. None: the hops are serial, as a collective's.
     hop_lanes_per_sm: Any = None
+    # Of those, the round trips of one item, one after another on its lane (MegaMoE: pulls per token x round trips per
+    # pull; a dispatch warp issues a token's chunk loads one at a time, each waited before the next, then loads its
+    # top-k weight: DeepGEMM @ 54e2261, deep_gemm/include/deep_gemm/impls/sm100_fp8_fp4_mega_moe.cuh lines 538-557
+    # and 581-586): however many lanes there are, the chain takes at least one item's. None: no such floor.
+    hops_per_item: Any = None
     # A fused kernel of two GEMMs one after the other over the same rows (MegaMoE: linear 1 over n columns and k deep,
-    # then linear 2 over second_n columns and second_k deep): each runs its own waves of blocks. None: one GEMM.
+    # then linear 2 over second_n columns and second_k deep): their blocks share one round-robin list over the SMs
+    # (roofline._two_phase). None: one GEMM.
     second_n: Any = None
     second_k: Any = None
     # Rows the MMA pads a block's valid rows to, where it shrinks to them (MegaMoE's UMMA N follows the block's valid

@@ -227,7 +227,8 @@ def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "
     return Kernel("fused_moe", _grouped_cost(rows, n, k, touched, weight, act, out) + comm,
                   groups=touched, rows=rows / touched, n=2 * inter, k=k, second_n=k, second_k=inter, fused_rows=rows,
                   tile_rows=cfg.block_m, tile_cols=MEGAMOE_BLOCK_N, pad_rows=MEGAMOE_MMA_ROWS,
-                  in_flight_bytes_per_cta=cfg.in_flight_bytes, hop_lanes_per_sm=lanes)
+                  in_flight_bytes_per_cta=cfg.in_flight_bytes, hop_lanes_per_sm=lanes,
+                  hops_per_item=None if lanes is None else cfg.pulls_per_token * pull_round_trips)
 
 
 def busiest_rank_experts(tokens, top_k, experts, local_experts, ranks):

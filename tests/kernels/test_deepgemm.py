@@ -85,8 +85,8 @@ def _time(tokens, hw=B200, **kw):
 def test_megamoe_monotone_in_tokens_bandwidth_and_stages():
     times = [float(_time(t).expected_s) for t in (1, 8, 64, 512, 4096, 32768)]
     # more tokens never make it much faster: where the heuristic moves to a smaller block_k (8 -> 64 tokens: block_m
-    # 16 -> 32, block_k 256 -> 128) more stages fit (5 x 20.5 KB -> 10 x 11.3 KB in flight per SM) and the weights,
-    # streaming at the Little's-law rate, come faster (113.6 -> 112.2 us)
+    # 16 -> 32, block_k 256 -> 128) more stages fit (5 x 20.5 KB -> 10 x 11.3 KB in flight per SM) and the weights
+    # stream at a higher Little's-law rate (108.9 -> 112.0 us with 8 times the tokens)
     assert all(b >= 0.9 * a for a, b in zip(times, times[1:]))
     assert times[0] < times[2] < times[3] < times[4] < times[5]
     fast = dataclasses.replace(B200, hbm_bandwidth_bytes_per_s=2 * B200.hbm_bandwidth_bytes_per_s)
@@ -102,7 +102,7 @@ def test_binding_terms_agree_with_pr316_counters():
     assert _time(32768).bound == "compute"
     # at 1 token the counters read 1311 GB/s of HBM, 5 TFLOP/s and 1 GB/s of NVLink: the weights, streamed at the rate
     # their bytes in flight allow (Little's law) and reported as memory, are the largest part of the body. The fitted
-    # fixed chain (32.3 us, of which the code times 19.5) is still longer: latency binds, which the counters do not say
+    # fixed chain (28.7 us, of which the code times 19.5) is still longer: latency binds, which the counters do not say
     # (docs/deepseek-kernels.md: what the rows want and the code does not explain)
     t = _time(1)
     assert t.parallelism_s == 0 and t.memory_s > max(t.compute_s, t.comm_s)
@@ -137,6 +137,50 @@ def test_megamoe_fixed_chain_is_fitted_above_the_codes():
     assert lo == pytest.approx((6.5 + 2 + 4 + 4 + 3) * 1e-6) == Stack.__dataclass_fields__["megamoe_sync_s"].default
     assert lo <= B200.megamoe_sync_s <= hi
     assert launch_parts(mega_moe(1, 8, 32, 256, 6, 3 * 2048, 4096), B200, "graph")["sync"] == B200.megamoe_sync_s
+
+
+def test_megamoe_pull_chain_is_at_least_one_tokens_round_trips():
+    # a dispatch warp loads a token's chunks one at a time, each waited before the next, then its top-k weight
+    # (DeepGEMM @ 54e2261, impls/sm100_fp8_fp4_mega_moe.cuh lines 538-557, 581-586). 1 token per rank: 6 x 7/8
+    # remote token-topk rows, 2 round trips each, over 4 x 148 dispatch lanes: a lane still pays one token's two
+    k = mega_moe(1, 8, 32, 256, 6, 3 * 2048, 4096, pull_round_trips=2)
+    assert k.hops_per_item == 2
+    assert kernel_time(k, B200, launch="graph").comm_s == pytest.approx(2 * B200.nvlink_latency_s, rel=1e-9)
+    # with many tokens the lanes share the round trips: the floor no longer binds
+    big = mega_moe(4096, 8, 32, 256, 6, 3 * 2048, 4096, pull_round_trips=2)
+    spread = big.cost.nvlink_hops / (4 * B200.sm_count)
+    assert spread > 2
+    from rubinperf.roofline import serial_hops
+    assert serial_hops(big, B200) == pytest.approx(spread)
+
+
+def test_megamoe_linear_1_and_2_are_one_block_list():
+    # DeepGEMM @ 54e2261, scheduler/mega_moe.cuh get_next_block (lines 150-182): block_idx carries over from linear 1's
+    # blocks into linear 2's, so the SMs run both GEMMs' blocks as one round-robin list. 1 token per rank, V4-Flash
+    # EP8: the busiest rank's touched experts x one M block x (2 x 2048 / 128) linear-1 and 4096 / 128 linear-2 blocks,
+    # 4096 and 2048 deep; the list's last wave is partly idle
+    k = mega_moe(1, 8, 32, 256, 6, 3 * 2048, 4096)
+    first = second = k.groups * 32
+    sms = B200.sm_count
+    work = (first * 4096 + second * 2048) / sms
+    exact = (first + second) / sms
+    span = work + (math.ceil(exact) - exact) * 2048 * B200.wave_quantization
+    _, share, _ = occupancy(k, B200)
+    assert share == pytest.approx(work / span, rel=1e-9)
+    # waves apart (linear 2 after all of linear 1) the same blocks would leave more SMs idle
+    apart = math.ceil(first / sms) * 4096 + math.ceil(second / sms) * 2048
+    assert share > work / apart
+
+
+def test_fit_does_not_stall_where_it_starts():
+    # the coordinate search stalls on the kinks of the absolute error; from the corner of the ranges where it stalls
+    # alone (the chain at the top, the stream latency at the unloaded HBM latency) the fit still finds the stack's values
+    lo, hi = KE.FIT_RANGES["megamoe_sync_s"]
+    start = {"megamoe_sync_s": hi, "megamoe_stream_latency_s": KE.FIT_RANGES["megamoe_stream_latency_s"][0],
+             "megamoe_compute_efficiency": 0.48}
+    x, _ = KE.fit_family(ROWS, "mega_moe", "sm100", start)
+    for field, value in x.items():
+        assert value == pytest.approx(getattr(B200, field), rel=0.01), field
 
 
 ROWS = load_evidence()
