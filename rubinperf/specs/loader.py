@@ -157,12 +157,9 @@ def read_toml(path: Path) -> dict:
 
     data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
     cache = _parsed_cache(path, data)
-    if cache is not None:
-        try:
-            with open(cache, "rb") as f:
-                return marshal.load(f)
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
+    kept = _read_parsed(cache)
+    if kept is not None:
+        return kept
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -184,7 +181,10 @@ def read_toml(path: Path) -> dict:
 _PARSED_DIR = Path(__file__).resolve().parent.parent / "__pycache__"
 
 
-def _parsed_cache(path, data: bytes) -> Path | None:
+def _parsed_cache(path, data: bytes, kind: str = "spec", version: bytes = b"") -> Path | None:
+    """Where the parse of bundled file `path` (its bytes `data`) is kept, or None for a file outside the bundled
+    folders. `kind` names the cache file; `version` (the reader's own code, for a reader that types what it parses)
+    goes into the digest beside the bytes, so that a changed reader parses afresh."""
     from rubinperf.bundled import SPEC_FOLDERS, data_root
 
     try:
@@ -197,7 +197,21 @@ def _parsed_cache(path, data: bytes) -> Path | None:
         from _blake2 import blake2b   # (hashlib's blake2b: hashlib itself takes longer to import than the parse)
     except ImportError:   # pragma: no cover - not CPython
         from hashlib import blake2b
-    return _PARSED_DIR / f"spec-{blake2b(data, digest_size=20).hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+    digest = blake2b(data, digest_size=20)
+    digest.update(version)
+    return _PARSED_DIR / f"{kind}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+
+
+def _read_parsed(cache: Path | None):
+    """The parse kept at `cache` (_parsed_cache), or None where there is none to read."""
+    if cache is None:
+        return None
+    try:
+        with open(cache, "rb") as f:
+            blob = f.read()   # (marshal.load of a file object reads it a few bytes at a time: many times slower)
+        return marshal.loads(blob)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
 
 
 def _write_parsed(cache: Path, parsed: dict) -> None:
