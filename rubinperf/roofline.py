@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -73,7 +73,8 @@ def binding_term(seconds: dict) -> str:
     return max(seconds, key=lambda name: float(seconds[name]))
 
 
-@dataclass(frozen=True)
+@dict_init
+@dataclass(frozen=True, init=False)
 class KernelTime(FieldArithmetic):
     """Seconds. Every term is named so a reader can see which one sets the time.
 
