@@ -73,8 +73,18 @@ class Family:
     same_kernels: bool = True   # the rows time the kernels the stack describes (False: another version's kernels)
 
     def errors(self, held_out: bool = True, without: str | None = None) -> list[float]:
-        return [abs(math.log(r["predicted"] / r["measured"])) for r in self.rows
-                if (r["held_out"] or not held_out) and r["id"] != without and _usable(r)]
+        return [e for i, e in self._errors(held_out) if i != without]
+
+    def _errors(self, held_out: bool) -> list:
+        """(id, |ln(predicted / measured)|) of the usable rows (held out ones only, with `held_out`), kept while the
+        rows are the same list of the same length (the bands ask each family again for every point)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(held_out)
+        if hit is None or hit[0] is not self.rows or hit[1] != len(self.rows):
+            hit = memo[held_out] = (self.rows, len(self.rows), [
+                (r["id"], abs(math.log(r["predicted"] / r["measured"]))) for r in self.rows
+                if (r["held_out"] or not held_out) and _usable(r)])
+        return hit[2]
 
 
 
@@ -366,10 +376,11 @@ def coverage(families: list[Family]) -> list[dict]:
     from rubinperf.specs.loader import bundled_names
 
     out = []
+    held = [(f, [r for r in f.rows if r["held_out"] and _usable(r)]) for f in families]
     for kind, attr, key in (("hardware", "hardware", "hardware"), ("stack", "stacks", "stack"), ("model", "models", "model")):
         for name in bundled_names(kind):
-            counts = {lvl: sum(1 for f in families if f.level == lvl for r in f.rows if r["held_out"] and _usable(r)
-                               and (r[key] == name if key in r else name in getattr(f, attr)))
+            counts = {lvl: sum(1 for f, rows in held if f.level == lvl for r in rows
+                               if (r[key] == name if key in r else name in getattr(f, attr)))
                       for lvl in ("kernel", "step", "mechanism", "serving")}
             if kind == "model":
                 counts["kernel"] = None   # kernel rows are shapes, not models

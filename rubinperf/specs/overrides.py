@@ -19,10 +19,9 @@ import dataclasses
 import difflib
 import math
 from pathlib import Path
-from typing import get_type_hints
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import LARGEST_INT, check_value, spec_fields
+from rubinperf.specs.loader import LARGEST_INT, _type_hints, check_value, spec_fields
 from rubinperf.units import dimension_of, parse_value, relative_factor, unit_suffix
 
 def _views(records: dict) -> dict:
@@ -85,7 +84,7 @@ def apply_overrides(assignments: list[str] | None, **records):
         kind, field = _resolve(key.strip(), out)
         rec = out[kind]
         f = next(f for f in spec_fields(type(rec)) if f.name == field)
-        typ = get_type_hints(type(rec))[field]
+        typ = _type_hints(type(rec))[field]   # (evaluated once per class and run)
         raw = value.strip()
         if typ in (float, int):
             factor = relative_factor(raw)
