@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
 from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
@@ -345,6 +346,7 @@ def dp_sync_rounds(ranks, hw: Platform):
 
 
 @functools.lru_cache(maxsize=64)
+@kept(__file__)   # (the same float on every run: kept beside the bytecode, rubinperf/kept.py)
 def expected_max_normal(n: int) -> float:
     """E[max of n independent standard normals] (0 for one rank): the integral of x n phi(x) Phi(x)^(n-1), by the
     trapezoid rule over |x| <= 12 (step 1/200). 0.5642 for 2 (1/sqrt(pi)), 1.7660 for 16, 2.0697 for 32."""
