@@ -17,10 +17,22 @@ import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+
+def _tomllib():
+    """tomllib (tomli before 3.11), imported where a file is parsed: a bundled spec's parse is usually kept
+    (_parsed_cache), and the parser's import is a few ms of every command's start-up."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
+
+
+def __getattr__(name: str):   # `from rubinperf.specs.loader import tomllib` (imported on first use)
+    if name == "tomllib":
+        return _tomllib()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
 from rubinperf.errors import SpecError
@@ -160,6 +172,7 @@ def read_toml(path: Path) -> dict:
     kept = _read_parsed(cache)
     if kept is not None:
         return kept
+    tomllib = _tomllib()
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -16,7 +16,6 @@ that lists close matches.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from pathlib import Path
 
@@ -64,6 +63,8 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
         if other:
             raise SpecError(f"--set {key}: {name} is a {other[0]} field, not a {kind} one (write {other[0]}.{name})")
     every = [f"{k}.{f.name}" for k in kinds for f in views[k][1]]
+    import difflib   # (only for the hint of an unknown field)
+
     near = difflib.get_close_matches(key if kind else name, every + [e.split(".", 1)[1] for e in every], n=4, cutoff=0.5)
     hint = f" (close: {', '.join(near)})" if near else ""
     raise SpecError(f"--set {key}: unknown field{hint}")
