@@ -378,10 +378,15 @@ def coverage(families: list[Family]) -> list[dict]:
     out = []
     held = [(f, [r for r in f.rows if r["held_out"] and _usable(r)]) for f in families]
     for kind, attr, key in (("hardware", "hardware", "hardware"), ("stack", "stacks", "stack"), ("model", "models", "model")):
+        # held-out usable rows per (level, name): a row's own `key` where it has one, else each of its family's `attr`
+        tally: dict = {}
+        for f, rows in held:
+            names = set(getattr(f, attr))
+            for r in rows:
+                for name in ((r[key],) if key in r else names):
+                    tally[(f.level, name)] = tally.get((f.level, name), 0) + 1
         for name in bundled_names(kind):
-            counts = {lvl: sum(1 for f, rows in held if f.level == lvl for r in rows
-                               if (r[key] == name if key in r else name in getattr(f, attr)))
-                      for lvl in ("kernel", "step", "mechanism", "serving")}
+            counts = {lvl: tally.get((lvl, name), 0) for lvl in ("kernel", "step", "mechanism", "serving")}
             if kind == "model":
                 counts["kernel"] = None   # kernel rows are shapes, not models
             ev = ("none" if not any(counts.values()) else "published figures only (no kernel measured)"
