@@ -19,6 +19,7 @@ never widens to admit its own point. A band is never wider than that; a narrower
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -408,8 +409,14 @@ def all_families(records: list[dict]) -> list[Family]:
 
 @functools.lru_cache(maxsize=1)
 def _evidence() -> tuple:
-    """The kernel and aiconfigurator step families: bundled files only, so built once per process."""
-    return tuple(kernel_families() + [aiconfigurator_step_family()])
+    """The kernel and aiconfigurator step families: bundled files only, so built once per process, and kept
+    between runs (rubinperf/kept.py: kept_of_tree, until a file of the package or the bundled folders changes)."""
+    from rubinperf.kept import kept_of_tree
+
+    fields = [f.name for f in dataclasses.fields(Family)]
+    return kept_of_tree("ledger evidence", lambda: tuple(kernel_families() + [aiconfigurator_step_family()]),
+                        lambda fams: [[getattr(f, n) for n in fields] for f in fams],
+                        lambda kept: tuple(Family(**dict(zip(fields, values))) for values in kept))
 
 
 def all_families_from(families: list[Family], records: list[dict]) -> list[Family]:
