@@ -149,7 +149,7 @@ def verdict(s: dict) -> str:
 # ---------------------------------------------------------------- kernel families
 
 
-def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str) -> list[dict]:
+def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None) -> list[dict]:
     import numpy as np
 
     from rubinperf.calibrate.fit import Stacked, _describe, measured, timed_rows
@@ -161,7 +161,7 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str) -> list[dict
     if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
         return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": None, "held_out": False}
                 for r, m in zip(timed, meas)]
-    pred = Stacked(timed).times(hw)
+    pred = Stacked(timed, kernels_of).times(hw)
     return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": float(p), "held_out": held_out}
             for r, m, p in zip(timed, meas, np.asarray(pred))]
 
@@ -197,6 +197,7 @@ def aiconfigurator_families() -> list[Family]:
 
     here = data_root() / "calibration/aiconfigurator"
     out = []
+    kernels_of: dict = {}   # each call's kernels, for the same call in another system's table
     notes = {"vllm": "vLLM 0.24.0's FP8 block GEMMs and mHC, not the October 2026 posts' kernels the stack describes"}
     for framework, stack, fitted, systems in AIC_FITS:
         for system in systems:
@@ -215,7 +216,7 @@ def aiconfigurator_families() -> list[Family]:
             out.append(Family(
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
-                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} "),
+                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of),
                 note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 
