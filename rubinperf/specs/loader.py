@@ -96,7 +96,12 @@ def _type_hints(cls) -> dict:
 
 def spec_fields(cls) -> list[dataclasses.Field]:
     """The fields of a spec class that live in TOML tables (not name/sources)."""
-    return [f for f in dataclasses.fields(cls) if "section" in f.metadata]
+    return list(_spec_fields(cls))
+
+
+@functools.cache
+def _spec_fields(cls) -> tuple:
+    return tuple(f for f in dataclasses.fields(cls) if "section" in f.metadata)
 
 
 def numeric_fields(cls) -> list[str]:
