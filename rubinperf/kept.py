@@ -108,14 +108,16 @@ def _tree_digest() -> bytes:
 def kept_of_tree(name: str, compute, encode, decode):
     """decode(the kept encode(compute())) of result `name`, computed from the bundled files and the package alone
     (no argument, no option, no environment): kept beside the bytecode until any file of the tree changes
-    (_tree_digest). encode gives what marshal holds (numbers, strings, None, lists, tuples, dicts)."""
+    (_tree_digest), when the new result replaces it. encode gives what marshal holds (numbers, strings, None,
+    lists, tuples, dicts)."""
     try:
         from _blake2 import blake2b
     except ImportError:   # pragma: no cover - not CPython
         from hashlib import blake2b
     digest = blake2b(_tree_digest(), digest_size=20)
     digest.update(name.encode())
-    path = _DIR / f"tree-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+    slug = "-".join(name.split())
+    path = _DIR / f"tree-{slug}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
     try:
         return decode(marshal.loads(path.read_bytes()))
     except (OSError, EOFError, ValueError, TypeError, KeyError):
@@ -127,6 +129,9 @@ def kept_of_tree(name: str, compute, encode, decode):
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, path)
+        for old in _DIR.glob(f"tree-{slug}-*"):   # the result of a tree before this one (a megabyte or two)
+            if old.name != path.name and not old.name.endswith(".tmp"):
+                old.unlink(missing_ok=True)
     except (OSError, ValueError):
         pass
     return value

@@ -43,6 +43,7 @@ def test_a_kept_result_of_the_tree_is_computed_again_when_the_tree_changes(tmp_p
     monkeypatch.setattr(kept, "_tree_digest", lambda: b"two")   # a file of the package or the bundled folders changed
     c = kept.kept_of_tree("t", compute, lambda v: v, lambda v: v)
     assert c["n"] == 2 and len(calls) == 2
+    assert len(list(tmp_path.glob("tree-t-*"))) == 1   # the result of the tree before is not kept beside it
 
 
 def test_the_tree_digest_sees_a_spec_file_of_the_working_directory(tmp_path, monkeypatch):
