@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
@@ -24,6 +23,8 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     tmp = None
     try:
         target = regular_target(path)
+        import tempfile   # (here: a command that writes no file does not import it)
+
         blocked = _block_signals()
         try:  # the temporary file's name is known before any signal handler can run
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -42,8 +42,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -73,7 +74,8 @@ def binding_term(seconds: dict) -> str:
     return max(seconds, key=lambda name: float(seconds[name]))
 
 
-@dataclass(frozen=True)
+@dict_init
+@dataclass(frozen=True, init=False)
 class KernelTime(FieldArithmetic):
     """Seconds. Every term is named so a reader can see which one sets the time.
 
@@ -358,6 +360,7 @@ def dp_sync_rounds(ranks, hw: Platform):
 
 
 @functools.lru_cache(maxsize=64)
+@kept(__file__)   # (the same float on every run: kept beside the bytecode, rubinperf/kept.py)
 def expected_max_normal(n: int) -> float:
     """E[max of n independent standard normals] (0 for one rank): the integral of x n phi(x) Phi(x)^(n-1), by the
     trapezoid rule over |x| <= 12 (step 1/200). 0.5642 for 2 (1/sqrt(pi)), 1.7660 for 16, 2.0697 for 32."""

@@ -116,7 +116,14 @@ _RELATIVE = re.compile(r"^\s*(?:([-+])\s*((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\
 
 def unit_suffix(field: str) -> str:
     """The unit suffix of a field name: `hbm_bandwidth_bytes_per_s` -> '_bytes_per_s'; '' when none."""
-    return next((s for s in sorted(SUFFIX_DIMENSION, key=len, reverse=True) if field.endswith(s)), "")
+    got = _SUFFIXES.get(field)
+    if got is None:
+        got = _SUFFIXES[field] = next((s for s in _LONGEST_FIRST if field.endswith(s)), "")
+    return got
+
+
+_LONGEST_FIRST = sorted(SUFFIX_DIMENSION, key=len, reverse=True)
+_SUFFIXES: dict = {}   # field name -> its suffix (--set resolves a name against every field of a platform)
 
 
 def dimension_of(field: str) -> str:

@@ -19,6 +19,7 @@ never widens to admit its own point. A band is never wider than that; a narrower
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -73,8 +74,18 @@ class Family:
     same_kernels: bool = True   # the rows time the kernels the stack describes (False: another version's kernels)
 
     def errors(self, held_out: bool = True, without: str | None = None) -> list[float]:
-        return [abs(math.log(r["predicted"] / r["measured"])) for r in self.rows
-                if (r["held_out"] or not held_out) and r["id"] != without and _usable(r)]
+        return [e for i, e in self._errors(held_out) if i != without]
+
+    def _errors(self, held_out: bool) -> list:
+        """(id, |ln(predicted / measured)|) of the usable rows (held out ones only, with `held_out`), kept while the
+        rows are the same list of the same length (the bands ask each family again for every point)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(held_out)
+        if hit is None or hit[0] is not self.rows or hit[1] != len(self.rows):
+            hit = memo[held_out] = (self.rows, len(self.rows), [
+                (r["id"], abs(math.log(r["predicted"] / r["measured"]))) for r in self.rows
+                if (r["held_out"] or not held_out) and _usable(r)])
+        return hit[2]
 
 
 
@@ -138,7 +149,7 @@ def verdict(s: dict) -> str:
 # ---------------------------------------------------------------- kernel families
 
 
-def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str) -> list[dict]:
+def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None) -> list[dict]:
     import numpy as np
 
     from rubinperf.calibrate.fit import Stacked, _describe, measured, timed_rows
@@ -150,7 +161,7 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str) -> list[dict
     if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
         return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": None, "held_out": False}
                 for r, m in zip(timed, meas)]
-    pred = Stacked(timed).times(hw)
+    pred = Stacked(timed, kernels_of).times(hw)
     return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": float(p), "held_out": held_out}
             for r, m, p in zip(timed, meas, np.asarray(pred))]
 
@@ -186,6 +197,7 @@ def aiconfigurator_families() -> list[Family]:
 
     here = data_root() / "calibration/aiconfigurator"
     out = []
+    kernels_of: dict = {}   # each call's kernels, for the same call in another system's table
     notes = {"vllm": "vLLM 0.24.0's FP8 block GEMMs and mHC, not the October 2026 posts' kernels the stack describes"}
     for framework, stack, fitted, systems in AIC_FITS:
         for system in systems:
@@ -204,7 +216,7 @@ def aiconfigurator_families() -> list[Family]:
             out.append(Family(
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
-                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} "),
+                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of),
                 note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 
@@ -366,11 +378,17 @@ def coverage(families: list[Family]) -> list[dict]:
     from rubinperf.specs.loader import bundled_names
 
     out = []
+    held = [(f, [r for r in f.rows if r["held_out"] and _usable(r)]) for f in families]
     for kind, attr, key in (("hardware", "hardware", "hardware"), ("stack", "stacks", "stack"), ("model", "models", "model")):
+        # held-out usable rows per (level, name): a row's own `key` where it has one, else each of its family's `attr`
+        tally: dict = {}
+        for f, rows in held:
+            names = set(getattr(f, attr))
+            for r in rows:
+                for name in ((r[key],) if key in r else names):
+                    tally[(f.level, name)] = tally.get((f.level, name), 0) + 1
         for name in bundled_names(kind):
-            counts = {lvl: sum(1 for f in families if f.level == lvl for r in f.rows if r["held_out"] and _usable(r)
-                               and (r[key] == name if key in r else name in getattr(f, attr)))
-                      for lvl in ("kernel", "step", "mechanism", "serving")}
+            counts = {lvl: tally.get((lvl, name), 0) for lvl in ("kernel", "step", "mechanism", "serving")}
             if kind == "model":
                 counts["kernel"] = None   # kernel rows are shapes, not models
             ev = ("none" if not any(counts.values()) else "published figures only (no kernel measured)"
@@ -392,8 +410,14 @@ def all_families(records: list[dict]) -> list[Family]:
 
 @functools.lru_cache(maxsize=1)
 def _evidence() -> tuple:
-    """The kernel and aiconfigurator step families: bundled files only, so built once per process."""
-    return tuple(kernel_families() + [aiconfigurator_step_family()])
+    """The kernel and aiconfigurator step families: bundled files only, so built once per process, and kept
+    between runs (rubinperf/kept.py: kept_of_tree, until a file of the package or the bundled folders changes)."""
+    from rubinperf.kept import kept_of_tree
+
+    fields = [f.name for f in dataclasses.fields(Family)]
+    return kept_of_tree("ledger evidence", lambda: tuple(kernel_families() + [aiconfigurator_step_family()]),
+                        lambda fams: [[getattr(f, n) for n in fields] for f in fams],
+                        lambda kept: tuple(Family(**dict(zip(fields, values))) for values in kept))
 
 
 def all_families_from(families: list[Family], records: list[dict]) -> list[Family]:

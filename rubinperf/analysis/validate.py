@@ -485,7 +485,17 @@ def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
     """One record per point: predicted vs published, their ratio, and whether it lies in the band the file states.
     `stack` (--stack) runs every point that names no stack of its own on that stack. The band the evidence beneath
     each point allows (the held-out error of its kernel and step families, without the point; never wider) is
-    rubinperf.analysis.ledger's: validate_with_evidence."""
+    rubinperf.analysis.ledger's: validate_with_evidence. The records of the bundled points on their own stacks
+    are computed from the bundled files alone: they are kept between runs (rubinperf/kept.py: kept_of_tree, until a
+    file of the package or the bundled folders changes)."""
+    if stack is None and points == load_points(POINTS_FILE):
+        from rubinperf.kept import kept_of_tree
+
+        return kept_of_tree("validate records", lambda: _records(points, None), lambda recs: recs, lambda recs: recs)
+    return _records(points, stack)
+
+
+def _records(points: list[RefPoint], stack: str | None) -> list[dict]:
     import dataclasses
 
     records = []

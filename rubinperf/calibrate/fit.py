@@ -69,6 +69,8 @@ EFF_BOUNDS = (0.01, 1.0)
 START = {"mma_prologue_cycles": 4000.0, "mma_bytes_in_flight_per_sm": 65536.0, "stream_bytes_in_flight_per_sm": 16384.0,
          "hbm_latency_s": 5e-7, "kernel_launch_cold_s": 1e-5, "tensor_core_dispatch_s": 1e-5}
 START_EFFICIENCY = 0.7
+# Columns of a measured row that say how the call ran and what it took, not which call it was (row_kernels reads none).
+MEASURED_COLUMNS = frozenset({"measured_s", "spread", "samples", "host_s", "check_rel_err", "source"})
 CHASE_MIN_BYTES = 2 ** 30  # a chase over at least 1 GiB misses a 50-60 MB L2
 
 
@@ -76,11 +78,20 @@ class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
 
-    def __init__(self, rows: list[dict]):
+    def __init__(self, rows: list[dict], kernels_of: dict | None = None):
+        """`kernels_of`, when given, keeps each row's kernels by what it says of the call (every column but the
+        measurement's: MEASURED_COLUMNS), for other rows of the same call (other systems' tables of one op sweep)."""
         self.n = len(rows)
         groups: dict[tuple, list] = {}
         for i, r in enumerate(rows):
-            for k, waits_on_host in row_kernels(r):
+            if kernels_of is None:
+                kernels = row_kernels(r)
+            else:
+                call = tuple(item for item in r.items() if item[0] not in MEASURED_COLUMNS)
+                kernels = kernels_of.get(call)
+                if kernels is None:
+                    kernels = kernels_of[call] = row_kernels(r)
+            for k, waits_on_host in kernels:
                 # The call's first kernel is launched as the row says; the library's later kernels start behind it
                 # in the same stream (or graph).
                 mode = row_mode(r) if waits_on_host or row_mode(r) == "graph" else "eager"

@@ -15,6 +15,7 @@ kernels at its own shapes plus two probes, written with `SHAPES_COLUMNS` (a supe
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import os
@@ -268,12 +269,7 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _read_regular(path: Path) -> str:
-    """The text of a regular file (a link to one included) of at most 64 MiB (rubinperf.files.read_bounded:
-    a FIFO, device, socket or directory is refused before anything is read from it)."""
-    from rubinperf.files import read_bounded
-
-    data = read_bounded(path, "csv", "a CSV file for --from-csv")
+def _decoded(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -281,9 +277,39 @@ def _read_regular(path: Path) -> str:
 
 
 def read_csv(path: str | Path) -> tuple[str, list[dict]]:
-    """Read a calibration CSV: ('kernels' | 'collectives', typed rows). Bad files are a SpecError."""
+    """Read a calibration CSV: ('kernels' | 'collectives', typed rows). Bad files are a SpecError. The file is a
+    regular file (a link to one included) of at most 64 MiB (rubinperf.files.read_bounded: a FIFO, device, socket or
+    directory is refused before anything is read from it)."""
+    from rubinperf.files import read_bounded
+    from rubinperf.specs.loader import _parsed_cache, _read_parsed, _write_parsed
+
     path = Path(path)
-    text = _read_regular(path)
+    data = read_bounded(path, "csv", "a CSV file for --from-csv")
+    cache = _parsed_cache(path, data, "csv", _reader_version())   # a bundled CSV's typed rows, kept as its specs' are
+    kept = _read_parsed(cache)
+    if kept is not None:
+        kind, keys, values = kept
+        return kind, [dict(zip(keys[i], v)) for i, v in values]
+    kind, rows = _parse_csv(path, _decoded(path, data))
+    if cache is not None:   # kept as each row's keys (one tuple for the rows that share them) and values
+        keys: dict = {}
+        same: dict = {}   # equal strings as one object: marshal writes it once and refers to it after
+        values = [(keys.setdefault(tuple(r), len(keys)),
+                   tuple(same.setdefault(v, v) if type(v) is str else v for v in r.values())) for r in rows]
+        _write_parsed(cache, [kind, list(keys), values])
+    return kind, rows
+
+
+@functools.cache
+def _reader_version() -> bytes:
+    """This module's source: a kept parse of a CSV (read_csv) is one this reader made."""
+    try:
+        return Path(__file__).read_bytes()
+    except OSError:   # pragma: no cover - a package without its sources
+        return b"?"
+
+
+def _parse_csv(path: Path, text: str) -> tuple[str, list[dict]]:
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if "family" in header:

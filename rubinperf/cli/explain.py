@@ -6,7 +6,6 @@ the commands only, so `rubinperf --help` and `estimate` never load it.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Annotated, Optional
 
@@ -288,6 +287,8 @@ def resolve_op(name: str, names: list[str]) -> str:
         return hits[0]
     if len(hits) > 1:
         raise SpecError(f"explain {name!r}: ambiguous, say which: {'; '.join(hits)}")
+    import difflib
+
     near = difflib.get_close_matches(want, [_norm(x) for x in names] + list(GENERIC) + ["step"], n=4, cutoff=0.4)
     by_norm = {_norm(x): x for x in names}
     hint = f" (close: {'; '.join(by_norm.get(x, x) for x in near)})" if near else ""

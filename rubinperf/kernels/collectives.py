@@ -135,7 +135,7 @@ def all_reduce_by_size(nbytes, ranks, algorithms, switch_bytes, gpus_per_tray=No
         import numpy as np
 
         idx = all_reduce_algorithm(nbytes, algorithms, switch_bytes, multicast)
-        used = [algorithms[i] for i in sorted(set(np.unique(idx).tolist()))]
+        used = [algorithms[i] for i in np.flatnonzero(np.bincount(np.ravel(idx), minlength=len(algorithms)))]
         if len(used) == 1:
             return all_reduce_as(used[0], nbytes, ranks, gpus_per_tray, fused_one_shot), used[0]
         kernels = [all_reduce_as(a, nbytes, ranks, gpus_per_tray, fused_one_shot).cost for a in algorithms]

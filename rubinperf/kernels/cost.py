@@ -8,17 +8,19 @@ numbers, numpy arrays or sympy expressions.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from typing import Any
 
-from rubinperf.mathops import FieldArithmetic, sadd
+from rubinperf.mathops import FieldArithmetic, dict_init, sadd
 
 PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
 _NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
 
-@dataclass(frozen=True)
+@dict_init
+@dataclass(frozen=True, init=False)
 class Cost(FieldArithmetic):
     fp4_flops: Any = 0.0
     fp8_flops: Any = 0.0
@@ -92,7 +94,8 @@ FAMILIES = {
 }
 
 
-@dataclass(frozen=True)
+@dict_init
+@dataclass(frozen=True, init=False)
 class Kernel:
     """One kernel launch (or one fused kernel) of a family: its Cost and how its work spreads over SMs.
 
@@ -182,7 +185,8 @@ def stacked(kernels: list) -> Kernel:
     import numpy as np
 
     first = kernels[0]
-    cost = Cost(**{f: np.array([float(getattr(k.cost, f)) for k in kernels]) for f in _COST_FIELDS})
+    costs = np.array([_cost_values(k.cost) for k in kernels], dtype=float).reshape(len(kernels), len(_COST_FIELDS))
+    cost = Cost(**{f: costs[:, j].copy() for j, f in enumerate(_COST_FIELDS)})
     shape = {f: getattr(first, f) if _discrete(getattr(first, f)) else np.array([float(getattr(k, f)) for k in kernels])
              for f in KERNEL_SHAPE_FIELDS}
     return Kernel(first.family, cost, **shape)
@@ -194,8 +198,10 @@ def _discrete(value) -> bool:
 
 def group_key(k: Kernel) -> tuple:
     """What kernels stacked into one must share: their family, which shape fields they give, and each yes/no field."""
-    return (k.family, *(v if isinstance(v, bool) else v is None for v in (getattr(k, f) for f in KERNEL_SHAPE_FIELDS)))
+    return (k.family, *[v if v.__class__ is bool else v is None for v in _shape_values(k)])
 
 
 # A Kernel's fields other than its family and cost: how its work spreads (numbers, arrays or symbols, or None).
 KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))
+_shape_values = operator.attrgetter(*KERNEL_SHAPE_FIELDS)   # a Kernel's shape fields, in order, as one tuple
+_cost_values = operator.attrgetter(*_COST_FIELDS)            # a Cost's fields, in order

@@ -20,13 +20,18 @@ def to_json(records) -> str:
     The text is exactly json.dumps(..., indent=2) of the records with non-finite numbers as null;
     `_indented` writes it about twice as fast (json's C encoder does not indent, its Python one is
     generic), and anything it does not know (a non-string key, another type) goes to json.dumps."""
-    import json   # (imported here: a table needs none of it)
-
     global _enc_str
-    _enc_str = json.encoder.encode_basestring_ascii  # C
+    try:   # json's C string encoder, without importing the json package (its decoder and scanner) for it
+        from _json import encode_basestring_ascii as _enc_str
+    except ImportError:   # pragma: no cover - not CPython
+        import json
+
+        _enc_str = json.encoder.encode_basestring_ascii
     try:
         return _indented(records, "")
     except _Generic:
+        import json   # (imported here: a table needs none of it)
+
         return json.dumps(_finite(records), indent=2, default=_jsonable, allow_nan=False)
 
 

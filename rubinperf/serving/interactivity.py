@@ -115,6 +115,7 @@ def step_mixture_percentiles(times, weights, spread: float, percentiles) -> np.n
     t = np.asarray(times, dtype=float)            # (J, ...) step times
     w = np.asarray(weights, dtype=float)          # (J, ...) shares, summing to 1 over J
     out = []
+    log_t = np.log(t)                             # (the same in every bisection)
     lo0 = np.log(np.min(t, axis=0)) - 6 * spread - 1e-9
     hi0 = np.log(np.max(t, axis=0)) + 6 * spread + 1e-9
     for p in percentiles:
@@ -123,9 +124,9 @@ def step_mixture_percentiles(times, weights, spread: float, percentiles) -> np.n
         for _ in range(BISECTIONS):
             mid = 0.5 * (lo + hi)
             if spread > 0:
-                cdf = np.sum(w * _phi((mid - np.log(t)) / spread), axis=0)
+                cdf = np.sum(w * _phi((mid - log_t) / spread), axis=0)
             else:
-                cdf = np.sum(w * (np.log(t) <= mid), axis=0)
+                cdf = np.sum(w * (log_t <= mid), axis=0)
             below = cdf < q
             lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
         out.append(np.exp(0.5 * (lo + hi)))

@@ -21,7 +21,7 @@ _field = spec_field_of("hardware")   # a hardware field (marked as the hardware'
 
 
 @wide
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False, init=False)
 class Hardware:
     name: str
     description: str

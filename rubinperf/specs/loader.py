@@ -17,10 +17,22 @@ import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+
+def _tomllib():
+    """tomllib (tomli before 3.11), imported where a file is parsed: a bundled spec's parse is usually kept
+    (_parsed_cache), and the parser's import is a few ms of every command's start-up."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
+
+
+def __getattr__(name: str):   # `from rubinperf.specs.loader import tomllib` (imported on first use)
+    if name == "tomllib":
+        return _tomllib()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
 from rubinperf.errors import SpecError
@@ -84,7 +96,12 @@ def _type_hints(cls) -> dict:
 
 def spec_fields(cls) -> list[dataclasses.Field]:
     """The fields of a spec class that live in TOML tables (not name/sources)."""
-    return [f for f in dataclasses.fields(cls) if "section" in f.metadata]
+    return list(_spec_fields(cls))
+
+
+@functools.cache
+def _spec_fields(cls) -> tuple:
+    return tuple(f for f in dataclasses.fields(cls) if "section" in f.metadata)
 
 
 def numeric_fields(cls) -> list[str]:
@@ -157,12 +174,10 @@ def read_toml(path: Path) -> dict:
 
     data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
     cache = _parsed_cache(path, data)
-    if cache is not None:
-        try:
-            with open(cache, "rb") as f:
-                return marshal.load(f)
-        except (OSError, EOFError, ValueError, TypeError):
-            pass
+    kept = _read_parsed(cache)
+    if kept is not None:
+        return kept
+    tomllib = _tomllib()
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -184,7 +199,10 @@ def read_toml(path: Path) -> dict:
 _PARSED_DIR = Path(__file__).resolve().parent.parent / "__pycache__"
 
 
-def _parsed_cache(path, data: bytes) -> Path | None:
+def _parsed_cache(path, data: bytes, kind: str = "spec", version: bytes = b"") -> Path | None:
+    """Where the parse of bundled file `path` (its bytes `data`) is kept, or None for a file outside the bundled
+    folders. `kind` names the cache file; `version` (the reader's own code, for a reader that types what it parses)
+    goes into the digest beside the bytes, so that a changed reader parses afresh."""
     from rubinperf.bundled import SPEC_FOLDERS, data_root
 
     try:
@@ -197,7 +215,21 @@ def _parsed_cache(path, data: bytes) -> Path | None:
         from _blake2 import blake2b   # (hashlib's blake2b: hashlib itself takes longer to import than the parse)
     except ImportError:   # pragma: no cover - not CPython
         from hashlib import blake2b
-    return _PARSED_DIR / f"spec-{blake2b(data, digest_size=20).hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+    digest = blake2b(data, digest_size=20)
+    digest.update(version)
+    return _PARSED_DIR / f"{kind}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+
+
+def _read_parsed(cache: Path | None):
+    """The parse kept at `cache` (_parsed_cache), or None where there is none to read."""
+    if cache is None:
+        return None
+    try:
+        with open(cache, "rb") as f:
+            blob = f.read()   # (marshal.load of a file object reads it a few bytes at a time: many times slower)
+        return marshal.loads(blob)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
 
 
 def _write_parsed(cache: Path, parsed: dict) -> None:

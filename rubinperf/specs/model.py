@@ -19,7 +19,7 @@ ENGRAM_PLACEMENTS = ("hbm", "host", "peer-hbm")
 
 
 @wide
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False, init=False)
 class Model:
     name: str
     description: str

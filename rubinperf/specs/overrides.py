@@ -16,13 +16,11 @@ that lists close matches.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from pathlib import Path
-from typing import get_type_hints
 
 from rubinperf.errors import SpecError
-from rubinperf.specs.loader import LARGEST_INT, check_value, spec_fields
+from rubinperf.specs.loader import LARGEST_INT, _type_hints, check_value, spec_fields
 from rubinperf.units import dimension_of, parse_value, relative_factor, unit_suffix
 
 def _views(records: dict) -> dict:
@@ -65,6 +63,8 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
         if other:
             raise SpecError(f"--set {key}: {name} is a {other[0]} field, not a {kind} one (write {other[0]}.{name})")
     every = [f"{k}.{f.name}" for k in kinds for f in views[k][1]]
+    import difflib   # (only for the hint of an unknown field)
+
     near = difflib.get_close_matches(key if kind else name, every + [e.split(".", 1)[1] for e in every], n=4, cutoff=0.5)
     hint = f" (close: {', '.join(near)})" if near else ""
     raise SpecError(f"--set {key}: unknown field{hint}")
@@ -85,7 +85,7 @@ def apply_overrides(assignments: list[str] | None, **records):
         kind, field = _resolve(key.strip(), out)
         rec = out[kind]
         f = next(f for f in spec_fields(type(rec)) if f.name == field)
-        typ = get_type_hints(type(rec))[field]
+        typ = _type_hints(type(rec))[field]   # (evaluated once per class and run)
         raw = value.strip()
         if typ in (float, int):
             factor = relative_factor(raw)

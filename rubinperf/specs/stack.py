@@ -37,7 +37,7 @@ _field = spec_field_of("stack")   # a stack field (marked as the stack's in a Pl
 
 
 @wide
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False, init=False)
 class Stack:
     name: str
     description: str
@@ -199,7 +199,7 @@ POINT_FIELDS = tuple(f.name for f in spec_fields(Stack) if f.metadata["section"]
 
 
 @wide
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False, init=False)
 class Platform(Stack, Hardware):
     """One rack's silicon and the software stack on it, merged: what the roofline, step and serving read.
 

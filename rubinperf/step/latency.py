@@ -36,6 +36,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
+from rubinperf.kept import kept
 from rubinperf.kernels.memory import kv_transfer
 from rubinperf.roofline import kernel_time
 from rubinperf.step.capacity import kv_bytes_per_request
@@ -86,6 +87,7 @@ def acceptance_law(k: float, acceptance: float, nu: float) -> AcceptanceLaw | No
 
 
 @functools.lru_cache(maxsize=256)
+@kept(__file__)   # (the same float on every run: kept beside the bytecode, rubinperf/kept.py)
 def time_per_token_factor(k: float, acceptance: float, nu: float, sigma: float, percentile: float) -> float:
     """The `percentile`-th percentile of one request's time per token over its mean (step / acceptance)."""
     q = 1.0 - percentile / 100.0            # the matching quantile of the speed u

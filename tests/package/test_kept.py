@@ -1,0 +1,58 @@
+"""Results kept between runs (rubinperf/kept.py) are the ones computed afresh, bit for bit, and a change of the tree
+computes them again."""
+
+from __future__ import annotations
+
+import math
+
+from rubinperf import kept
+from rubinperf.roofline import expected_max_normal
+from rubinperf.step.latency import time_per_token_factor
+
+
+def _fresh(fn):
+    """The function under its lru_cache and kept wrappers."""
+    return fn.__wrapped__.__wrapped__
+
+
+def test_a_kept_factor_is_the_computed_float(tmp_path, monkeypatch):
+    monkeypatch.setattr(kept, "_DIR", tmp_path)
+    args = (5.0, 3.51, 21.5, 0.0145, 90.0)
+    want = _fresh(time_per_token_factor)(*args)
+    first = time_per_token_factor.__wrapped__(*args)      # computed and kept
+    assert len(list(tmp_path.glob("kept-*"))) == 1
+    again = time_per_token_factor.__wrapped__(*args)      # read back
+    assert first == want and again == want and math.copysign(1, again) == math.copysign(1, want)
+    assert expected_max_normal.__wrapped__(16) == _fresh(expected_max_normal)(16)
+    assert expected_max_normal.__wrapped__(16) == _fresh(expected_max_normal)(16)   # (now from the file)
+    assert abs(expected_max_normal.__wrapped__(16) - 1.7660) < 1e-4
+
+
+def test_a_kept_result_of_the_tree_is_computed_again_when_the_tree_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(kept, "_DIR", tmp_path)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"rows": [(1.5, None, True, "a")], "n": len(calls)}
+
+    monkeypatch.setattr(kept, "_tree_digest", lambda: b"one")
+    a = kept.kept_of_tree("t", compute, lambda v: v, lambda v: v)
+    b = kept.kept_of_tree("t", compute, lambda v: v, lambda v: v)
+    assert a == b == {"rows": [(1.5, None, True, "a")], "n": 1} and len(calls) == 1
+    monkeypatch.setattr(kept, "_tree_digest", lambda: b"two")   # a file of the package or the bundled folders changed
+    c = kept.kept_of_tree("t", compute, lambda v: v, lambda v: v)
+    assert c["n"] == 2 and len(calls) == 2
+    assert len(list(tmp_path.glob("tree-t-*"))) == 1   # the result of the tree before is not kept beside it
+
+
+def test_the_tree_digest_sees_a_spec_file_of_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    kept._tree_digest.cache_clear()
+    try:
+        plain = kept._tree_digest()
+        (tmp_path / "h200").write_text("[hardware]\n")   # `h200` now names this file, not the bundled spec
+        kept._tree_digest.cache_clear()
+        assert kept._tree_digest() != plain
+    finally:
+        kept._tree_digest.cache_clear()
