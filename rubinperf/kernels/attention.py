@@ -6,7 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
-from rubinperf.mathops import scap, sceil, smin
+from rubinperf.mathops import scap, sceil, smax, smin
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
@@ -108,19 +108,49 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
                   in_flight_bytes_per_cta=gather)
 
 
+# The lightning indexer's MQA logits as DeepGEMM runs them (github.com/deepseek-ai/DeepGEMM @ 54e2261,
+# csrc/apis/attention.hpp fp8_fp4_mqa_logits and fp8_fp4_paged_mqa_logits, csrc/jit_kernels/impls/sm100_mqa_logits.hpp,
+# deep_gemm/include/deep_gemm/scheduler/sm100_mqa_logits.cuh and sm100_paged_mqa_logits.cuh):
+MQA_LOGITS_QUERY_HEAD_ROWS = 128   # block_qh = 128: a query block holds 128 / heads tokens ("keeps UMMA_N = 128")
+MQA_LOGITS_SPLIT_KV = 256          # block_kv / split_kv = 256 keys per pipeline stage (2 math warpgroups x UMMA_M 128)
+MQA_LOGITS_KV_STAGES = {"fp4": 10, "fp8": 5}   # num_kv_stages: "FP4 10 stages, FP8 5"
+
+
 def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,
                    prefill: bool, epilogue_flops_per_head=0.0) -> Kernel:
-    """The indexer's MQA logits: every query scores every compressed entry it can see, over
-    `heads` x `head_dim` (FP4 in V4.1), and writes FP32 scores for the top-k that follows.
-    Keys are read once per sequence. Each (query, entry, head) product then takes
-    `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU, head weight, sum over heads):
-    on Blackwell's FP4 rate more time than the MMA itself."""
-    entries = visible_positions(context, q_per_seq, prefill) / ratio
+    """The indexer's MQA logits (DeepGEMM's kernels, constants above): every query scores every compressed entry it
+    can see, over `heads` x `head_dim` (FP4 in V4.1), and writes scores for the top-k that follows.
+
+    Query blocks of 128 / `heads` tokens (one UMMA of N = 128 query-head rows); each block walks its own key range
+    in splits of 256 keys, and its MMAs and epilogue run over every key of every split it walks (the causal mask
+    applies only when the scores are written). Prefill (non-paged): a persistent grid of one CTA per SM takes the
+    blocks round-robin (`current_q_block_idx += kNumSMs`), so with fewer blocks than SMs the other SMs stay idle; a
+    block's keys run to its last token's end, on average the entries its tokens see plus half a block. Decode
+    (paged): a request's next-n tokens make ceil(next_n / block) blocks, each over the request's whole context, and
+    the metadata kernel spreads the (block, split) work over every SM.
+
+    Every block re-reads its keys: from HBM once per sequence (a request's blocks walk one chunk of splits after
+    another, and consecutive SMs take neighbouring blocks of one sequence), and from L2 the other times
+    (`Cost.l2_bytes`): blocks x keys per block x key bytes, which grows as new tokens x context.
+
+    Each (query, entry, head) product then takes `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU,
+    head weight, sum over heads): on Blackwell's FP4 rate more time than the MMA itself."""
+    block_q = smax(MQA_LOGITS_QUERY_HEAD_ROWS / heads, 1)
+    blocks_per_seq = sceil(q_per_seq / block_q)
+    entries = visible_positions(context, q_per_seq, prefill) / ratio   # what each query's scores cover
     keys_per_seq = (context + q_per_seq) / ratio
-    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries,
-        fp32_flops=epilogue_flops_per_head * tokens * heads * entries,
-        kv_bytes=seqs * key_bytes * keys_per_seq, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
-    return Kernel("attention", cost)
+    # keys one block walks: prefill, its last token's visible entries (half a block past the mean query's); decode,
+    # the request's whole context; in whole splits
+    walked = (visible_positions(context, q_per_seq, True) + block_q / 2) / ratio if prefill else keys_per_seq
+    walked = sceil(walked / MQA_LOGITS_SPLIT_KV) * MQA_LOGITS_SPLIT_KV
+    blocks = seqs * blocks_per_seq
+    reads = blocks * walked * key_bytes
+    once = seqs * keys_per_seq * key_bytes
+    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * blocks * MQA_LOGITS_QUERY_HEAD_ROWS * head_dim * walked,
+        fp32_flops=epilogue_flops_per_head * tokens * heads * walked,
+        kv_bytes=once, l2_bytes=smax(reads - once, 0), activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
+    in_flight = MQA_LOGITS_KV_STAGES.get(dtype, MQA_LOGITS_KV_STAGES["fp8"]) * MQA_LOGITS_SPLIT_KV * key_bytes
+    return Kernel("attention", cost, ctas=blocks if prefill else None, in_flight_bytes_per_cta=in_flight)
 
 
 def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool) -> Kernel:

@@ -39,6 +39,8 @@ class Cost(FieldArithmetic):
     collectives: Any = 0.0        # collectives (each pays the collective floor)
     steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
+    l2_bytes: Any = 0.0           # bytes SMs re-read from L2 beyond the HBM bytes (operands other CTAs already
+                                  # brought in: the indexer's keys, read once per query block); not HBM traffic
 
     @classmethod
     def _of_fields(cls, values) -> "Cost":
