@@ -307,9 +307,11 @@ def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) 
 def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
     """Seconds the L2 takes to deliver a kernel's loads when its CTAs re-read an operand from L2 (Cost.l2_bytes: the
     indexer's keys, read once per query block): every load (the HBM bytes, once, and the re-reads) passes the L2's
-    ports at l2_bytes_per_clock_per_sm per SM that has a CTA. The kernel's memory term is the larger of this and its
+    ports at l2_bytes_per_clock_per_sm per SM that has a CTA, and no slower than the HBM's peak per SM (every HBM byte
+    passes the L2: its rate is at least what the HBM feeds it). The kernel's memory term is the larger of this and its
     HBM time."""
-    rate = hw.l2_bytes_per_clock_per_sm * smin(ctas, hw.sm_count) * hw.sm_clock_hz
+    per_sm = smax(hw.l2_bytes_per_clock_per_sm * hw.sm_clock_hz, hw.hbm_bandwidth_bytes_per_s / hw.sm_count)
+    rate = per_sm * smin(ctas, hw.sm_count)
     return sadd(hbm_bytes, kern.cost.l2_bytes) / rate
 
 

@@ -153,9 +153,25 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     return Kernel("attention", cost, ctas=blocks if prefill else None, in_flight_bytes_per_cta=in_flight)
 
 
-def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool) -> Kernel:
-    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees."""
-    return topk_select(tokens, visible_positions(context, q_per_seq, prefill) / ratio, k)
+# The indexer's top-k as vLLM runs it (github.com/vllm-project/vllm @ 00e831b25f769201663e96756402564e9acea7ba,
+# csrc/sampler.cu: topKPerRowJob / processHistogramStep): one CTA per query row; a radix select in steps (the FP16
+# form's top 11 bits, then 11, 11, 10 bits of the FP32 score), each step one pass that builds a histogram of the row
+# and a second that collects the rows above the threshold bin; the select stops once the threshold bin holds at most
+# kNumFinalItems = 2048 scores, which it sorts in shared memory.
+TOPK_READS_PER_STEP = 2
+TOPK_FINAL_ITEMS = 2048
+
+
+def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool, steps=1) -> Kernel:
+    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees, one CTA per query
+    (vLLM's top-k per row, constants above). Each of its `steps` radix steps reads the row twice: the first read from
+    HBM, the second from L2 (the same CTA read the row just before: Cost.l2_bytes). `steps`: 1 where the first
+    step's threshold bin holds at most 2048 scores (ASSUMPTION: it depends on how the scores spread, range 1-4)."""
+    candidates = visible_positions(context, q_per_seq, prefill) / ratio
+    row = tokens * LOGIT_BYTES * candidates
+    reads = TOPK_READS_PER_STEP * steps
+    return Kernel("stream", Cost(activation_bytes=row + tokens * k * 4, l2_bytes=row * (reads - 1), launches=1),
+                  ctas=tokens)
 
 
 def topk_select(tokens, candidates, k, passes=1) -> Kernel:
