@@ -6,7 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
-from rubinperf.mathops import scap, sceil, smax, smin
+from rubinperf.mathops import scap, sceil, smax, smin, sstep
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
@@ -123,7 +123,7 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
 
     Query blocks of 128 / `heads` tokens (one UMMA of N = 128 query-head rows); each block walks its own key range
     in splits of 256 keys, and its MMAs and epilogue run over every key of every split it walks (the causal mask
-    applies only when the scores are written). Prefill (non-paged): a persistent grid of one CTA per SM takes the
+    applies only when the scores are written; the MMA FLOPs counted are its valid tokens' rows). Prefill (non-paged): a persistent grid of one CTA per SM takes the
     blocks round-robin (`current_q_block_idx += kNumSMs`), so with fewer blocks than SMs the other SMs stay idle; a
     block's keys run to its last token's end, on average the entries its tokens see plus half a block. Decode
     (paged): a request's next-n tokens make ceil(next_n / block) blocks, each over the request's whole context, and
@@ -146,7 +146,7 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     blocks = seqs * blocks_per_seq
     reads = blocks * walked * key_bytes
     once = seqs * keys_per_seq * key_bytes
-    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * blocks * MQA_LOGITS_QUERY_HEAD_ROWS * head_dim * walked,
+    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * walked,
         fp32_flops=epilogue_flops_per_head * tokens * heads * walked,
         kv_bytes=once, l2_bytes=smax(reads - once, 0), activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
     in_flight = MQA_LOGITS_KV_STAGES.get(dtype, MQA_LOGITS_KV_STAGES["fp8"]) * MQA_LOGITS_SPLIT_KV * key_bytes
@@ -154,24 +154,36 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
 
 
 # The indexer's top-k as vLLM runs it (github.com/vllm-project/vllm @ 00e831b25f769201663e96756402564e9acea7ba,
-# csrc/sampler.cu: topKPerRowJob / processHistogramStep): one CTA per query row; a radix select in steps (the FP16
-# form's top 11 bits, then 11, 11, 10 bits of the FP32 score), each step one pass that builds a histogram of the row
-# and a second that collects the rows above the threshold bin; the select stops once the threshold bin holds at most
-# kNumFinalItems = 2048 scores, which it sorts in shared memory.
+# csrc/sampler.cu: topKPerRowJob / processHistogramStep, top_k_per_row_prefill / _decode): one CTA of 512 threads per
+# query row; a radix select in steps (the FP16 form's top 11 bits, then 11, 11, 10 bits of the FP32 score), each step
+# one pass that builds a histogram of the row and a second that collects the scores above the threshold bin; the
+# select stops once the threshold bin holds at most kNumFinalItems = 2048 scores, which it sorts in shared memory.
+# Prefill launches the rows past kSortingAlgorithmThreshold (12,288) as a second kernel (radix sort of the final
+# items); decode splits a row of kSplitWorkThreshold (200,000) scores or more over 10 CTAs, then merges their top-k in
+# a second kernel (10 x top-k scores and indices per row).
 TOPK_READS_PER_STEP = 2
-TOPK_FINAL_ITEMS = 2048
+TOPK_PREFILL_ROWS_PER_LAUNCH = 12288
+TOPK_SPLIT_SCORES = 200000
+TOPK_SPLIT_BLOCKS = 10
 
 
 def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool, steps=1) -> Kernel:
-    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees, one CTA per query
-    (vLLM's top-k per row, constants above). Each of its `steps` radix steps reads the row twice: the first read from
-    HBM, the second from L2 (the same CTA read the row just before: Cost.l2_bytes). `steps`: 1 where the first
-    step's threshold bin holds at most 2048 scores (ASSUMPTION: it depends on how the scores spread, range 1-4)."""
+    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees, as vLLM's top-k
+    per row runs it (constants above). Each of its `steps` radix steps reads the row twice: the first read from HBM,
+    the second from L2 (the same CTA read the row just before: Cost.l2_bytes). `steps`: 1 where the first step's
+    threshold bin holds at most 2048 scores (ASSUMPTION: it depends on how the scores spread, range 1-4)."""
     candidates = visible_positions(context, q_per_seq, prefill) / ratio
     row = tokens * LOGIT_BYTES * candidates
     reads = TOPK_READS_PER_STEP * steps
-    return Kernel("stream", Cost(activation_bytes=row + tokens * k * 4, l2_bytes=row * (reads - 1), launches=1),
-                  ctas=tokens)
+    out = tokens * k * 4
+    if prefill:
+        launches = sstep(tokens, (TOPK_PREFILL_ROWS_PER_LAUNCH,), (1, 2))
+        return Kernel("stream", Cost(activation_bytes=row + out, l2_bytes=row * (reads - 1), launches=launches),
+                      ctas=tokens)
+    split = sstep(candidates, (TOPK_SPLIT_SCORES - 1,), (0, 1))   # 1 where a row is split over 10 CTAs and merged
+    merge = split * tokens * TOPK_SPLIT_BLOCKS * k * 8 * 2        # the partial top-k (scores + indices) out and back in
+    return Kernel("stream", Cost(activation_bytes=row + out + merge, l2_bytes=row * (reads - 1), launches=1 + split),
+                  ctas=tokens * (1 + split * (TOPK_SPLIT_BLOCKS - 1)))
 
 
 def topk_select(tokens, candidates, k, passes=1) -> Kernel:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rubinperf.mathops import FieldArithmetic, sadd
 
-PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
+PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "tf32", "fp32")
 _NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
@@ -24,6 +24,7 @@ class Cost(FieldArithmetic):
     fp8_flops: Any = 0.0
     fp8_fp4_flops: Any = 0.0
     bf16_flops: Any = 0.0
+    tf32_flops: Any = 0.0         # TF32 tensor-core FLOPs (FP32 operands on the MMA: mHC's pre-norm GEMM)
     fp32_flops: Any = 0.0
     weight_bytes: Any = 0.0       # HBM bytes of weights
     activation_bytes: Any = 0.0   # HBM bytes of activations (read + write)

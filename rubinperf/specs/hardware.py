@@ -98,6 +98,9 @@ class Hardware:
             raise SpecError(f"{self.path}: nvlink.gpus_per_tray: expected at most nvlink_domain_size ({self.nvlink_domain_size})")
 
     def peak_flops(self, precision: str):
+        if precision == "tf32":   # TF32 MMAs run at half the BF16 rate on Hopper and Blackwell (NVIDIA datasheets:
+            # H100 SXM 494.7 vs 989.4 TFLOPS dense, B200 1.1 vs 2.25 PFLOPS dense); ASSUMED so on Rubin
+            return self.bf16_dense_flops_per_s / 2
         return getattr(self, f"{precision}_dense_flops_per_s")
 
 
