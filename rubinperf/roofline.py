@@ -228,7 +228,7 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
                     other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
-    if _nonzero(cost.l2_bytes):
+    if _any(cost.l2_bytes):
         memory = smax(memory, l2_time(kern, hw, ctas, hbm_bytes))
     little = bytes_in_flight(kern, hw, ctas) / stream_latency(kern, hw)
     if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight; weights read from the SM's own
@@ -312,7 +312,10 @@ def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
     HBM time."""
     per_sm = smax(hw.l2_bytes_per_clock_per_sm * hw.sm_clock_hz, hw.hbm_bandwidth_bytes_per_s / hw.sm_count)
     rate = per_sm * smin(ctas, hw.sm_count)
-    return sadd(hbm_bytes, kern.cost.l2_bytes) / rate
+    l2 = kern.cost.l2_bytes
+    if is_numpy(l2):   # stacked kernels (a fit's rows): only the rows that re-read from L2 take the term
+        return (hbm_bytes * (l2 > 0) + l2) / rate
+    return sadd(hbm_bytes, l2) / rate
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
@@ -530,6 +533,14 @@ def _links(nvlink, scale_out):
     if not _nonzero(nvlink):
         return scale_out
     return smax(nvlink, scale_out)
+
+
+def _any(x) -> bool:
+    """A term that is not zero everywhere: a number other than 0, a numpy array with an element other than 0, or a
+    symbol."""
+    if is_numpy(x):
+        return bool((x != 0).any())
+    return _nonzero(x)
 
 
 def _nonzero(x) -> bool:

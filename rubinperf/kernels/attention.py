@@ -68,7 +68,8 @@ def visible_positions(context, q_per_seq, prefill: bool):
 
 
 def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
-                     prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2) -> Kernel:
+                     prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2,
+                     dequant_flops_per_value=0.0, quantised_values_per_entry=None) -> Kernel:
     """MegaAttn over a compressed KV cache: each query attends its indexer's `topk` compressed
     entries (None: every compressed entry, or none when `ratio` is 0) plus a sliding `window`.
 
@@ -81,6 +82,12 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     top-k selection keeps `entries_in_flight_per_cta` scattered entries in flight (its gathered entries per stage x
     the stages it buffers): with few CTAs the gather, not the bytes or the MMA, sets the time, at
     CTAs x entries in flight x entry bytes per HBM latency (the roofline's parallelism term, Little's law).
+
+    A cache stored quantised is dequantised to the MMA's format on CUDA cores: `dequant_flops_per_value` FP32 FLOP
+    equivalents for each of an entry's `quantised_values_per_entry` values (None: `v_dim`, the latent's quantised
+    part), once per query token and attended entry (the CTAs of one token's heads share it: FlashMLA's SM90 sparse
+    FP8 decode, docs/20250929-hopper-fp8-sparse-deep-dive.md @ 9241ae3, 'crossover'), in a top-k decode kernel only;
+    it adds to the MMAs' time.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
@@ -94,7 +101,11 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
         selected = entries
         kv_read = seqs * (entries + win) * entry_bytes
     attended = selected + win
+    values = v_dim if quantised_values_per_entry is None else quantised_values_per_entry
+    # the sparse decode kernel dequantises each query's gathered entries (a dense or prefill pass: per KV block, no term)
+    dequant = dequant_flops_per_value * tokens * attended * values if topk and ratio and not prefill else 0.0
     cost = Cost.of_flops(PRECISIONS[mma_dtype].peak, 2 * tokens * heads * attended * (qk_dim + v_dim),
+        fp32_flops=dequant,
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
     # Decode CTAs: a query gathering its own top-k selection runs one or two tokens per CTA (MegaAttn); a dense
     # pass over a whole cache (no top-k: MLA, full attention) splits the KV over CTAs and fills the GPU
