@@ -62,6 +62,10 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
                   critical_share=longest / (batch * heads * q_len * attended))
 
 
+def _zero(x) -> bool:
+    return isinstance(x, (int, float)) and x == 0
+
+
 def visible_positions(context, q_per_seq, prefill: bool):
     """Mean KV positions one query sees: the cached context plus, in prefill, the causal half of the new ones."""
     return context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)
@@ -103,7 +107,8 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     attended = selected + win
     values = v_dim if quantised_values_per_entry is None else quantised_values_per_entry
     # the sparse decode kernel dequantises each query's gathered entries (a dense or prefill pass: per KV block, no term)
-    dequant = dequant_flops_per_value * tokens * attended * values if topk and ratio and not prefill else 0.0
+    dequant = dequant_flops_per_value * tokens * attended * values \
+        if topk and ratio and not prefill and not _zero(dequant_flops_per_value) else 0.0
     cost = Cost.of_flops(PRECISIONS[mma_dtype].peak, 2 * tokens * heads * attended * (qk_dim + v_dim),
         fp32_flops=dequant,
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
@@ -133,7 +138,7 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     can see, over `heads` x `head_dim` (FP4 in V4.1), and writes scores for the top-k that follows.
 
     Query blocks of 128 / `heads` tokens (one UMMA of N = 128 query-head rows); each block walks its own key range
-    in splits of 256 keys, and its MMAs and epilogue run over every key of every split it walks (the causal mask
+    in splits of 256 keys, and its MMAs and epilogue run over every key it walks (the causal mask
     applies only when the scores are written; the MMA FLOPs counted are its valid tokens' rows). Prefill (non-paged): a persistent grid of one CTA per SM takes the
     blocks round-robin (`current_q_block_idx += kNumSMs`), so with fewer blocks than SMs the other SMs stay idle; a
     block's keys run to its last token's end, on average the entries its tokens see plus half a block. Decode
@@ -151,15 +156,14 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     entries = visible_positions(context, q_per_seq, prefill) / ratio   # what each query's scores cover
     keys_per_seq = (context + q_per_seq) / ratio
     # keys one block walks: prefill, its last token's visible entries (half a block past the mean query's); decode,
-    # the request's whole context; in whole splits
+    # the request's whole context (the walk's last split rounds up to 256 keys: at most 255 more a block, left out)
     walked = (visible_positions(context, q_per_seq, True) + block_q / 2) / ratio if prefill else keys_per_seq
-    walked = sceil(walked / MQA_LOGITS_SPLIT_KV) * MQA_LOGITS_SPLIT_KV
     blocks = seqs * blocks_per_seq
     reads = blocks * walked * key_bytes
-    once = seqs * keys_per_seq * key_bytes
+    once = seqs * keys_per_seq * key_bytes   # never more than the reads: each block walks at least its last keys
     cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * walked,
         fp32_flops=epilogue_flops_per_head * tokens * heads * walked,
-        kv_bytes=once, l2_bytes=smax(reads - once, 0), activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
+        kv_bytes=once, l2_bytes=reads - once, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
     in_flight = MQA_LOGITS_KV_STAGES.get(dtype, MQA_LOGITS_KV_STAGES["fp8"]) * MQA_LOGITS_SPLIT_KV * key_bytes
     return Kernel("attention", cost, ctas=blocks if prefill else None, in_flight_bytes_per_cta=in_flight)
 

@@ -415,15 +415,15 @@ def test_attention_compute_term_halves_from_bf16_to_fp8_mma():
 
 def test_indexer_logits_reread_keys_per_query_block_by_hand():
     # DeepGEMM's MQA logits (@ 54e2261): 32 heads -> query blocks of 128 / 32 = 4 tokens; prefill of 8 new tokens after
-    # 1,000 cached ones at ratio 1 -> 2 blocks, each walking its last token's keys in 256-key splits:
-    # visible (1000 + 4.5) + half a block (2) = 1006.5 -> 4 splits = 1024 keys. 68-byte keys: HBM reads the
-    # sequence's 1,008 keys once, L2 serves the rest of 2 x 1024 key reads.
+    # 1,000 cached ones at ratio 1 -> 2 blocks, each walking its last token's keys: the mean query's visible
+    # entries (1000 + 4.5) + half a block (2) = 1006.5 keys a block. 68-byte keys: HBM reads the sequence's 1,008 keys
+    # once, L2 serves the rest of 2 x 1006.5 key reads.
     from rubinperf.kernels.attention import indexer_logits
 
     k = indexer_logits(8, 1, 8, 1000, 32, 128, 1, 68, "fp4", True)
     assert k.cost.kv_bytes == pytest.approx(1008 * 68)
-    assert k.cost.l2_bytes == pytest.approx(2 * 1024 * 68 - 1008 * 68)
-    assert k.cost.fp4_flops == pytest.approx(2 * 8 * 32 * 128 * 1024)
+    assert k.cost.l2_bytes == pytest.approx(2 * 1006.5 * 68 - 1008 * 68)
+    assert k.cost.fp4_flops == pytest.approx(2 * 8 * 32 * 128 * 1006.5)
     assert k.ctas == 2   # the persistent grid's 2 blocks: the other SMs idle
     # decode (paged): 6 tokens of one request make ceil(6 / 4) = 2 blocks over the whole context; the metadata
     # spreads them over every SM
