@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+from rubinperf.mathops import FieldArithmetic, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, sstep, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -313,9 +313,8 @@ def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
     per_sm = smax(hw.l2_bytes_per_clock_per_sm * hw.sm_clock_hz, hw.hbm_bandwidth_bytes_per_s / hw.sm_count)
     rate = per_sm * smin(ctas, hw.sm_count)
     l2 = kern.cost.l2_bytes
-    if is_numpy(l2):   # stacked kernels (a fit's rows): only the rows that re-read from L2 take the term
-        return (hbm_bytes * (l2 > 0) + l2) / rate
-    return sadd(hbm_bytes, l2) / rate
+    # only where the kernel re-reads (an element of stacked rows, a symbol's value) does the term apply
+    return sadd(hbm_bytes, l2) / rate * sstep(l2, (0,), (0.0, 1.0))
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
