@@ -151,7 +151,7 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
 
     Each (query, entry, head) product then takes `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU,
     head weight, sum over heads): on Blackwell's FP4 rate more time than the MMA itself."""
-    block_q = smax(MQA_LOGITS_QUERY_HEAD_ROWS / heads, 1)
+    block_q = smax(MQA_LOGITS_QUERY_HEAD_ROWS / smax(heads, 1), 1)   # (no heads on this rank: no work, one-token blocks)
     blocks_per_seq = sceil(q_per_seq / block_q)
     entries = visible_positions(context, q_per_seq, prefill) / ratio   # what each query's scores cover
     keys_per_seq = (context + q_per_seq) / ratio
