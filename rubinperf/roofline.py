@@ -17,7 +17,8 @@ each term named (KernelTime):
   unequal CTAs, the longest started last: Kernel.critical_share); + the output stores the MMAs wait for
   (`epilogue_store`: mma_epilogue_exposed x store bytes at the HBM rate; DeepGEMM's SM90 GEMM waits for each block's).
 - memory: bytes at the streaming rate, hbm x hbm_stream_efficiency (weights at the
-  die-local or interleaved factor).
+  die-local or interleaved factor); for a kernel whose CTAs re-read an operand from L2 (the indexer's keys), no
+  less than its loads at the L2's rate (`l2_time`).
 - parallelism: extra memory time when the kernel keeps too few bytes in flight (Little's
   law): rate = bytes in flight / HBM latency, with min(CTAs, SMs) SMs each keeping a GEMM's
   pipeline stages, or ordinary loads up to a cap per SM.
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, stimes_max
+from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, sstep, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -236,6 +237,8 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
                     other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
     memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
+    if _any(cost.l2_bytes):
+        memory = smax(memory, l2_time(kern, hw, ctas, hbm_bytes))
     little = bytes_in_flight(kern, hw, ctas) / stream_latency(kern, hw)
     if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight; weights read from the SM's own
         # memory domain come back sooner than interleaved ones, by the weights' bandwidth factor (Rubin's die-local
@@ -311,6 +314,19 @@ def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) 
     if family == "gemm" and peak in MMA_PRECISION_EFFICIENCY:
         return MMA_PRECISION_EFFICIENCY[peak]
     return f"{TENSOR_CORE.get(family, 'vector')}_compute_efficiency"
+
+
+def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
+    """Seconds the L2 takes to deliver a kernel's loads when its CTAs re-read an operand from L2 (Cost.l2_bytes: the
+    indexer's keys, read once per query block): every load (the HBM bytes, once, and the re-reads) passes the L2's
+    ports at l2_bytes_per_clock_per_sm per SM that has a CTA, and no slower than the HBM's peak per SM (every HBM byte
+    passes the L2: its rate is at least what the HBM feeds it). The kernel's memory term is the larger of this and its
+    HBM time."""
+    per_sm = smax(hw.l2_bytes_per_clock_per_sm * hw.sm_clock_hz, hw.hbm_bandwidth_bytes_per_s / hw.sm_count)
+    rate = per_sm * smin(ctas, hw.sm_count)
+    l2 = kern.cost.l2_bytes
+    # only where the kernel re-reads (an element of stacked rows, a symbol's value) does the term apply
+    return sadd(hbm_bytes, l2) / rate * sstep(l2, (0,), (0.0, 1.0))
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
@@ -535,6 +551,14 @@ def _links(nvlink, scale_out):
     if not _nonzero(nvlink):
         return scale_out
     return smax(nvlink, scale_out)
+
+
+def _any(x) -> bool:
+    """A term that is not zero everywhere: a number other than 0, a numpy array with an element other than 0, or a
+    symbol."""
+    if is_numpy(x):
+        return bool((x != 0).any())
+    return _nonzero(x)
 
 
 def _nonzero(x) -> bool:

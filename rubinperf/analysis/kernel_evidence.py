@@ -37,6 +37,11 @@ FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0
               "megamoe_compute_efficiency": (0.0, 1.0)}
 
 
+# FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
+FLASHMLA_SPARSE_ENTRY_BYTES = 512 + 4 * 4 + 64 * 2
+FLASHMLA_SPARSE_HEADS_PER_CTA = 64
+FLASHMLA_SPARSE_FP8_VALUES = 512
+
 # The accuracy bar the project sets for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
 HELD_OUT_MEDIAN_MAX = 0.15
 HELD_OUT_WORST_MAX = 0.5
@@ -100,6 +105,18 @@ def kernels_of(row, hw):
         if per is not None and {"groups", "n", "k"} <= set(s):
             g = s["groups"]
             return [K.grouped_gemm(g * per, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+    if row.kernel == "sparse_mla_decode" and {"batch", "heads", "seq_q", "topk_tokens"} <= set(s):
+        # FlashMLA's SM90 sparse FP8 decode (github deepseek-ai/FlashMLA @ 9241ae3, csrc/sm90/decode/sparse_fp8/
+        # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), 656-byte FP8 entries
+        # (components/config.h NUM_BYTES_PER_TOKEN: 512 FP8 + 4 FP32 scales + 64 BF16 RoPE) gathered by top-k index,
+        # dequantised to BF16 for BF16 WGMMAs; the cached context only has to hold the top-k (taken as 4 x top-k)
+        b, sq, topk = s["batch"], s["seq_q"], s["topk_tokens"]
+        return [K.sparse_attention(b * sq, b, sq, 4 * topk, s["heads"], 1, topk, 0, FLASHMLA_SPARSE_ENTRY_BYTES,
+                                   s["head_dim"], s["head_dim_v"], False, hw.attention_mma_dtype,
+                                   hw.sparse_entries_in_flight_per_cta,
+                                   tokens_per_cta=FLASHMLA_SPARSE_HEADS_PER_CTA / s["heads"],
+                                   dequant_flops_per_value=hw.sparse_dequant_flops_per_value,
+                                   quantised_values_per_entry=FLASHMLA_SPARSE_FP8_VALUES)]
     return f"no predictor for {row.kernel} in this version"
 
 

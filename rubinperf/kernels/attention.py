@@ -6,7 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
-from rubinperf.mathops import scap, sceil, smin
+from rubinperf.mathops import scap, sceil, smax, smin, sstep
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
@@ -62,13 +62,18 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
                   critical_share=longest / (batch * heads * q_len * attended))
 
 
+def _zero(x) -> bool:
+    return isinstance(x, (int, float)) and x == 0
+
+
 def visible_positions(context, q_per_seq, prefill: bool):
     """Mean KV positions one query sees: the cached context plus, in prefill, the causal half of the new ones."""
     return context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)
 
 
 def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
-                     prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2) -> Kernel:
+                     prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2,
+                     dequant_flops_per_value=0.0, quantised_values_per_entry=None) -> Kernel:
     """MegaAttn over a compressed KV cache: each query attends its indexer's `topk` compressed
     entries (None: every compressed entry, or none when `ratio` is 0) plus a sliding `window`.
 
@@ -81,6 +86,12 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     top-k selection keeps `entries_in_flight_per_cta` scattered entries in flight (its gathered entries per stage x
     the stages it buffers): with few CTAs the gather, not the bytes or the MMA, sets the time, at
     CTAs x entries in flight x entry bytes per HBM latency (the roofline's parallelism term, Little's law).
+
+    A cache stored quantised is dequantised to the MMA's format on CUDA cores: `dequant_flops_per_value` FP32 FLOP
+    equivalents for each of an entry's `quantised_values_per_entry` values (None: `v_dim`, the latent's quantised
+    part), once per query token and attended entry (the CTAs of one token's heads share it: FlashMLA's SM90 sparse
+    FP8 decode, docs/20250929-hopper-fp8-sparse-deep-dive.md @ 9241ae3, 'crossover'), in a top-k decode kernel only;
+    it adds to the MMAs' time.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
@@ -94,7 +105,12 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
         selected = entries
         kv_read = seqs * (entries + win) * entry_bytes
     attended = selected + win
+    values = v_dim if quantised_values_per_entry is None else quantised_values_per_entry
+    # the sparse decode kernel dequantises each query's gathered entries (a dense or prefill pass: per KV block, no term)
+    dequant = dequant_flops_per_value * tokens * attended * values \
+        if topk and ratio and not prefill and not _zero(dequant_flops_per_value) else 0.0
     cost = Cost.of_flops(PRECISIONS[mma_dtype].peak, 2 * tokens * heads * attended * (qk_dim + v_dim),
+        fp32_flops=dequant,
         kv_bytes=kv_read, activation_bytes=tokens * heads * (qk_dim + v_dim) * ACT_BYTES, launches=1)
     # Decode CTAs: a query gathering its own top-k selection runs one or two tokens per CTA (MegaAttn); a dense
     # pass over a whole cache (no top-k: MLA, full attention) splits the KV over CTAs and fills the GPU
@@ -108,24 +124,81 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
                   in_flight_bytes_per_cta=gather)
 
 
+# The lightning indexer's MQA logits as DeepGEMM runs them (github.com/deepseek-ai/DeepGEMM @ 54e2261,
+# csrc/apis/attention.hpp fp8_fp4_mqa_logits and fp8_fp4_paged_mqa_logits, csrc/jit_kernels/impls/sm100_mqa_logits.hpp,
+# deep_gemm/include/deep_gemm/scheduler/sm100_mqa_logits.cuh and sm100_paged_mqa_logits.cuh):
+MQA_LOGITS_QUERY_HEAD_ROWS = 128   # block_qh = 128: a query block holds 128 / heads tokens ("keeps UMMA_N = 128")
+MQA_LOGITS_SPLIT_KV = 256          # block_kv / split_kv = 256 keys per pipeline stage (2 math warpgroups x UMMA_M 128)
+MQA_LOGITS_KV_STAGES = {"fp4": 10, "fp8": 5}   # num_kv_stages: "FP4 10 stages, FP8 5"
+
+
 def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key_bytes, dtype: str,
                    prefill: bool, epilogue_flops_per_head=0.0) -> Kernel:
-    """The indexer's MQA logits: every query scores every compressed entry it can see, over
-    `heads` x `head_dim` (FP4 in V4.1), and writes FP32 scores for the top-k that follows.
-    Keys are read once per sequence. Each (query, entry, head) product then takes
-    `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU, head weight, sum over heads):
-    on Blackwell's FP4 rate more time than the MMA itself."""
-    entries = visible_positions(context, q_per_seq, prefill) / ratio
+    """The indexer's MQA logits (DeepGEMM's kernels, constants above): every query scores every compressed entry it
+    can see, over `heads` x `head_dim` (FP4 in V4.1), and writes scores for the top-k that follows.
+
+    Query blocks of 128 / `heads` tokens (one UMMA of N = 128 query-head rows); each block walks its own key range
+    in splits of 256 keys, and its MMAs and epilogue run over every key it walks (the causal mask
+    applies only when the scores are written; the MMA FLOPs counted are its valid tokens' rows). Prefill (non-paged): a persistent grid of one CTA per SM takes the
+    blocks round-robin (`current_q_block_idx += kNumSMs`), so with fewer blocks than SMs the other SMs stay idle; a
+    block's keys run to its last token's end, on average the entries its tokens see plus half a block. Decode
+    (paged): a request's next-n tokens make ceil(next_n / block) blocks, each over the request's whole context, and
+    the metadata kernel spreads the (block, split) work over every SM.
+
+    Every block re-reads its keys: from HBM once per sequence (a request's blocks walk one chunk of splits after
+    another, and consecutive SMs take neighbouring blocks of one sequence), and from L2 the other times
+    (`Cost.l2_bytes`): blocks x keys per block x key bytes, which grows as new tokens x context.
+
+    Each (query, entry, head) product then takes `epilogue_flops_per_head` FP32 operations on CUDA cores (ReLU,
+    head weight, sum over heads): on Blackwell's FP4 rate more time than the MMA itself."""
+    block_q = smax(MQA_LOGITS_QUERY_HEAD_ROWS / smax(heads, 1), 1)   # (no heads on this rank: no work, one-token blocks)
+    blocks_per_seq = sceil(q_per_seq / block_q)
+    entries = visible_positions(context, q_per_seq, prefill) / ratio   # what each query's scores cover
     keys_per_seq = (context + q_per_seq) / ratio
-    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * entries,
-        fp32_flops=epilogue_flops_per_head * tokens * heads * entries,
-        kv_bytes=seqs * key_bytes * keys_per_seq, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
-    return Kernel("attention", cost)
+    # keys one block walks: prefill, its last token's visible entries (half a block past the mean query's); decode,
+    # the request's whole context (the walk's last split rounds up to 256 keys: at most 255 more a block, left out)
+    walked = (visible_positions(context, q_per_seq, True) + block_q / 2) / ratio if prefill else keys_per_seq
+    blocks = seqs * blocks_per_seq
+    reads = blocks * walked * key_bytes
+    once = seqs * keys_per_seq * key_bytes   # never more than the reads: each block walks at least its last keys
+    cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * walked,
+        fp32_flops=epilogue_flops_per_head * tokens * heads * walked,
+        kv_bytes=once, l2_bytes=reads - once, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
+    in_flight = MQA_LOGITS_KV_STAGES.get(dtype, MQA_LOGITS_KV_STAGES["fp8"]) * MQA_LOGITS_SPLIT_KV * key_bytes
+    return Kernel("attention", cost, ctas=blocks if prefill else None, in_flight_bytes_per_cta=in_flight)
 
 
-def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool) -> Kernel:
-    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees."""
-    return topk_select(tokens, visible_positions(context, q_per_seq, prefill) / ratio, k)
+# The indexer's top-k as vLLM runs it (github.com/vllm-project/vllm @ 00e831b25f769201663e96756402564e9acea7ba,
+# csrc/sampler.cu: topKPerRowJob / processHistogramStep, top_k_per_row_prefill / _decode): one CTA of 512 threads per
+# query row; a radix select in steps (the FP16 form's top 11 bits, then 11, 11, 10 bits of the FP32 score), each step
+# one pass that builds a histogram of the row and a second that collects the scores above the threshold bin; the
+# select stops once the threshold bin holds at most kNumFinalItems = 2048 scores, which it sorts in shared memory.
+# Prefill launches the rows past kSortingAlgorithmThreshold (12,288) as a second kernel (radix sort of the final
+# items); decode splits a row of kSplitWorkThreshold (200,000) scores or more over 10 CTAs, then merges their top-k in
+# a second kernel (10 x top-k scores and indices per row).
+TOPK_READS_PER_STEP = 2
+TOPK_PREFILL_ROWS_PER_LAUNCH = 12288
+TOPK_SPLIT_SCORES = 200000
+TOPK_SPLIT_BLOCKS = 10
+
+
+def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool, steps=1) -> Kernel:
+    """DeepSelect over the indexer's scores: the top `k` of the compressed entries each query sees, as vLLM's top-k
+    per row runs it (constants above). Each of its `steps` radix steps reads the row twice: the first read from HBM,
+    the second from L2 (the same CTA read the row just before: Cost.l2_bytes). `steps`: 1 where the first step's
+    threshold bin holds at most 2048 scores (ASSUMPTION: it depends on how the scores spread, range 1-4)."""
+    candidates = visible_positions(context, q_per_seq, prefill) / ratio
+    row = tokens * LOGIT_BYTES * candidates
+    reads = TOPK_READS_PER_STEP * steps
+    out = tokens * k * 4
+    if prefill:
+        launches = sstep(tokens, (TOPK_PREFILL_ROWS_PER_LAUNCH,), (1, 2))
+        return Kernel("stream", Cost(activation_bytes=row + out, l2_bytes=row * (reads - 1), launches=launches),
+                      ctas=tokens)
+    split = sstep(candidates, (TOPK_SPLIT_SCORES - 1,), (0, 1))   # 1 where a row is split over 10 CTAs and merged
+    merge = split * tokens * TOPK_SPLIT_BLOCKS * k * 8 * 2        # the partial top-k (scores + indices) out and back in
+    return Kernel("stream", Cost(activation_bytes=row + out + merge, l2_bytes=row * (reads - 1), launches=1 + split),
+                  ctas=tokens * (1 + split * (TOPK_SPLIT_BLOCKS - 1)))
 
 
 def topk_select(tokens, candidates, k, passes=1) -> Kernel:

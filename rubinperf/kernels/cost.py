@@ -14,7 +14,7 @@ from typing import Any
 
 from rubinperf.mathops import FieldArithmetic, dict_init, sadd
 
-PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "fp32")
+PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "tf32", "fp32")
 _NUMBERS = (int, float)
 BYTE_KINDS = ("weight_bytes", "activation_bytes", "kv_bytes", "table_bytes")
 
@@ -26,6 +26,7 @@ class Cost(FieldArithmetic):
     fp8_flops: Any = 0.0
     fp8_fp4_flops: Any = 0.0
     bf16_flops: Any = 0.0
+    tf32_flops: Any = 0.0         # TF32 tensor-core FLOPs (FP32 operands on the MMA: mHC's pre-norm GEMM)
     fp32_flops: Any = 0.0
     weight_bytes: Any = 0.0       # HBM bytes of weights
     activation_bytes: Any = 0.0   # HBM bytes of activations (read + write)
@@ -41,6 +42,8 @@ class Cost(FieldArithmetic):
     collectives: Any = 0.0        # collectives (each pays the collective floor)
     steps: Any = 0.0              # engine steps (each pays the CPU/scheduling overhead)
     dp_sync_ranks: Any = 0.0      # ranks synchronised per step (each pays the DP sync cost)
+    l2_bytes: Any = 0.0           # bytes SMs re-read from L2 beyond the HBM bytes (operands other CTAs already
+                                  # brought in: the indexer's keys, read once per query block); not HBM traffic
 
     @classmethod
     def _of_fields(cls, values) -> "Cost":

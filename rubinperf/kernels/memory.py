@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.mathops import sceil
 from rubinperf.specs.precision import PRECISIONS
 
 
@@ -49,28 +50,53 @@ def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
                        flops=2 * tokens * mix + 4 * tokens * hidden, weight_bytes=mix * 4)
 
 
+# DeepGEMM's TF32 pre-norm GEMM of HyperConnection (github.com/deepseek-ai/DeepGEMM @ 54e2261,
+# csrc/jit_kernels/impls/sm100_tf32_hc_prenorm_gemm.hpp and sm90_tf32_hc_prenorm_gemm.hpp, tests/test_hyperconnection.py):
+# A is the BF16 routes [m, routes x hidden], B the FP32 mixing weight [n, routes x hidden]; one CTA per
+# (block of 64 tokens, K split): LaunchArgs(num_splits x ceil(m / 64)); block_n = align(n, 16) (the whole mixing width
+# in one UMMA), block_k 64; each split writes its FP32 partial outputs and sums of squares, which the big-fuse sums.
+HC_PRENORM_BLOCK_M = 64
+HC_PRENORM_N_ALIGN = 16
+# The K splits SGLang's TileLang mHC asks for: ASSUMED 16 (the split count DeepGEMM's own test times, and the
+# big-fuse's default n_splits in public ports of those kernels), range 1-32.
+HC_PRENORM_SPLITS = 16
+
+
+def hc_prenorm_gemm(tokens, k, mix_rows, a_bytes=2, splits=HC_PRENORM_SPLITS) -> Kernel:
+    """DeepGEMM's TF32 pre-norm GEMM (constants above): `tokens` x `k` routes (`a_bytes` per value: BF16 as its
+    contract) times the [mix_rows, k] FP32 weight on the tensor cores at the TF32 rate, over whole 64-token blocks
+    and mix_rows aligned to 16; its cast-and-reduce threads square and sum each token's k values on CUDA cores (an
+    FMA per value); `splits` partial outputs and sums of squares written. CTAs: splits x blocks of 64 tokens (a
+    decode batch leaves most SMs idle)."""
+    blocks = sceil(tokens / HC_PRENORM_BLOCK_M)
+    n_pad = sceil(mix_rows / HC_PRENORM_N_ALIGN) * HC_PRENORM_N_ALIGN
+    cost = Cost.of_flops("tf32", 2 * blocks * HC_PRENORM_BLOCK_M * n_pad * k, fp32_flops=2 * tokens * k,
+                         activation_bytes=tokens * k * a_bytes + splits * tokens * (mix_rows + 1) * 4,
+                         weight_bytes=mix_rows * k * 4, launches=1)
+    return Kernel("gemm", cost, ctas=splits * blocks)
+
+
 def mhc_split(tokens, routes, hidden, mix_rows, residual_bytes, act_bytes=2) -> tuple[Kernel, ...]:
     """One mHC sublayer boundary as SGLang's TileLang kernels run it (python/sglang/srt/layers/mhc.py, sgl-project/sglang),
     four launches instead of one Mega-mHC:
 
     - post: the new residual routes from the sublayer's output (comb x routes + post x output), one CTA per token;
-    - pre GEMM + sum of squares (split-K over the routes x hidden reduction; DeepGEMM's tf32_hc_prenorm_gemm on SM90/SM100):
-      reads every route and the [mix_rows, routes x hidden] FP32 mixing weight, writes each split's partials;
-    - pre big-fuse: sums the splits, RMS scale, sigmoid gates, the Sinkhorn iterations on the routes x routes matrix
-      (a serial loop inside this one kernel) and the route collapse into the layer input, one CTA per token;
+    - pre GEMM + sum of squares: DeepGEMM's tf32_hc_prenorm_gemm (`hc_prenorm_gemm`: TF32 MMAs, split-K into
+      HC_PRENORM_SPLITS partials);
+    - pre big-fuse: sums the splits' partials, RMS scale, sigmoid gates, the Sinkhorn iterations on the routes x routes
+      matrix (a serial loop inside this one kernel) and the route collapse into the layer input, one CTA per token;
     - RMSNorm of the layer input (a separate element-wise op in aiconfigurator 0.12.0's DeepSeek-V4 model,
       sdk/models/deepseek_v4.py: generation_attn_norm / generation_ffn_norm beside mhc_pre / mhc_post).
 
     The routes are read three times (post, GEMM, big-fuse) where Mega-mHC reads them once."""
     per_token = routes * hidden * residual_bytes
-    mix = mix_rows * routes * hidden
     row = hidden * act_bytes
     post = elementwise(read_bytes=tokens * (per_token + row), write_bytes=tokens * per_token,
                        flops=2 * tokens * routes * (routes + 1) * hidden, ctas=tokens)
-    gemm = elementwise(read_bytes=tokens * per_token, write_bytes=tokens * mix_rows * 4,
-                       flops=2 * tokens * mix + 2 * tokens * routes * hidden, weight_bytes=mix * 4)
-    fuse = elementwise(read_bytes=tokens * per_token, write_bytes=tokens * row, flops=2 * tokens * routes * hidden,
-                       ctas=tokens)
+    gemm = hc_prenorm_gemm(tokens, routes * hidden, mix_rows, a_bytes=residual_bytes)
+    partials = HC_PRENORM_SPLITS * tokens * (mix_rows + 1) * 4
+    fuse = elementwise(read_bytes=tokens * per_token + partials, write_bytes=tokens * row,
+                       flops=2 * tokens * routes * hidden, ctas=tokens)
     norm = elementwise(read_bytes=tokens * row, write_bytes=tokens * row, flops=4 * tokens * hidden, ctas=tokens)
     return post, gemm, fuse, norm
 

@@ -349,6 +349,7 @@ PARAMETER_LABELS = {
     "hbm_interleaved_bandwidth_factor": "HBM interleaved bandwidth factor",
     "hbm_remote_bandwidth_factor": "HBM cross-domain bandwidth factor",
     "hbm_latency_s": "HBM load latency",
+    "l2_bytes_per_clock_per_sm": "L2 bytes per clock per SM",
     "nvlink_bandwidth_bytes_per_s": "NVLink bandwidth",
     "nvlink_latency_s": "NVLink latency",
     "cross_tray_latency_s": "cross-tray latency",

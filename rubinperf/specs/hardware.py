@@ -44,6 +44,7 @@ class Hardware:
     hbm_interleaved_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak for interleaved memory")
     hbm_remote_bandwidth_factor: float = _field("memory", at_most=1.0, doc="fraction of peak across domains")
     hbm_latency_s: float = _field("memory", "s", doc="one dependent HBM load (pointer chase), L2 missed")
+    l2_bytes_per_clock_per_sm: float = _field("memory", "bytes", typical=(8, 256), default=47.4, doc="bytes the L2 delivers per SM clock per SM (the L2's read rate over the SMs): a kernel whose CTAs re-read one operand from L2 (Cost.l2_bytes) loads at most this. Default: NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), 'A100 L2 cache read bandwidth is 5120 Bytes/clk' over its 108 SMs = 47.4; ASSUMED per SM for Hopper, Blackwell and Rubin (not published for them), range 32-96 (2/3x to 2x); the roofline never takes the L2 slower than the HBM peak per SM")
     # [nvlink] scale-up
     nvlink_bandwidth_bytes_per_s: float = _field("nvlink", "B/s", doc="per GPU, one direction")
     nvlink_latency_s: float = _field("nvlink", "s", doc="per message")
@@ -97,6 +98,9 @@ class Hardware:
             raise SpecError(f"{self.path}: nvlink.gpus_per_tray: expected at most nvlink_domain_size ({self.nvlink_domain_size})")
 
     def peak_flops(self, precision: str):
+        if precision == "tf32":   # TF32 MMAs run at half the BF16 rate on Hopper and Blackwell (NVIDIA datasheets:
+            # H100 SXM 494.7 vs 989.4 TFLOPS dense, B200 1.1 vs 2.25 PFLOPS dense); ASSUMED so on Rubin
+            return self.bf16_dense_flops_per_s / 2
         return getattr(self, f"{precision}_dense_flops_per_s")
 
 

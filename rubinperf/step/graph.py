@@ -209,7 +209,7 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
     topk = m.indexer_topk if ratio and layer in m.topk_layers else None
     att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
                m.cache_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill, p.attention_mma_dtype,
-               p.sparse_entries_in_flight_per_cta)
+               p.sparse_entries_in_flight_per_cta, SPARSE_TOKENS_PER_CTA, p.sparse_dequant_flops_per_value)
     ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:
@@ -268,6 +268,9 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
         ops.append(_all_reduce(m, tokens, layout, hw_tray, p, "attention", part))
     return ops
 
+
+# Query tokens one sparse decode CTA holds (MegaAttn: one or two, as the November 2026 Rubin post describes it)
+SPARSE_TOKENS_PER_CTA = 2
 
 # Attention ops whose work depends on each sequence's own context (the rest are row-wise GEMMs and collectives).
 PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "indexer top-k", "MegaAttn (sparse attention)", "MLA attention",

@@ -100,8 +100,16 @@ def test_tilelang_mhc_rows_are_their_kernels_at_two_sites():
     assert len(pre) == 4 and len(post) == 2
     # post at one boundary: reads 4 BF16 routes and the 4096-wide BF16 sublayer output, writes the 4 routes
     assert float(post[0][0].cost.hbm_bytes) == 16 * (4 * 4096 * 2 + 4096 * 2) + 16 * 4 * 4096 * 2
-    # the pre GEMM reads the 4 routes and the [24, 4 x 4096] FP32 mixing weight, writes 24 FP32 partials per token
-    assert float(pre[0][0].cost.hbm_bytes) == 16 * 4 * 4096 * 2 + 24 * 4 * 4096 * 4 + 16 * 24 * 4
+    # the pre GEMM (DeepGEMM's tf32_hc_prenorm_gemm) reads the 4 routes and the [24, 4 x 4096] FP32 mixing weight;
+    # each of its 16 K splits writes 24 FP32 partials and one FP32 sum of squares per token
+    gemm_, fuse = pre[0][0], pre[1][0]
+    assert float(gemm_.cost.hbm_bytes) == 16 * 4 * 4096 * 2 + 24 * 4 * 4096 * 4 + 16 * 16 * (24 + 1) * 4
+    # its MMAs run on one 64-token block and the 24 mixing rows aligned to 16 (32) at the TF32 rate; the squares on
+    # CUDA cores; 16 splits x 1 block = 16 CTAs
+    assert float(gemm_.cost.tf32_flops) == 2 * 64 * 32 * 4 * 4096 and float(gemm_.cost.fp32_flops) == 2 * 16 * 4 * 4096
+    assert gemm_.ctas == 16
+    # the big-fuse reads the routes and the splits' partials, writes the 4096-wide BF16 layer input
+    assert float(fuse.cost.hbm_bytes) == 16 * 4 * 4096 * 2 + 16 * 16 * (24 + 1) * 4 + 16 * 4096 * 2
     # TRT-LLM's mHC kernels are not TileLang's: one kernel as before
     assert len(row_kernels({**base, "impl": "trtllm_mhc_post_mapping"})) == 1
 

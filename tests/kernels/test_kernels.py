@@ -411,3 +411,69 @@ def test_attention_compute_term_halves_from_bf16_to_fp8_mma():
     fp8_gqa, bf16_gqa = attention(1, 8, 1, 4096, 128, mma_dtype="fp8"), attention(1, 8, 1, 4096, 128)
     assert fp8_gqa.fp8_flops == bf16_gqa.bf16_flops == 2 * 8 * 4096 * 256 and not fp8_gqa.bf16_flops
     assert fp8_gqa.activation_bytes == bf16_gqa.activation_bytes   # queries and outputs stay BF16
+
+
+def test_indexer_logits_reread_keys_per_query_block_by_hand():
+    # DeepGEMM's MQA logits (@ 54e2261): 32 heads -> query blocks of 128 / 32 = 4 tokens; prefill of 8 new tokens after
+    # 1,000 cached ones at ratio 1 -> 2 blocks, each walking its last token's keys: the mean query's visible
+    # entries (1000 + 4.5) + half a block (2) = 1006.5 keys a block. 68-byte keys: HBM reads the sequence's 1,008 keys
+    # once, L2 serves the rest of 2 x 1006.5 key reads.
+    from rubinperf.kernels.attention import indexer_logits
+
+    k = indexer_logits(8, 1, 8, 1000, 32, 128, 1, 68, "fp4", True)
+    assert k.cost.kv_bytes == pytest.approx(1008 * 68)
+    assert k.cost.l2_bytes == pytest.approx(2 * 1006.5 * 68 - 1008 * 68)
+    assert k.cost.fp4_flops == pytest.approx(2 * 8 * 32 * 128 * 1006.5)
+    assert k.ctas == 2   # the persistent grid's 2 blocks: the other SMs idle
+    # decode (paged): 6 tokens of one request make ceil(6 / 4) = 2 blocks over the whole context; the metadata
+    # spreads them over every SM
+    d = indexer_logits(6, 1, 6, 4090, 32, 128, 1, 68, "fp4", False)
+    assert d.ctas is None and d.cost.l2_bytes == pytest.approx((2 * 4096 - 4096) * 68)
+
+
+def test_l2_rereads_bind_only_past_the_l2_rate():
+    # the memory term is the larger of the HBM time and every load at the L2's rate (never below the HBM peak per SM)
+    import dataclasses
+
+    from rubinperf.kernels.attention import indexer_logits
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    gb = load_platform("gb300-nvl72")
+    k = indexer_logits(32768, 1, 32768, 131072, 32, 128, 2, 68, "fp4", True)
+    slow = dataclasses.replace(gb, l2_bytes_per_clock_per_sm=1e-3)   # floored at the HBM peak per SM
+    t, t_slow = kernel_time(k, gb), kernel_time(k, slow)
+    loads = k.cost.hbm_bytes + k.cost.l2_bytes
+    assert t_slow.memory_s == pytest.approx(loads / gb.hbm_bandwidth_bytes_per_s)
+    assert t.memory_s == pytest.approx(max(k.cost.hbm_bytes / (gb.hbm_bandwidth_bytes_per_s * gb.hbm_stream_efficiency
+                                                                * gb.hbm_interleaved_bandwidth_factor),
+                                           loads / (gb.l2_bytes_per_clock_per_sm * gb.sm_clock_hz * gb.sm_count)))
+
+
+def test_hc_prenorm_gemm_runs_tf32_mmas_at_half_the_bf16_rate():
+    # DeepGEMM's tf32_hc_prenorm_gemm: 4,096 tokens x (4 x 4096) BF16 routes times [24, 16384] FP32: 64 blocks of 64
+    # tokens x 16 splits = 1,024 CTAs; MMAs on 32 columns (24 aligned to 16)
+    from rubinperf.kernels.memory import hc_prenorm_gemm
+    from rubinperf.roofline import kernel_time
+    from rubinperf.specs.stack import load_platform
+
+    k = hc_prenorm_gemm(4096, 16384, 24)
+    assert k.ctas == 16 * 64 and k.cost.tf32_flops == 2 * 4096 * 32 * 16384
+    b = load_platform("b200", "sglang-blackwell")
+    assert b.peak_flops("tf32") == b.bf16_dense_flops_per_s / 2
+    t = kernel_time(k, b)
+    assert t.sol_compute_s == pytest.approx(k.cost.tf32_flops / (b.bf16_dense_flops_per_s / 2)
+                                            + k.cost.fp32_flops / b.fp32_dense_flops_per_s)
+
+
+def test_sparse_fp8_decode_dequantisation_adds_cuda_core_work_once_per_token_and_entry():
+    # FlashMLA's SM90 sparse FP8 decode: each query token's 2,048 gathered entries have 512 FP8 values dequantised,
+    # 25 FP32 FLOP equivalents each (the deep-dive's cycle count), whatever the heads; none in prefill or dense passes
+    from rubinperf.kernels.attention import sparse_attention
+
+    k = sparse_attention(256, 128, 2, 8192, 128, 1, 2048, 0, 656, 576, 512, False, "bf16", 128, 0.5,
+                         dequant_flops_per_value=25.0, quantised_values_per_entry=512)
+    assert k.cost.fp32_flops == pytest.approx(25.0 * 256 * 2048 * 512)
+    pre = sparse_attention(256, 128, 2, 8192, 128, 1, 2048, 0, 656, 576, 512, True, "bf16", 128, 0.5,
+                           dequant_flops_per_value=25.0, quantised_values_per_entry=512)
+    assert pre.cost.fp32_flops == 0

@@ -91,7 +91,7 @@ BEFORE_STEP_MS = {
 }
 
 
-def test_defaults_give_the_numbers_from_before_the_move(cli):
+def test_defaults_give_the_numbers_from_before_the_move(cli, monkeypatch):
     from rubinperf.specs.layout import parse_layout
     from rubinperf.step.point import make_point
     from rubinperf.specs.model import load_model
@@ -108,7 +108,14 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
     # November TP8 path runs mHC in its GEMM epilogues and the shared expert inside the routed GEMMs below 16 rows
     # ([fusion]: no kernels of their own), and a sparse decode CTA keeps its kernel's 128 top-k entries in flight
     # ([attention]; was the SM's whole cap, 64 KB on Rubin), and an unfused all-reduce picks its algorithm by message
-    # size ([collective]; was two-shot at every size). With those undone the step is the one from before the move, exactly.
+    # size ([collective]; was two-shot at every size), and the indexer's top-k follows vLLM's top-k per row (one CTA
+    # per query row, two reads of each row, the second from L2; was one read over every SM) and its logits' key
+    # re-reads pass the L2 (kernels/attention.py). With those undone the step is the one from before the move, exactly.
+    import rubinperf.kernels as K
+    from rubinperf.kernels.attention import topk_select, visible_positions
+
+    monkeypatch.setattr(K, "indexer_select", lambda tokens, q_per_seq, context, ratio, k, prefill:
+                        topk_select(tokens, visible_positions(context, q_per_seq, prefill) / ratio, k))
     m = dataclasses.replace(load_model("deepseek-v4.1-flash"), indexer_epilogue_flops_per_head=0.0)
     since = {"vr-nvl72": dict(hbm_interleaved_bandwidth_factor=0.75, hbm_remote_bandwidth_factor=0.5)}
     for key, want in BEFORE_STEP_MS.items():
@@ -127,7 +134,8 @@ def test_defaults_give_the_numbers_from_before_the_move(cli):
                                     tp_shared_expert_fused_below_rows=0, dp_sync_algorithm="linear",
                                     sparse_entries_in_flight_per_cta=1 << 20, allreduce_algorithms=("two-shot",),
                                     allreduce_switch_bytes=(),
-                                    dp_sync_per_rank_s=4e-5, **since.get(key[0], {}))
+                                    dp_sync_per_rank_s=4e-5, l2_bytes_per_clock_per_sm=1e9,
+                                    **since.get(key[0], {}))
         point = make_point(m, plain, lay)
         r = step(m, plain, lay, point)
         assert max(r.gpu_s, r.cpu_s) * 1e3 == pytest.approx(want, rel=1e-9), key
