@@ -481,17 +481,21 @@ def two_batch_time(compute_s, exchange_s, layers, hw: Platform):
     """GPU seconds of a step split into two micro-batches whose EP exchanges (dispatch, combine) run while the other
     micro-batch computes (SGLang's two-batch overlap, DeepSeek's prefill, vLLM's dual-batch overlap). compute_s and
     exchange_s: both halves' compute and exchange, each half timed at its own size (the split's cost: two
-    half-size GEMMs, attention and launches). While an exchange runs, its kernels hold ep_exchange_sms of the SMs
-    and the other half computes on the rest (free = 1 - ep_exchange_sms / SMs):
+    half-size GEMMs, attention and launches) and each exchange as it runs alone. Beside the other half's compute an
+    exchange takes ep_overlap_exchange_stretch times as long (s: its kernels share the GPU with the compute and wait
+    on the slowest rank's arrival), and while it runs its kernels hold ep_exchange_sms of the SMs, the other half
+    computing on the rest (free = 1 - ep_exchange_sms / SMs):
 
-        pipeline = max(exchange, compute + exchange x (1 - free))
-        ends     = min(compute, exchange) / (2 layers)     (one half's one layer of the side that does not bind:
+        overlapped = exchange x s
+        pipeline   = max(overlapped, compute + overlapped x (1 - free))
+        ends       = min(compute, exchange) / (2 layers)   (one half's one layer of the side that does not bind:
                                                             the first compute or the last combine, alone)
-        step GPU = pipeline + ends
+        step GPU   = pipeline + ends
 
-    never below max(compute, exchange), never above compute + exchange (with free >= 1 / (2 layers))."""
+    never below max(compute, exchange x s), never above compute + exchange x s (with free >= 1 / (2 layers))."""
     free = (hw.sm_count - hw.ep_exchange_sms) / hw.sm_count
-    pipeline = smax(exchange_s, compute_s + exchange_s * (1 - free))
+    overlapped = exchange_s * hw.ep_overlap_exchange_stretch
+    pipeline = smax(overlapped, compute_s + overlapped * (1 - free))
     return pipeline + smin(compute_s, exchange_s) / (2 * layers)
 
 
