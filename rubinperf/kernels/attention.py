@@ -6,6 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.gemm import gemm
 from rubinperf.mathops import scap, sceil, smin
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
@@ -60,6 +61,16 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     longest = last * attended_per_query(last, kv_len, True)
     return Kernel("attention", cost, ctas=batch * heads * sceil(q_len / FLASH_QUERY_TILE),
                   critical_share=longest / (batch * heads * q_len * attended))
+
+
+def mla_kv_up_projection(seqs, q_per_seq, context, heads, nope_dim, v_dim, latent_dim, weight: str) -> Kernel:
+    """Decompressed (MHA-form) MLA prefill: kv_b_proj up-projects the latent of every position a query attends, the
+    `q_per_seq` new ones and the `context` cached ones before them (the engine gathers the cached prefix's latent and
+    up-projects it, chunk by chunk), into `heads` keys of `nope_dim` and values of `v_dim` (BF16): one GEMM of
+    seqs x (context + q_per_seq) rows, heads x (nope_dim + v_dim) columns, depth `latent_dim`. An FP8 or FP4 weight
+    runs with FP8 activations (the latent quantised, as the engine's linear does)."""
+    act = "fp8" if weight in ("fp8", "fp4") else weight
+    return gemm(seqs * (context + q_per_seq), heads * (nope_dim + v_dim), latent_dim, weight=weight, act=act)
 
 
 def visible_positions(context, q_per_seq, prefill: bool):

@@ -29,6 +29,7 @@ DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
 DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
+MLA_PREFILL_FORMS = ("absorbed", "decompressed")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
 ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinperf.kernels.collectives.all_reduce_as
 
@@ -105,6 +106,7 @@ class Stack:
     # [attention] the decode attention kernels the engine runs
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
     sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
+    mla_prefill_form: str = _field("attention", default="absorbed", doc="an MLA model's prefill attention as the engine runs it: absorbed (MQA over the latent: queries and outputs moved through W_UK and W_UV, QK over kv_lora_rank + rope, PV over kv_lora_rank, one latent head) or decompressed (MHA: kv_b_proj up-projects the latent of the new and cached positions into per-head keys and values, QK over qk_nope + rope, PV over v_head_dim); decode runs absorbed either way")
     # [placement] where the engine keeps its weights on a GPU of two memory domains
     die_local_expert_weights: bool = _field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
@@ -153,6 +155,7 @@ class Stack:
                              ("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
                              ("speculative.draft_first_pass", DRAFT_FIRST_PASSES),
                              ("fusion.mhc_kernels", MHC_KERNELS), ("fusion.moe_kernels", MOE_KERNELS),
+                             ("attention.mla_prefill_form", MLA_PREFILL_FORMS),
                              ("speculative.draft_forwards", DRAFT_FORWARDS)):
             value = getattr(self, key.split(".")[1])
             if value not in choices:
