@@ -73,6 +73,16 @@ def mla_kv_up_projection(seqs, q_per_seq, context, heads, nope_dim, v_dim, laten
     return gemm(seqs * (context + q_per_seq), heads * (nope_dim + v_dim), latent_dim, weight=weight, act=act)
 
 
+def mla_key_assembly(seqs, q_per_seq, context, heads, nope_dim, rope_dim) -> Kernel:
+    """Decompressed MLA prefill: each position's `heads` keys assembled from the up-projected no-RoPE part and the
+    one shared RoPE key (SGLang: k = torch.empty_like(q), then k[..., :nope] = k_nope and k[..., nope:] = k_pe;
+    vLLM: torch.cat of k_nope and k_pe expanded over the heads): the no-RoPE parts read, the whole BF16 keys
+    written, the RoPE key read once a position. One kernel (ASSUMPTION: SGLang's two slice copies taken as one)."""
+    positions = seqs * (context + q_per_seq)
+    return Kernel("stream", Cost(activation_bytes=positions * (heads * (2 * nope_dim + rope_dim) + rope_dim) * ACT_BYTES,
+                                 launches=1))
+
+
 def visible_positions(context, q_per_seq, prefill: bool):
     """Mean KV positions one query sees: the cached context plus, in prefill, the causal half of the new ones."""
     return context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)

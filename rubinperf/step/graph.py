@@ -157,8 +157,9 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         theirs = {o.name: o for o in attention_ops(m, layer, layout, cp, p.chunk_tokens, p.chunk_seqs,
                                                    p.chunk_tokens / p.chunk_seqs, hw_tray, part=part,
                                                    context_kernel=context_kernel)}
-        merged = [dataclasses.replace(o, kernels=mine[o.name].kernels + theirs[o.name].kernels)
-                  if o.name in PER_SEQUENCE_OPS and o.name in theirs else o for o in rows]
+        merged = [dataclasses.replace(o, kernels=mine[o.name].kernels + (theirs[o.name].kernels if o.name in theirs
+                                                                         else ()))
+                  if o.name in PER_SEQUENCE_OPS else o for o in rows]
         # the chunk's own per-sequence ops that the decode rows lack (an MLA chunk's decompressed up-projection and
         # attention): after the rows' ops, in the chunk's order
         names = {o.name for o in rows}
@@ -217,9 +218,11 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                                                                      m.indexer_topk, prefill), part=part))
 
     if decompressed:
-        ops.append(Op("MLA K/V up-projection (kv_b_proj, new and cached)",
-                      made(K.mla_kv_up_projection, seqs, q_per_seq, p.context, heads, m.qk_nope_head_dim,
-                           m.mla_v_head_dim, m.kv_latent_dim, m.dense_dtype), part=part))
+        ops.append(Op("MLA K/V up-projection (kv_b_proj, new and cached; key assembly)",
+                      (made(K.mla_kv_up_projection, seqs, q_per_seq, p.context, heads, m.qk_nope_head_dim,
+                            m.mla_v_head_dim, m.kv_latent_dim, m.dense_dtype),
+                       made(K.mla_key_assembly, seqs, q_per_seq, p.context, heads, m.qk_nope_head_dim, m.rope_dim)),
+                      part=part))
         # MHA: one K/V head per query head, keys of qk_nope + rope, values of v_head_dim, causal over the new
         # positions after the cached ones
         att = made(K.attention, seqs, heads, q_per_seq, p.context + q_per_seq, m.qk_nope_head_dim + m.rope_dim,
@@ -291,7 +294,7 @@ def gqa_attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, se
 
 # Attention ops whose work depends on each sequence's own context (the rest are row-wise GEMMs and collectives).
 PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "indexer top-k", "MegaAttn (sparse attention)", "MLA attention",
-                    "MLA K/V up-projection (kv_b_proj, new and cached)", "MLA attention (decompressed, MHA)",
+                    "MLA K/V up-projection (kv_b_proj, new and cached; key assembly)", "MLA attention (decompressed, MHA)",
                     "attention (GQA)", "attention (GQA, sliding window)")
 
 
