@@ -159,7 +159,9 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                                                    context_kernel=context_kernel)}
         merged = [dataclasses.replace(o, kernels=mine[o.name].kernels + (theirs[o.name].kernels if o.name in theirs
                                                                          else ()))
-                  if o.name in PER_SEQUENCE_OPS else o for o in rows]
+                  if o.name in PER_SEQUENCE_OPS else
+                  # a chunk run decompressed has no absorb GEMMs: the decode rows' alone
+                  mine[o.name] if o.name == "MLA absorb" and o.name not in theirs else o for o in rows]
         # the chunk's own per-sequence ops that the decode rows lack (an MLA chunk's decompressed up-projection and
         # attention): after the rows' ops, in the chunk's order
         names = {o.name for o in rows}

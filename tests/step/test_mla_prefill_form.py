@@ -95,3 +95,18 @@ def test_kernel_functions_exported():
     assert float(k.cost.flops) == 2 * 10 * 4 * 256 * 512
     a = K.mla_key_assembly(1, 10, 0, 4, 128, 64)
     assert float(a.cost.activation_bytes) == 10 * (4 * (256 + 64) + 64) * 2
+
+
+def test_a_decode_step_with_a_chunk_runs_the_chunk_decompressed():
+    """Aggregated serving: a decode step carrying a prefill chunk runs the decode rows absorbed (their absorb GEMMs
+    over the decode rows alone) and the chunk decompressed (its up-projection over the chunk and the earlier
+    chunks' cached positions)."""
+    b200 = load_platform("b200")
+    lay = parse_layout("dep8")
+    p = dataclasses.replace(make_point(V3, b200, lay, phase="decode", batch=8, context=8192),
+                            chunk_tokens=4096, chunk_seqs=1, chunk_context=4096)
+    ops = {o.name: o for o in build_step(V3, lay, p, gpus_per_tray=8)}
+    bare = {o.name: o for o in build_step(V3, lay, dataclasses.replace(p, chunk_tokens=0), gpus_per_tray=8)}
+    assert float(ops["MLA absorb"].cost.flops) == pytest.approx(float(bare["MLA absorb"].cost.flops), rel=1e-12)
+    assert float(ops[UP].kernels[0].cost.flops) == pytest.approx(2 * 8192 * 128 * 256 * 512, rel=1e-12)
+    assert MHA in ops and "MLA attention" in ops
