@@ -22,6 +22,16 @@ def attended_per_query(q_len, kv_len, causal: bool):
     return kv_len
 
 
+def computed_per_query(q_len, kv_len, tile=FLASH_QUERY_TILE):
+    """Mean KV entries a causal flash kernel computes per query: it skips the key blocks wholly above the diagonal
+    but computes the blocks the diagonal crosses in full, masking their upper part (FlashAttention-2/3's causal
+    n_block_max = ceil((m_block + 1) x kBlockM / kBlockN), TensorRT-LLM's fmha alike). With query tiles and key
+    blocks of `tile` (ASSUMPTION: equal, 128; FA3 runs 128 x 112-176 at head dims 128-256) a tile of queries
+    computes up to the end of the key block holding its last query: (tile - 1) / 2 keys per query beyond those it
+    attends, never past the last key block (a short q_len behind a long prefix pays at most that block)."""
+    return smin(attended_per_query(q_len, kv_len, True) + (tile - 1) / 2, sceil(kv_len / tile) * tile)
+
+
 def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_heads=None, causal: bool = False,
               v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None,
               mma_dtype: str | None = None) -> Kernel:
@@ -36,7 +46,8 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     (`Kernel.split_kv_groups`, roofline.split_kv_reduction).
 
     Causal (prefill) attention runs one CTA per (sequence, head, tile of
-    FLASH_QUERY_TILE queries); a tile's work grows with its position (the last sees every key), so
+    FLASH_QUERY_TILE queries) and computes the key blocks its diagonal crosses in full (`computed_per_query`; the
+    FLOPs are the useful ones, the masked work a padding of its compute, `Kernel.work_padding`); a tile's work grows with its position (the last sees every key), so
     the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel
     states the longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
     """
@@ -58,9 +69,10 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
         return Kernel("attention", cost, split_kv_groups=groups)
     # the last tile of a sequence: its queries are the last min(tile, q_len) positions of kv_len
     last = smin(FLASH_QUERY_TILE, q_len)
-    longest = last * attended_per_query(last, kv_len, True)
+    computed = computed_per_query(q_len, kv_len)
+    longest = last * computed_per_query(last, kv_len)
     return Kernel("attention", cost, ctas=batch * heads * sceil(q_len / FLASH_QUERY_TILE),
-                  critical_share=longest / (batch * heads * q_len * attended))
+                  critical_share=longest / (batch * heads * q_len * computed), work_padding=computed / attended)
 
 
 def mla_kv_up_projection(seqs, q_per_seq, context, heads, nope_dim, v_dim, latent_dim, weight: str) -> Kernel:
