@@ -24,11 +24,12 @@ def attended_per_query(q_len, kv_len, causal: bool):
 
 def computed_per_query(q_len, kv_len, tile=FLASH_QUERY_TILE):
     """Mean KV entries a causal flash kernel computes per query: it skips the key blocks wholly above the diagonal
-    but computes the blocks the diagonal crosses in full, masking their upper part (FlashAttention-2/3's causal
-    n_block_max = ceil((m_block + 1) x kBlockM / kBlockN), TensorRT-LLM's fmha alike). With query tiles and key
-    blocks of `tile` (ASSUMPTION: equal, 128; FA3 runs 128 x 112-176 at head dims 128-256) a tile of queries
-    computes up to the end of the key block holding its last query: (tile - 1) / 2 keys per query beyond those it
-    attends, never past the last key block (a short q_len behind a long prefix pays at most that block)."""
+    but computes the blocks the diagonal crosses in full, masking their upper part (FlashAttention-2,
+    csrc/flash_attn/src/flash_fwd_kernel.h: n_block_max = ceil_div((m_block + 1) x kBlockM + seqlen_k - seqlen_q,
+    kBlockN); TensorRT-LLM's context kernel ASSUMED alike). With query tiles and key blocks of `tile` (ASSUMPTION:
+    equal, 128, range 64-128; the kernels' own key-block widths not read) a tile of queries computes up to the end
+    of the key block holding its last query: (tile - 1) / 2 keys per query beyond those it attends, never past the
+    last key block (a short q_len behind a long prefix pays at most that block)."""
     return smin(attended_per_query(q_len, kv_len, True) + (tile - 1) / 2, sceil(kv_len / tile) * tile)
 
 
