@@ -46,11 +46,11 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     kernel splits the KV over more CTAs, so it fills the GPU, and a second kernel reduces the splits
     (`Kernel.split_kv_groups`, roofline.split_kv_reduction).
 
-    Causal (prefill) attention runs one CTA per (sequence, head, tile of
-    FLASH_QUERY_TILE queries) and computes the key blocks its diagonal crosses in full (`computed_per_query`; the
-    FLOPs are the useful ones, the masked work a padding of its compute, `Kernel.work_padding`); a tile's work grows with its position (the last sees every key), so
-    the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel
-    states the longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
+    Causal (prefill) attention runs one CTA per (sequence, head, tile of FLASH_QUERY_TILE queries) and computes the
+    key blocks its diagonal crosses in full (`computed_per_query`; the FLOPs are the useful ones, the masked work a
+    padding of its compute, `Kernel.work_padding`); a tile's work grows with its position (the last sees every
+    key), so the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel states the
+    longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
     """
     kv_heads = heads if kv_heads is None else kv_heads
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
