@@ -148,16 +148,18 @@ def occupancy(kern: Kernel, hw: Platform):
     those. Other kernels: the CTAs they launch. A kernel of unequal CTAs whose longest does a share c
     of the work (Kernel.critical_share) takes, in units of its work spread evenly over the SMs,
     max(SMs x c, 1 + wave_quantization x SMs x c) with more CTAs than SMs (list scheduling: the
-    longest CTA, started in the last wave, runs on after the others), SMs x c in one wave."""
+    longest CTA, started in the last wave, runs on after the others), SMs x c in one wave; its padding is the
+    kernel's work_padding (computed / useful MMA work: causal attention's masked diagonal blocks)."""
     sms = hw.sm_count
     if not kern.is_mma:
+        pad = 1.0 if kern.work_padding is None else kern.work_padding
         if kern.ctas is None:
-            return sms, 1.0, 1.0
+            return sms, 1.0, pad
         if kern.critical_share is None:
-            return kern.ctas, smin(kern.ctas / sms, 1.0), 1.0
+            return kern.ctas, smin(kern.ctas / sms, 1.0), pad
         longest = sms * kern.critical_share
         tail = hw.wave_quantization * smin(1.0, smax(0.0, kern.ctas - sms))  # none in one wave
-        return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), 1.0
+        return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), pad
     tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
     tile_cols = hw.mma_tile_cols if kern.tile_cols is None else kern.tile_cols
     m_tiles = sceil(kern.rows / tile_rows)
@@ -220,6 +222,8 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
                      / (hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
+    if kern.critical_share is not None and _nonzero(hw.attention_tile_overhead_cycles):
+        compute = sadd(compute, tile_overhead(kern, hw))
     store = epilogue_store(kern, hw)
     if _nonzero(store):
         compute = sadd(compute, store)
@@ -295,6 +299,13 @@ def epilogue_store(kern: Kernel, hw: Platform):
         return 0.0
     rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
     return hw.mma_epilogue_exposed * kern.cost.launches * kern.store_bytes / rate   # store_bytes: one launch's
+
+
+def tile_overhead(kern: Kernel, hw: Platform):
+    """Seconds a causal flash kernel's tiles add beyond their MMAs: each of its CTAs (one per query tile) pays
+    attention_tile_overhead_cycles at the SM clock (its query and first key loads, softmax epilogue, output store),
+    spread over the SMs: CTAs x cycles / (clock x SMs)."""
+    return kern.ctas * hw.attention_tile_overhead_cycles / (hw.sm_clock_hz * hw.sm_count)
 
 
 def efficiency_field(family: str, peak: str, dequantises_weights: bool = False) -> str:
@@ -516,17 +527,21 @@ def two_batch_time(compute_s, exchange_s, layers, hw: Platform):
     """GPU seconds of a step split into two micro-batches whose EP exchanges (dispatch, combine) run while the other
     micro-batch computes (SGLang's two-batch overlap, DeepSeek's prefill, vLLM's dual-batch overlap). compute_s and
     exchange_s: both halves' compute and exchange, each half timed at its own size (the split's cost: two
-    half-size GEMMs, attention and launches). While an exchange runs, its kernels hold ep_exchange_sms of the SMs
-    and the other half computes on the rest (free = 1 - ep_exchange_sms / SMs):
+    half-size GEMMs, attention and launches) and each exchange as it runs alone. Beside the other half's compute an
+    exchange takes ep_overlap_exchange_stretch times as long (s: its kernels share the GPU with the compute and wait
+    on the slowest rank's arrival), and while it runs its kernels hold ep_exchange_sms of the SMs, the other half
+    computing on the rest (free = 1 - ep_exchange_sms / SMs):
 
-        pipeline = max(exchange, compute + exchange x (1 - free))
-        ends     = min(compute, exchange) / (2 layers)     (one half's one layer of the side that does not bind:
+        overlapped = exchange x s
+        pipeline   = max(overlapped, compute + overlapped x (1 - free))
+        ends       = min(compute, exchange) / (2 layers)   (one half's one layer of the side that does not bind:
                                                             the first compute or the last combine, alone)
-        step GPU = pipeline + ends
+        step GPU   = pipeline + ends
 
-    never below max(compute, exchange), never above compute + exchange (with free >= 1 / (2 layers))."""
+    never below max(compute, exchange x s), never above compute + exchange x s (with free >= 1 / (2 layers))."""
     free = (hw.sm_count - hw.ep_exchange_sms) / hw.sm_count
-    pipeline = smax(exchange_s, compute_s + exchange_s * (1 - free))
+    overlapped = exchange_s * hw.ep_overlap_exchange_stretch
+    pipeline = smax(overlapped, compute_s + overlapped * (1 - free))
     return pipeline + smin(compute_s, exchange_s) / (2 * layers)
 
 

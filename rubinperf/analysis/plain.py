@@ -76,7 +76,7 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
                           f"{float(getattr(hw, efficiency_field(k.family, p, k.dequantises_weights))):.2f} "
                           f"({efficiency_field(k.family, p, k.dequantises_weights)})" for p in peaks)
         lines.append(f"compute = FLOPs / ({rates}) / {fmt_pct(float(share))} of the SMs busy (tiles and waves)"
-                     + (f" x {float(pad):.2f} rows padded to whole tiles" if float(pad) > 1.0005 else "")
+                     + (f" x {float(pad):.2f} padded to whole tiles" if float(pad) > 1.0005 else "")
                      + (f" + the output stores the MMAs wait for ({si(float(k.store_bytes), 'B')} at the HBM streaming "
                         f"rate x {float(hw.mma_epilogue_exposed):.2f} mma_epilogue_exposed: {_t(store)})"
                         if float(store := epilogue_store(k, hw)) else "")

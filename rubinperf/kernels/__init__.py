@@ -6,8 +6,8 @@ per-request factors come before a factor of the context: over a sweep's batch x 
 then makes one pass over the grid, not one per factor.
 """
 
-from rubinperf.kernels.attention import (attention, indexer_logits, indexer_select, sparse_attention, topk_select,
-                                        visible_positions)
+from rubinperf.kernels.attention import (attention, indexer_logits, indexer_select, mla_key_assembly, mla_kv_up_projection,
+                                        sparse_attention, topk_select, visible_positions)
 from rubinperf.kernels.collectives import (all_gather, all_reduce, all_reduce_algorithm, all_reduce_by_size, all_reduce_one_shot, switch_row, all_to_all, ep_all_gather_exchange,
                                            reduce_scatter)
 from rubinperf.kernels.gemm import gemm
@@ -17,7 +17,7 @@ from rubinperf.kernels.moe import (cutlass_moe, ep_copies, ep_dispatch_combine, 
                                    mega_moe, routed_gemms, spans_domains)
 
 __all__ = [
-    "activation_quant", "attention", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_reduce_algorithm", "all_reduce_by_size", "switch_row", "all_reduce_one_shot", "all_to_all",
+    "activation_quant", "attention", "mla_key_assembly", "mla_kv_up_projection", "indexer_logits", "indexer_select", "sparse_attention", "topk_select", "all_gather", "all_reduce", "all_reduce_algorithm", "all_reduce_by_size", "switch_row", "all_reduce_one_shot", "all_to_all",
     "reduce_scatter", "gemm", "copy", "dp_sync", "elementwise", "host_step", "kv_insert", "kv_load", "kv_transfer", "mhc", "table_lookup",
     "ep_dispatch_combine", "experts_touched", "experts_touched_topk", "grouped_gemm", "mega_moe", "ep_copies",
     "spans_domains", "ep_exchange", "ep_all_gather_exchange", "in_epilogue", "kv_insert_kernel", "mhc_split", "rope", "routed_gemms", "cutlass_moe", "empty", "stream_probe", "visible_positions",

@@ -6,6 +6,7 @@ Flash-style I/O: Q read once, O written once, K/V read once per KV head.
 from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.gemm import gemm
 from rubinperf.mathops import scap, sceil, smax, smin, sstep
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
@@ -21,6 +22,17 @@ def attended_per_query(q_len, kv_len, causal: bool):
     return kv_len
 
 
+def computed_per_query(q_len, kv_len, tile=FLASH_QUERY_TILE):
+    """Mean KV entries a causal flash kernel computes per query: it skips the key blocks wholly above the diagonal
+    but computes the blocks the diagonal crosses in full, masking their upper part (FlashAttention-2,
+    csrc/flash_attn/src/flash_fwd_kernel.h: n_block_max = ceil_div((m_block + 1) x kBlockM + seqlen_k - seqlen_q,
+    kBlockN); TensorRT-LLM's context kernel ASSUMED alike). With query tiles and key blocks of `tile` (ASSUMPTION:
+    equal, 128, range 64-128; the kernels' own key-block widths not read) a tile of queries computes up to the end
+    of the key block holding its last query: (tile - 1) / 2 keys per query beyond those it attends, never past the
+    last key block (a short q_len behind a long prefix pays at most that block)."""
+    return smin(attended_per_query(q_len, kv_len, True) + (tile - 1) / 2, sceil(kv_len / tile) * tile)
+
+
 def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_heads=None, causal: bool = False,
               v_head_dim=None, kv_dtype: str | None = None, shared_kv: bool = False, kv_entry_bytes=None,
               mma_dtype: str | None = None) -> Kernel:
@@ -34,10 +46,11 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
     kernel splits the KV over more CTAs, so it fills the GPU, and a second kernel reduces the splits
     (`Kernel.split_kv_groups`, roofline.split_kv_reduction).
 
-    Causal (prefill) attention runs one CTA per (sequence, head, tile of
-    FLASH_QUERY_TILE queries); a tile's work grows with its position (the last sees every key), so
-    the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel
-    states the longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
+    Causal (prefill) attention runs one CTA per (sequence, head, tile of FLASH_QUERY_TILE queries) and computes the
+    key blocks its diagonal crosses in full (`computed_per_query`; the FLOPs are the useful ones, the masked work a
+    padding of its compute, `Kernel.work_padding`); a tile's work grows with its position (the last sees every
+    key), so the CTAs are unequal and the longest one, started in the last wave, sets a tail: the kernel states the
+    longest CTA's share of the work (`Kernel.critical_share`, roofline.parallelism).
     """
     kv_heads = heads if kv_heads is None else kv_heads
     v_head_dim = head_dim if v_head_dim is None else v_head_dim
@@ -57,9 +70,30 @@ def attention(batch, heads, q_len, kv_len, head_dim, dtype: str = "bf16", kv_hea
         return Kernel("attention", cost, split_kv_groups=groups)
     # the last tile of a sequence: its queries are the last min(tile, q_len) positions of kv_len
     last = smin(FLASH_QUERY_TILE, q_len)
-    longest = last * attended_per_query(last, kv_len, True)
+    computed = computed_per_query(q_len, kv_len)
+    longest = last * computed_per_query(last, kv_len)
     return Kernel("attention", cost, ctas=batch * heads * sceil(q_len / FLASH_QUERY_TILE),
-                  critical_share=longest / (batch * heads * q_len * attended))
+                  critical_share=longest / (batch * heads * q_len * computed), work_padding=computed / attended)
+
+
+def mla_kv_up_projection(seqs, q_per_seq, context, heads, nope_dim, v_dim, latent_dim, weight: str) -> Kernel:
+    """Decompressed (MHA-form) MLA prefill: kv_b_proj up-projects the latent of every position a query attends, the
+    `q_per_seq` new ones and the `context` cached ones before them (the engine gathers the cached prefix's latent and
+    up-projects it, chunk by chunk), into `heads` keys of `nope_dim` and values of `v_dim` (BF16): one GEMM of
+    seqs x (context + q_per_seq) rows, heads x (nope_dim + v_dim) columns, depth `latent_dim`. An FP8 or FP4 weight
+    runs with FP8 activations (the latent quantised, as the engine's linear does)."""
+    act = "fp8" if weight in ("fp8", "fp4") else weight
+    return gemm(seqs * (context + q_per_seq), heads * (nope_dim + v_dim), latent_dim, weight=weight, act=act)
+
+
+def mla_key_assembly(seqs, q_per_seq, context, heads, nope_dim, rope_dim) -> Kernel:
+    """Decompressed MLA prefill: each position's `heads` keys assembled from the up-projected no-RoPE part and the
+    one shared RoPE key (SGLang: k = torch.empty_like(q), then k[..., :nope] = k_nope and k[..., nope:] = k_pe;
+    vLLM: torch.cat of k_nope and k_pe expanded over the heads): the no-RoPE parts read, the whole BF16 keys
+    written, the RoPE key read once a position. One kernel (ASSUMPTION: SGLang's two slice copies taken as one)."""
+    positions = seqs * (context + q_per_seq)
+    return Kernel("stream", Cost(activation_bytes=positions * (heads * (2 * nope_dim + rope_dim) + rope_dim) * ACT_BYTES,
+                                 launches=1))
 
 
 def _zero(x) -> bool:

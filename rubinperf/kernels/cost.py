@@ -134,6 +134,9 @@ class Kernel:
     max_ctas: Any = None
     # A kernel of unequal CTAs (causal prefill attention): the longest CTA's share of the work. None: equal CTAs.
     critical_share: Any = None
+    # A non-MMA-family kernel that runs more MMA work than its useful FLOPs (causal attention computing the key blocks
+    # its diagonal crosses in full, masked): computed / useful, a padding of its compute time. None: 1.
+    work_padding: Any = None
     # A split-KV decode kernel: its CTAs before any split of the KV (sequences x KV heads x query tiles). With fewer
     # than the SMs it splits the KV over more CTAs, and a second kernel reduces their partial outputs. None: no split.
     split_kv_groups: Any = None

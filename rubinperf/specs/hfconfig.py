@@ -321,7 +321,7 @@ def _mla_attention(cfg: Fields, kv_bytes: tuple) -> dict:
     latent, rope = cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim")
     b, b_src = kv_bytes
     return {
-        "attention_kind": ("mla", "multi-head latent attention, served absorbed (one latent head, K = V)"),
+        "attention_kind": ("mla", "multi-head latent attention: decode absorbed (one latent head, K = V), prefill as the stack's mla_prefill_form"),
         "num_heads": (cfg.int("num_attention_heads"), "config.json: num_attention_heads"),
         "num_kv_heads": (1, "one shared latent (MLA)"),
         "q_lora_rank": (cfg.int("q_lora_rank"), "config.json: q_lora_rank"),

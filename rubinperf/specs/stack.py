@@ -29,6 +29,7 @@ DP_SYNC_ALGORITHMS = ("linear", "recursive-doubling")
 DRAFT_FIRST_PASSES = ("verify-tokens", "accepted-tokens", "one-per-request")
 MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
+MLA_PREFILL_FORMS = ("absorbed", "decompressed")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
 ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinperf.kernels.collectives.all_reduce_as
 
@@ -52,6 +53,7 @@ class Stack:
     host_dispatch_s: float = _field("kernel", "s", positive=False, doc="host time to issue one kernel call with the GPU busy (the framework's dispatch and cudaLaunchKernel): a stream of calls from the host pays at least this per kernel")
     tensor_core_dispatch_s: float = _field("kernel", "s", positive=False, doc="a tensor-core library call's host work beyond a plain launch (GEMM/attention descriptors, heuristics, workspace), paid where the host issues it; not in a graph")
     mma_prologue_cycles: float = _field("kernel", "cycles", positive=False, doc="SM cycles a tensor-core kernel spends beyond its HBM round trips: barrier and descriptor set-up, pipeline ramp, epilogue (time at the hardware's sm_clock_hz)")
+    attention_tile_overhead_cycles: float = _field("kernel", "cycles", positive=False, default=0.0, doc="SM cycles each CTA (query tile) of a causal flash prefill kernel spends beyond its MMAs and that no other tile's work hides: loading its queries and first key block, its softmax epilogue, writing its output (a grid of one CTA per tile; 0: a persistent kernel overlaps one tile's epilogue with the next one's prologue, or not measured)")
     pdl_hidden_s: float = _field("kernel", "s", positive=False, doc="time of each graph kernel's boundary and prologue that programmatic dependent launch starts under the previous kernel (0: no PDL)")
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     preview_software: bool = _field("kernel", positive=False, default=False, doc="true when the stack's figures come from a vendor's preview (software measured only in a preview post, on previewed hardware): every figure it prices rests on them (the report's preview banner)")
@@ -106,6 +108,7 @@ class Stack:
     attention_mma_dtype: str = _field("attention", default="bf16", doc="MMA format of the attention kernels: a quantised KV cache is dequantised to it before the QK and PV products (bf16: FlashMLA's sparse FP8 decode; fp8: an FP8 attention kernel, at the hardware's FP8 rate)")
     sparse_dequant_flops_per_value: float = _field("attention", "FLOP", positive=False, typical=(1, 1e3), default=0.0, doc="CUDA-core work the sparse attention kernel spends dequantising one quantised value of a gathered KV entry to its MMA format, in FP32 FLOP equivalents at the vector rate (a conversion of c per SM per clock costs 2 x 128 / c); done once per query token and entry, shared by the CTAs of its heads (FlashMLA's 'crossover'); 0: the conversion hides under the MMAs")
     sparse_entries_in_flight_per_cta: int = _field("attention", "entries", typical=(1, 4096), default=128, doc="top-k KV entries one CTA of the sparse decode kernel has in flight from HBM (its gathered entries per stage x the stages it buffers): with the CTAs, the gather's bytes in flight (Little's law)")
+    mla_prefill_form: str = _field("attention", default="absorbed", doc="an MLA model's prefill attention as the engine runs it: absorbed (MQA over the latent: queries and outputs moved through W_UK and W_UV, QK over kv_lora_rank + rope, PV over kv_lora_rank, one latent head) or decompressed (MHA: kv_b_proj up-projects the latent of the new and cached positions into per-head keys and values, QK over qk_nope + rope, PV over v_head_dim); decode runs absorbed either way")
     # [placement] where the engine keeps its weights on a GPU of two memory domains
     die_local_expert_weights: bool = _field("placement", doc="expert weights on the die whose SMs run their GEMMs (read at the local rate); false: interleaved over both domains")
     # [serving] the engine's shapes and the admission of new requests into a decode batch
@@ -125,6 +128,7 @@ class Stack:
     prefill_two_batch_overlap: bool = _field("ep", default=False, doc="prefill: the engine splits a step into two micro-batches and runs one's EP dispatch and combine (kernels of their own, not inside a fused MoE kernel) while the other computes (SGLang --enable-two-batch-overlap, vLLM --enable-dbo); false: the exchange runs between the computations")
     two_batch_min_tokens: int = _field("ep", "tokens", positive=False, default=512, doc="prefill: new tokens per rank above which a two-micro-batch engine splits the step (vLLM's dbo_prefill_token_threshold)")
     ep_exchange_sms: int = _field("ep", "SMs", positive=False, default=20, doc="SMs the EP exchange kernels hold while they run (DeepEP's Buffer.num_sms): the other micro-batch's compute runs on the rest")
+    ep_overlap_exchange_stretch: float = _field("efficiency", default=1.0, typical=(1.0, 4.0), doc="prefill with two micro-batches: an EP exchange's time while the other micro-batch computes over its time alone (the exchange kernels share the GPU with the compute and wait on the ranks' slowest arrival; LMSYS measured DeepEP's normal kernels slower under two-batch overlap than in their unit test); 1: as alone")
     draft_ep_exchange: str = _field("ep", doc="how the draft model's MoE layers exchange tokens in DEP: all-to-all (dispatch and combine, as the target's MegaMoE) or all-gather (every rank gathers every rank's tokens, runs its experts on them, then a reduce-scatter)")
     # [speculative] how the engine runs the draft model in a decode step
     draft_first_pass: str = _field("speculative", doc="rows per request of the first of a decode step's draft forwards, which reads the target's hidden states: verify-tokens (every token the verify step scored, 1 + k), accepted-tokens (the accepted ones) or one-per-request; the later forwards run one token per request")
@@ -153,6 +157,7 @@ class Stack:
                              ("ep.draft_ep_exchange", DRAFT_EP_EXCHANGES),
                              ("speculative.draft_first_pass", DRAFT_FIRST_PASSES),
                              ("fusion.mhc_kernels", MHC_KERNELS), ("fusion.moe_kernels", MOE_KERNELS),
+                             ("attention.mla_prefill_form", MLA_PREFILL_FORMS),
                              ("speculative.draft_forwards", DRAFT_FORWARDS)):
             value = getattr(self, key.split(".")[1])
             if value not in choices:

@@ -157,8 +157,15 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         theirs = {o.name: o for o in attention_ops(m, layer, layout, cp, p.chunk_tokens, p.chunk_seqs,
                                                    p.chunk_tokens / p.chunk_seqs, hw_tray, part=part,
                                                    context_kernel=context_kernel)}
-        return [dataclasses.replace(o, kernels=mine[o.name].kernels + theirs[o.name].kernels)
-                if o.name in PER_SEQUENCE_OPS else o for o in rows]
+        merged = [dataclasses.replace(o, kernels=mine[o.name].kernels + (theirs[o.name].kernels if o.name in theirs
+                                                                         else ()))
+                  if o.name in PER_SEQUENCE_OPS else
+                  # a chunk run decompressed has no absorb GEMMs: the decode rows' alone
+                  mine[o.name] if o.name == "MLA absorb" and o.name not in theirs else o for o in rows]
+        # the chunk's own per-sequence ops that the decode rows lack (an MLA chunk's decompressed up-projection and
+        # attention): after the rows' ops, in the chunk's order
+        names = {o.name for o in rows}
+        return merged + [o for o in theirs.values() if o.name in PER_SEQUENCE_OPS and o.name not in names]
     if m.attention_kind == "gqa":
         return gqa_attention_ops(m, layer, layout, p, tokens, seqs, q_per_seq, hw_tray, kv_tokens, part)
     w = {x.name: x for x in attention_weights(m, layer)}
@@ -187,7 +194,13 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
                           part=part))
     if not p.rope_kv_insert_fused:
         ops.append(Op("query RoPE", K.rope(tokens, heads, m.rope_dim, ACT_BYTES), part=part))
-    if m.attention_kind == "mla":
+    # Decompressed MLA prefill (the stack's mla_prefill_form): the engine runs the target's prefill attention as MHA
+    # over keys and values up-projected from the latent (SGLang's MHA / MHA_CHUNKED_KV forward, vLLM's MLA prefill);
+    # a draft extend and every decode run absorbed.
+    # (DeepSeek sparse attention, an indexer over MLA, runs in MQA mode: absorbed.)
+    decompressed = (m.attention_kind == "mla" and prefill and part == "target" and not indexed
+                    and p.mla_prefill_form == "decompressed")
+    if m.attention_kind == "mla" and not decompressed:
         # Absorbed MLA: queries move into the latent space, outputs back out (per-head batched GEMMs).
         ops.append(Op("MLA absorb", (
             K.gemm(tokens, m.kv_latent_dim, m.qk_nope_head_dim, weight=m.dense_dtype, act="bf16", groups=heads),
@@ -206,11 +219,23 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         ops.append(Op("DeepSelect (indexer top-k)" if deepseek_kernels(m, p) else "indexer top-k", made(K.indexer_select, tokens, q_per_seq, p.context, ratio,
                                                                      m.indexer_topk, prefill), part=part))
 
-    topk = m.indexer_topk if ratio and layer in m.topk_layers else None
-    att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
-               m.cache_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill, p.attention_mma_dtype,
-               p.sparse_entries_in_flight_per_cta, SPARSE_TOKENS_PER_CTA, p.sparse_dequant_flops_per_value)
-    ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
+    if decompressed:
+        ops.append(Op("MLA K/V up-projection (kv_b_proj, new and cached; key assembly)",
+                      (made(K.mla_kv_up_projection, seqs, q_per_seq, p.context, heads, m.qk_nope_head_dim,
+                            m.mla_v_head_dim, m.kv_latent_dim, m.dense_dtype),
+                       made(K.mla_key_assembly, seqs, q_per_seq, p.context, heads, m.qk_nope_head_dim, m.rope_dim)),
+                      part=part))
+        # MHA: one K/V head per query head, keys of qk_nope + rope, values of v_head_dim, causal over the new
+        # positions after the cached ones
+        att = made(K.attention, seqs, heads, q_per_seq, p.context + q_per_seq, m.qk_nope_head_dim + m.rope_dim,
+                   "bf16", heads, True, m.mla_v_head_dim, None, False, None, p.attention_mma_dtype)
+        ops.append(Op("MLA attention (decompressed, MHA)", att, part=part))
+    else:
+        topk = m.indexer_topk if ratio and layer in m.topk_layers else None
+        att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
+                   m.cache_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill, p.attention_mma_dtype,
+                   p.sparse_entries_in_flight_per_cta, SPARSE_TOKENS_PER_CTA, p.sparse_dequant_flops_per_value)
+        ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:
         out = (_linear(w["o_proj"], tokens, layout, split="k"),)
@@ -274,6 +299,7 @@ SPARSE_TOKENS_PER_CTA = 2
 
 # Attention ops whose work depends on each sequence's own context (the rest are row-wise GEMMs and collectives).
 PER_SEQUENCE_OPS = ("MQA logits (indexer)", "DeepSelect (indexer top-k)", "indexer top-k", "MegaAttn (sparse attention)", "MLA attention",
+                    "MLA K/V up-projection (kv_b_proj, new and cached; key assembly)", "MLA attention (decompressed, MHA)",
                     "attention (GQA)", "attention (GQA, sliding window)")
 
 

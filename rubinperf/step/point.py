@@ -59,6 +59,8 @@ class Point:
     attention_mma_dtype: str = "bf16"   # attention's QK and PV MMA format (a quantised KV cache dequantised to it)
     sparse_entries_in_flight_per_cta: object = 128   # top-k entries one sparse decode CTA keeps in flight
     sparse_dequant_flops_per_value: object = 0.0   # CUDA-core work to dequantise one cached value (FP32 FLOP equivalents)
+    mla_prefill_form: str = "absorbed"  # an MLA model's prefill attention: absorbed (MQA over the latent) or
+                                        # decompressed (MHA over up-projected keys and values)
     activation_quant_fused: bool = True   # FP8/FP4 activations of dense GEMMs quantised in other kernels, or a kernel each
     # MegaMoE's pipeline and dispatch as the stack's kernel has them (stack [kernel] megamoe_*; kernels/deepgemm.py)
     megamoe_smem_bytes: object = 232448.0
@@ -208,7 +210,7 @@ _STACK_POINT_FIELDS = ("megamoe_smem_bytes", "megamoe_smem_weight_bytes_per_valu
                        "tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
                        "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused",
-                       "sparse_dequant_flops_per_value")
+                       "sparse_dequant_flops_per_value", "mla_prefill_form")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
 # Fields (a stack's [collective], the hardware's multicast) only a layout with TP all-reduces reads.
 _ALLREDUCE_FIELDS = ("allreduce_algorithms", "allreduce_switch_bytes", "allreduce_switch_ranks", "nvlink_multicast")

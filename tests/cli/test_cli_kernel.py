@@ -150,11 +150,13 @@ def test_kernel_attention_causal_prefill(cli, pinned_gb300_path):
     assert rec["flops"] == approx(68_736_253_952)
     assert rec["bytes"] == 67_108_864
     assert rec["sol_time_ms"] == approx(68_736_253_952 / 2.5e15 * 1e3)
-    # Causal tiles: 16 heads x 4096 / 128 = 512 CTAs on 160 SMs; the last tile of a head does 128 x (4096 - 127/2)
-    # = 516,160 of the 16 x 4096 x 2048.5 = 134,250,496 query-key pairs (share c = 0.003845); more CTAs than SMs,
-    # so the time is max(160 c, 1 + wave_quantization (1.0 pinned) x 160 c) = 1.615 x the evenly spread work.
-    c = 128 * (4096 - 127 / 2) / (16 * 4096 * 2048.5)
-    assert rec["compute_ms"] == approx(68_736_253_952 / 2.5e15 / 0.6 * (1 + 160 * c) * 1e3)
+    # The kernel computes 2048.5 + 127 / 2 = 2112 keys a query (its diagonal's key blocks in full): its compute is
+    # that of 2 * 16 * 4096 * 2112 * 256 = 70,866,960,384 FLOPs.
+    # Causal tiles: 16 heads x 4096 / 128 = 512 CTAs on 160 SMs; the last tile of a head computes 128 x 4096
+    # of the 16 x 4096 x 2112 query-key pairs (share c = 0.003788); more CTAs than SMs,
+    # so the time is max(160 c, 1 + wave_quantization (1.0 pinned) x 160 c) = 1.606 x the evenly spread work.
+    c = 128 * 4096 / (16 * 4096 * 2112)
+    assert rec["compute_ms"] == approx(70_866_960_384 / 2.5e15 / 0.6 * (1 + 160 * c) * 1e3)
     assert rec["bound"] == "compute"
     assert rec["causal"] is True
     no_mask = kernel_json(cli, "attention", "--batch", "1", "--heads", "16", "--q-len", "4096", "--kv-len", "4096",

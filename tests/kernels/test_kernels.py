@@ -212,6 +212,26 @@ def test_attention_causal_prefill_square():
     assert c.activation_bytes == 33_554_432
 
 
+def test_causal_key_blocks_computed_in_full():
+    from rubinperf.kernels.attention import computed_per_query
+
+    # 512 queries over 512 keys in 4 tiles of 128: tiles compute 128, 256, 384, 512 keys per query (mean 320);
+    # they attend (512 + 1) / 2 = 256.5: the kernel's compute is padded by 320 / 256.5 = 1.248 (its FLOPs stay the
+    # useful ones)
+    assert computed_per_query(512, 512) == 320
+    k = K.attention(1, 1, 512, 512, 64, causal=True)
+    assert k.cost.flops == 2 * 512 * 256.5 * 128
+    assert k.work_padding == pytest.approx(320 / 256.5, rel=1e-12)
+    # 4096 x 4096: 2048.5 + 127 / 2 = 2112 computed (tile j computes 128 (j + 1) keys: mean 128 x 33 / 2)
+    assert computed_per_query(4096, 4096) == 2112
+    # a chunk of 256 behind 1024 cached keys: tiles compute 1152 and 1280 keys (mean 1216 = 1024 + 128.5 + 63.5)
+    assert computed_per_query(256, 1280) == 1216
+    # never past the last key block: one query over 100 keys computes one block of 128
+    assert computed_per_query(1, 100) == 128
+    # not causal: no padding
+    assert K.attention(1, 1, 512, 512, 64).work_padding is None
+
+
 def test_attention_causal_chunk_and_decode():
     # 2 new queries at the end of 5 positions attend 4 and 5 keys: mean 4.5
     c = attention(1, 1, 2, 5, 1, dtype="bf16", causal=True)

@@ -264,18 +264,36 @@ def test_causal_tiles_the_longest_sets_the_time(gb300):
     from rubinperf.kernels import attention
 
     # One head, 1024 causal queries over 1024 keys, head dim 128: 8 CTAs of 128 queries on 160 SMs (one wave).
-    # The last CTA's 128 queries see 1024 - 127/2 = 960.5 keys each: 2 x 128 x 960.5 x 256 = 62,947,328 FLOPs on
-    # one SM, whose share of the BF16 rate at 0.6 is 2.5e15 x 0.6 / 160 = 9.375e12 FLOP/s: 6.714 us.
+    # The last CTA's 128 queries compute all 1024 keys (its diagonal key block in full): 2 x 128 x 1024 x 256 =
+    # 67,108,864 FLOPs on one SM, whose share of the BF16 rate at 0.6 is 2.5e15 x 0.6 / 160 = 9.375e12 FLOP/s.
     t = kernel_time(attention(1, 1, 1024, 1024, 128, causal=True), gb300)
-    assert t.compute_s == pytest.approx(2 * 128 * 960.5 * 256 / (2.5e15 * 0.6 / 160), rel=1e-12)
-    # 64 heads: 512 CTAs, more than the SMs: the evenly spread work, plus the longest CTA once more (the pinned
-    # stack's wave_quantization is 1): (1 + 160 c) x, with c = 128 x 960.5 / (64 x 1024 x 512.5)
+    assert t.compute_s == pytest.approx(2 * 128 * 1024 * 256 / (2.5e15 * 0.6 / 160), rel=1e-12)
+    # 64 heads: 512 CTAs, more than the SMs: the evenly spread work (each query computes 512.5 + 63.5 = 576 keys),
+    # plus the longest CTA once more (the pinned stack's wave_quantization is 1): (1 + 160 c) x, with
+    # c = 128 x 1024 / (64 x 1024 x 576)
     wide = kernel_time(attention(1, 64, 1024, 1024, 128, causal=True), gb300)
-    c = 128 * 960.5 / (64 * 1024 * 512.5)
-    assert wide.compute_s == pytest.approx(2 * 64 * 1024 * 512.5 * 256 / (2.5e15 * 0.6) * (1 + 160 * c), rel=1e-12)
+    c = 128 * 1024 / (64 * 1024 * 576)
+    assert wide.compute_s == pytest.approx(2 * 64 * 1024 * 576 * 256 / (2.5e15 * 0.6) * (1 + 160 * c), rel=1e-12)
     # not causal: CTAs are equal and the kernel fills the GPU as before (no tail)
     flat = kernel_time(attention(1, 64, 1024, 1024, 128), gb300)
     assert flat.compute_s == pytest.approx(2 * 64 * 1024 * 1024 * 256 / (2.5e15 * 0.6), rel=1e-12)
+
+
+def test_attention_tile_overhead_by_hand(gb300):
+    import dataclasses
+
+    from rubinperf.kernels import attention
+
+    # 64 heads x 1024 causal queries: 512 query tiles (CTAs); 10,000 cycles each, spread over 160 SMs at the
+    # hardware's SM clock, add 512 x 10,000 / (clock x 160) to the compute term; a stack without it (0) adds none,
+    # and non-causal kernels (no tiles of unequal work) never pay it
+    kern = attention(1, 64, 1024, 1024, 128, causal=True)
+    with_tiles = dataclasses.replace(gb300, attention_tile_overhead_cycles=10_000.0)
+    base = kernel_time(kern, gb300).compute_s
+    assert kernel_time(kern, with_tiles).compute_s == pytest.approx(
+        base + 512 * 10_000 / (gb300.sm_clock_hz * 160), rel=1e-12)
+    flat = attention(1, 64, 1024, 1024, 128)
+    assert kernel_time(flat, with_tiles).compute_s == kernel_time(flat, gb300).compute_s
 
 
 def test_split_kv_decode_pays_a_reduction_kernel_only_when_it_splits(gb300):

@@ -252,9 +252,10 @@ def test_the_public_v3_points_land_in_their_bands():
 
     pts = [p for p in load_points() if p.model == "deepseek-v3" and p.metric == "tokens_per_s_per_node"]
     assert len(pts) == 4
-    # The one known miss (README, "Two micro-batches in prefill"): with two micro-batches SGLang's H100 prefill node
-    # lands above its band (1.43): the model's H100 exchange is nearly as long as its compute, so the overlap gains
-    # 1.63x where SGLang measured 27-35%. When it comes back in band, this test says so. (The bands the points state,
-    # +-30%; the ledger's evidence bands are narrower: `rubinperf validate` reports those.)
-    for rec in validate(pts):
-        assert rec["in_band"] == (rec["id"] != "sglang-h100-prefill-node"), rec
+    recs = {r["id"]: r for r in validate(pts)}
+    # The decode nodes within their evidence bands; the H100 prefill node within the band its point states (+-30%).
+    # The H800 prefill node lands high (1.59) once its assumed 5,277-token cached prefix is attended in the
+    # decompressed form the engines run (README, "MLA prefill, decompressed").
+    assert recs["deepseek-h800-decode-node"]["in_band"] and recs["sglang-h100-decode-node"]["in_band"]
+    assert 0.7 <= recs["sglang-h100-prefill-node"]["ratio"] <= 1.3
+    assert recs["deepseek-h800-prefill-node"]["ratio"] > 1.3
