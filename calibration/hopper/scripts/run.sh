@@ -53,10 +53,18 @@ python3 $B --mode list $SKIP ${EXTRA:-} | tail -1
 
 echo "== warm-up ($NSHARDS processes) at $(el)s"
 WD=$(( T0 + BUDGET_S * 55 / 100 ))
+# one case first, in this process's view, with a Python traceback on a crash (all 14 warm-up processes of the
+# 2026-12-07 call died of SIGSEGV within a minute and their logs stayed on the device)
+python3 -X faulthandler $B --mode warm --shard 0 --nshards $(( NSHARDS * 12 )) --deadline $(( T0 + BUDGET_S * 25 / 100 )) \
+  $SKIP ${EXTRA:-} > $OUT/warm_first.log 2>&1 || { echo "first warm-up case failed: rc=$?"; tail -40 $OUT/warm_first.log; }
+PIDS=()
 for i in $(seq 0 $((NSHARDS - 1))); do
-  python3 $B --mode warm --shard $i --nshards $NSHARDS --deadline $WD $SKIP ${EXTRA:-} > /tmp/warm_$i.log 2>&1 &
+  python3 -X faulthandler $B --mode warm --shard $i --nshards $NSHARDS --deadline $WD $SKIP ${EXTRA:-} > /tmp/warm_$i.log 2>&1 &
+  PIDS+=($!)
 done
-wait
+# wait for the warm-up processes only: a bare `wait` (bash >= 5.1) also waits for the `tee` of the process
+# substitution above, which never ends: the 2026-12-07 call hung here until its limit
+wait "${PIDS[@]}"
 cat /tmp/warm_*.log > $OUT/warm.log
 grep -c "diff" $OUT/warm.log | sed 's/^/warm cases checked: /'
 grep -E "FAILED|deadline" $OUT/warm.log | head -20
