@@ -133,6 +133,29 @@ def python() -> str:
     return sys.executable
 
 
+_APP_COMMAND = []
+
+
+def app_command():
+    """The click command typer builds from rubinperf's app: typer's CliRunner builds it again from every function's
+    signature on each invoke (about 50 ms of CPU for all of rubinperf's commands); the tests that drive the app
+    through CliRunner share this one build (click makes a fresh context for each run)."""
+    if not _APP_COMMAND:
+        import typer
+
+        from rubinperf.cli import app
+
+        _APP_COMMAND.append(typer.main.get_command(app))
+    return _APP_COMMAND[0]
+
+
+def invoke(args, **kwargs):
+    """`typer.testing.CliRunner().invoke(app, args, **kwargs)` on the shared build of the app (app_command)."""
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(app_command(), args, **kwargs)
+
+
 HEAVY_MODULES = ("numpy", "sympy", "matplotlib")
 
 
