@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -220,3 +221,36 @@ def committed_fit_reused(monkeypatch, committed_fit):
 
     monkeypatch.setattr(fit, "fit_kernels", fit_kernels)
     return answered
+
+
+# validate's prediction of each published point, by the point (all its fields: its repr), made once per session.
+_PREDICTIONS: dict = {}
+
+
+@contextlib.contextmanager
+def reusing_predictions():
+    """While it lasts, `rubinperf validate`'s per-point predictions (rubinperf.analysis.validate.METRICS) come from
+    one session-wide memo keyed on the whole point (its repr: a point changed in any field, or run on another
+    --stack, is predicted afresh). For the tests that run validate over the bundled points to check what it does
+    with them (tables, widths, --quiet, the bands, the ledger, the report's counts, fuzzed point files): each point
+    is predicted once a session, not again in every such test (about 1 s of CPU a run). A prediction that fails
+    is not kept: it fails again."""
+    from rubinperf.analysis import validate as V
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, predict in list(V.METRICS.items()):
+            def reused(p, predict=predict, name=name):
+                key = (name, repr(p))
+                if key not in _PREDICTIONS:
+                    _PREDICTIONS[key] = predict(p)
+                return _PREDICTIONS[key]
+
+            mp.setitem(V.METRICS, name, reused)
+        yield _PREDICTIONS
+
+
+@pytest.fixture
+def predictions_reused():
+    """reusing_predictions() for the test."""
+    with reusing_predictions() as memo:
+        yield memo
