@@ -175,7 +175,13 @@ def lambdify(expr, symbols: list):
     """A fast numeric function of `symbols` for the same expression (for repeated evaluation): the function
     `sympy.lambdify(symbols, expr, modules="math")` makes (the same source text, so the same float arithmetic),
     its text printed with each distinct sub-expression printed once (`_CodeText`): a step's expression shares
-    its sub-expressions about ten times over, and lambdify prints and walks every copy."""
+    its sub-expressions about ten times over, and lambdify prints and walks every copy. Made once for an
+    expression and its symbols (the symbolic step is cached: a second sensitivity of the step reuses it)."""
+    return _lambdified(expr, tuple(symbols))
+
+
+@functools.lru_cache(maxsize=8)
+def _lambdified(expr, symbols: tuple):
     text = _CodeText().doprint(expr)
     if "\n" in text:
         text = f"({text})"
