@@ -31,6 +31,26 @@ settings.load_profile(_PROFILE)
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def _bytecode_for_the_checkout() -> None:
+    """The checkout's rubinperf compiled once into its __pycache__ folders (ignored by git: where Python keeps a
+    module's bytecode, and rubinperf its parsed specs) when PYTHONDONTWRITEBYTECODE keeps Python from writing them:
+    the suite starts about a hundred Python processes that import rubinperf from the checkout, and each would
+    compile every module it imports from source again (about 0.1 s of CPU a process; compiling them all once costs
+    about half a second). Python reads bytecode whatever that setting says; a module edited since is compiled
+    again (its timestamp differs), and a tree that cannot be written is left as it is."""
+    if not sys.dont_write_bytecode:
+        return   # Python writes it itself
+    import compileall
+
+    try:
+        compileall.compile_dir(str(REPO / "rubinperf"), quiet=2)
+    except OSError:
+        pass
+
+
+_bytecode_for_the_checkout()
+
 HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72",
                   "h800-cluster", "h100-cluster", "h200-cluster", "b200-cluster"]
 MODEL_NAMES = ["deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3",
