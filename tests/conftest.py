@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -29,6 +30,26 @@ if _PROFILE not in ("fixed", "ci", "explore"):
 settings.load_profile(_PROFILE)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _bytecode_for_the_checkout() -> None:
+    """The checkout's rubinperf compiled once into its __pycache__ folders (ignored by git: where Python keeps a
+    module's bytecode, and rubinperf its parsed specs) when PYTHONDONTWRITEBYTECODE keeps Python from writing them:
+    the suite starts about a hundred Python processes that import rubinperf from the checkout, and each would
+    compile every module it imports from source again (about 0.1 s of CPU a process; compiling them all once costs
+    about half a second). Python reads bytecode whatever that setting says; a module edited since is compiled
+    again (its timestamp differs), and a tree that cannot be written is left as it is."""
+    if not sys.dont_write_bytecode:
+        return   # Python writes it itself
+    import compileall
+
+    try:
+        compileall.compile_dir(str(REPO / "rubinperf"), quiet=2)
+    except OSError:
+        pass
+
+
+_bytecode_for_the_checkout()
 
 HARDWARE_NAMES = ["h200", "b200", "gb200-nvl72", "b300", "gb300-nvl72", "vr-nvl72",
                   "h800-cluster", "h100-cluster", "h200-cluster", "b200-cluster"]
@@ -133,6 +154,29 @@ def python() -> str:
     return sys.executable
 
 
+_APP_COMMAND = []
+
+
+def app_command():
+    """The click command typer builds from rubinperf's app: typer's CliRunner builds it again from every function's
+    signature on each invoke (about 50 ms of CPU for all of rubinperf's commands); the tests that drive the app
+    through CliRunner share this one build (click makes a fresh context for each run)."""
+    if not _APP_COMMAND:
+        import typer
+
+        from rubinperf.cli import app
+
+        _APP_COMMAND.append(typer.main.get_command(app))
+    return _APP_COMMAND[0]
+
+
+def invoke(args, **kwargs):
+    """`typer.testing.CliRunner().invoke(app, args, **kwargs)` on the shared build of the app (app_command)."""
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(app_command(), args, **kwargs)
+
+
 HEAVY_MODULES = ("numpy", "sympy", "matplotlib")
 
 
@@ -197,3 +241,49 @@ def committed_fit_reused(monkeypatch, committed_fit):
 
     monkeypatch.setattr(fit, "fit_kernels", fit_kernels)
     return answered
+
+
+# validate's prediction of each published point, by the point (all its fields: its repr), made once per session.
+_PREDICTIONS: dict = {}
+
+
+@contextlib.contextmanager
+def reusing_predictions():
+    """While it lasts, `rubinperf validate`'s per-point predictions (rubinperf.analysis.validate.METRICS) come from
+    one session-wide memo keyed on the whole point (its repr: a point changed in any field, or run on another
+    --stack, is predicted afresh). For the tests that run validate over the bundled points to check what it does
+    with them (tables, widths, --quiet, the bands, the ledger, the report's counts, fuzzed point files): each point
+    is predicted once a session, not again in every such test (about 1 s of CPU a run). A prediction that fails
+    is not kept: it fails again."""
+    from rubinperf.analysis import validate as V
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name, predict in list(V.METRICS.items()):
+            def reused(p, predict=predict, name=name):
+                key = (name, repr(p))
+                if key not in _PREDICTIONS:
+                    _PREDICTIONS[key] = predict(p)
+                return _PREDICTIONS[key]
+
+            mp.setitem(V.METRICS, name, reused)
+        yield _PREDICTIONS
+
+
+@pytest.fixture
+def predictions_reused():
+    """reusing_predictions() for the test."""
+    with reusing_predictions() as memo:
+        yield memo
+
+
+def pytest_collection_finish(session):
+    """The garbage collector after collection: what is loaded by then (the test modules, rubinperf, numpy, sympy,
+    typer) lives to the end, so it is moved out of the collector's generations (gc.freeze) and not scanned again by
+    each full collection; and a young generation of 10,000 objects instead of 700 (sympy and the step graphs make
+    many short-lived ones), so full collections come about 14 times less often. Only when the collector runs
+    changes (about half of its CPU time on the symbolic tests): what the tests make and drop is freed as before."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])

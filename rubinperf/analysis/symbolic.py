@@ -175,7 +175,13 @@ def lambdify(expr, symbols: list):
     """A fast numeric function of `symbols` for the same expression (for repeated evaluation): the function
     `sympy.lambdify(symbols, expr, modules="math")` makes (the same source text, so the same float arithmetic),
     its text printed with each distinct sub-expression printed once (`_CodeText`): a step's expression shares
-    its sub-expressions about ten times over, and lambdify prints and walks every copy."""
+    its sub-expressions about ten times over, and lambdify prints and walks every copy. Made once for an
+    expression and its symbols (the symbolic step is cached: a second sensitivity of the step reuses it)."""
+    return _lambdified(expr, tuple(symbols))
+
+
+@functools.lru_cache(maxsize=8)
+def _lambdified(expr, symbols: tuple):
     text = _CodeText().doprint(expr)
     if "\n" in text:
         text = f"({text})"
@@ -339,7 +345,8 @@ class Explanation:
     numbers: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.numbers = {k: evaluate(e, self.values) for k, e in self.exprs.items()}
+        memo: dict = {}   # the terms share sub-expressions (expected holds the others): each node worked out once
+        self.numbers = {k: evaluate(e, self.values, memo) for k, e in self.exprs.items()}
 
     @property
     def bound(self) -> str:
@@ -377,10 +384,10 @@ def _cost_exprs(items) -> dict:
     for key, _, _ in COST_TERMS:
         total = sum((getattr(c, key) * rep for (c, _, _), rep in merged.items()), sympy.Integer(0))
         if key in ("flops", "bytes") or total != 0:
-            exprs[key] = tidy(total)
+            exprs[key] = total
     for key, _, _ in TIME_TERMS:
-        exprs[key] = tidy(sum((getattr(t, key) * rep * st for (_, t, st), rep in merged.items()), sympy.Integer(0)))
-    return exprs
+        exprs[key] = sum((getattr(t, key) * rep * st for (_, t, st), rep in merged.items()), sympy.Integer(0))
+    return tidy_all(exprs)
 
 
 def tidy(expr):
@@ -390,10 +397,23 @@ def tidy(expr):
     return replace(expr, whole) if whole else expr
 
 
-def replace(expr, mapping: dict):
-    """`expr.xreplace(mapping)` that rebuilds Max/Min unevaluated: sympy's simplification of
-    a Max over symbolic terms costs seconds on a step graph, and changes nothing here."""
+def tidy_all(exprs: dict) -> dict:
+    """{key: tidy(expr)} for expressions that share sub-expressions (an op's expected time holds its terms; the
+    step time holds every op's), each shared one rebuilt once: one mapping for the whole floats of them all (an
+    expression without a float of the mapping comes back as it stands, as tidy leaves it) and one walk's memo."""
+    exprs = {k: sympy.sympify(e) for k, e in exprs.items()}
+    whole = {f: sympy.Integer(int(f)) for e in exprs.values() for f in e.atoms(sympy.Float) if float(f).is_integer()}
+    if not whole:
+        return exprs
     memo: dict = {}
+    return {k: replace(e, whole, memo) for k, e in exprs.items()}
+
+
+def replace(expr, mapping: dict, memo: dict | None = None):
+    """`expr.xreplace(mapping)` that rebuilds Max/Min unevaluated: sympy's simplification of
+    a Max over symbolic terms costs seconds on a step graph, and changes nothing here. `memo`
+    (node -> its replacement) may be shared by calls with the same mapping."""
+    memo = {} if memo is None else memo
 
     def walk(e):
         if e in mapping:
@@ -574,16 +594,17 @@ STEP_LABELS = {
 def step_numbers(st) -> tuple[dict, dict]:
     """The values of explain_step's top-level formulas, and the symbol values they were evaluated at."""
     values = dict(st["ops"][0].values)
-    t = evaluate(st["top"]["expected_s"], values)
+    memo: dict = {}   # shared by the formulas (each holds the step's ops); a node without step_time_s has the same
+    t = evaluate(st["top"]["expected_s"], values, memo)   # number before and after step_time_s gets its value
     values[STEP_TIME] = t
-    return {k: evaluate(e, values) for k, e in st["top"].items()}, values
+    return {k: evaluate(e, values, memo) for k, e in st["top"].items()}, values
 
 
 def step_record(st) -> dict:
     """`explain step --json`: the step's formulas (text and LaTeX) and values, and each op's record."""
     nums, values = step_numbers(st)
-    top = {k: {"label": STEP_LABELS[k][0], "formula": to_str(tidy(e)), "latex": to_latex(tidy(e)),
-               "value": nums[k]} for k, e in st["top"].items()}
+    top = {k: {"label": STEP_LABELS[k][0], "formula": to_str(e), "latex": to_latex(e), "value": nums[k]}
+           for k, e in tidy_all(st["top"]).items()}
     return {"kernel": "step", **st["context"], "step_time_ms": nums["expected_s"] * 1e3,
             "sol_step_time_ms": nums["sol_s"] * 1e3, "top": top, "ops": [ex.to_record() for ex in st["ops"]],
             **({"interactivity": st["interactivity"]} if "interactivity" in st else {})}
@@ -604,9 +625,22 @@ def substitute(expr, values: dict):
     structure stays visible (2·16·4096·4096), nothing is evaluated."""
     expr = sympy.sympify(expr)
     # Dummies made in name order: their order (and so the printed order of terms) then does not follow the
-    # set order of free_symbols, which changes with Python's hash seed from run to run.
-    return replace(expr, {s: sympy.Dummy(_number_name(values[s]))
-                          for s in sorted(expr.free_symbols, key=lambda x: x.name) if s in values})
+    # set order of free_symbols, which changes with Python's hash seed from run to run. One Dummy per symbol of
+    # `values`, made in name order, for every expression substituted at these values: any two of them stand in
+    # the order they would have been made in for one expression alone (sympy orders Dummies by name, then by
+    # the order they were made in), so each text is the same, and the formulas of one step (which share their
+    # op's terms) share their substituted sub-expressions too, rebuilt once.
+    key = frozenset(values.items())
+    shared = _SUBSTITUTIONS.get(key)
+    if shared is None:
+        if len(_SUBSTITUTIONS) >= 8:
+            _SUBSTITUTIONS.clear()
+        dummies = {s: sympy.Dummy(_number_name(values[s])) for s in sorted(values, key=lambda x: x.name)}
+        shared = _SUBSTITUTIONS[key] = (dummies, {})
+    return replace(expr, *shared)
+
+
+_SUBSTITUTIONS: dict = {}   # the items of a values dict -> (symbol -> its Dummy, replace's memo)
 
 
 def _fast_line_width(line: str, _width=pretty_symbology.line_width) -> int:
@@ -662,7 +696,33 @@ class _Pretty(PrettyPrinter):
         return self._helper_print_function(e.func, e.args, func_name="floor")
 
 
-class _Latex(LatexPrinter):
+_PRINTED: dict = {}   # printer class -> {id(node): (node, its text)}
+_PRINTED_MAX = 200_000
+
+
+class _PrintOnce:
+    """A printer (default settings) that prints each sub-expression object once: a step's formulas hold the same
+    op sub-expressions many times over (the step time holds every op's; the op's expected time holds its terms),
+    and sympy prints, orders and parenthesises every copy again. A node's text does not depend on where it
+    stands (its parent adds any parentheses; the Float printers here do not look at the depth), so the texts are
+    the same. Keyed on the node object itself (held, so its id is not reused), not on equality: sympy before 1.13
+    counts 2 and 2.0 equal."""
+
+    def _print(self, expr, **kwargs):
+        if kwargs or not isinstance(expr, sympy.Basic) or not expr.args:
+            return super()._print(expr, **kwargs)
+        texts = _PRINTED.setdefault(type(self), {})
+        hit = texts.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        text = super()._print(expr)
+        if len(texts) >= _PRINTED_MAX:
+            texts.clear()
+        texts[id(expr)] = (expr, text)
+        return text
+
+
+class _Latex(_PrintOnce, LatexPrinter):
     def _print_Symbol(self, expr, style="plain"):
         name = expr.name
         try:
@@ -675,7 +735,7 @@ class _Latex(LatexPrinter):
     _print_Dummy = _print_Symbol
 
 
-class _Str(StrPrinter):
+class _Str(_PrintOnce, StrPrinter):
     def _print_Dummy(self, e):
         return e.name
 

@@ -112,7 +112,8 @@ def step_text(st) -> None:
     lines = [f"step: {c['model']} {c['layout']} {c['phase']} on {c['hardware']}, batch {c['batch_per_rank']:g}/rank, "
              f"context {c['context_tokens']:g}" + (f", draft tokens {c['draft_tokens']:g}, acceptance {c['acceptance']:g}"
                                                    if "draft_tokens" in c else f", new tokens {c['new_tokens_per_rank']:g}/rank")]
-    cpu = S.to_short_str(S.tidy(st["top"]["cpu_s"]))
+    tidied = S.tidy_all({k: st["top"][k] for k in ("cpu_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")})
+    cpu = S.to_short_str(tidied["cpu_s"])
     lines += [
         f"  step time = GPU + exposed = {_time(nums['gpu_s'])} + {_time(nums['exposed_s'])} = {_time(nums['expected_s'])}",
         f"  GPU = sum of the ops below = {_time(nums['gpu_s'])}; speed of light = sum of their SOL = {_time(nums['sol_s'])}",
@@ -122,7 +123,7 @@ def step_text(st) -> None:
         "outlasts the GPU step); without it the host path itself",
     ]
     for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_user"):
-        lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(S.tidy(st['top'][k]))} = {_fmt_top(k, nums[k])}")
+        lines.append(f"  {S.STEP_LABELS[k][0]} = {S.to_short_str(tidied[k])} = {_fmt_top(k, nums[k])}")
     lines.append("  each kernel: expected = latency + max(compute, memory + parallelism, link) (fused: a share of the "
                  "smaller terms hides); SOL = max(FLOPs/peak, bytes/bandwidth, link bytes/bandwidth)")
     emit_text("\n".join(_wrap(lines)))
@@ -167,9 +168,9 @@ def interactivity_text(it: dict, c: dict) -> None:
 def step_latex(st) -> None:
     nums, _ = S.step_numbers(st)
     out = [f"% step: {st['context']}"]
-    for k, e in st["top"].items():
+    for k, e in S.tidy_all(st["top"]).items():
         out.append(f"% {S.STEP_LABELS[k][0]} = {nums[k]:.6g}")
-        out.append(rf"\mathrm{{{k.replace('_', chr(92) + '_')}}} = {S.to_latex(S.tidy(e))}")
+        out.append(rf"\mathrm{{{k.replace('_', chr(92) + '_')}}} = {S.to_latex(e)}")
     for ex in st["ops"]:
         out.append(f"% {ex.kernel}: expected {ex.numbers['expected_s']:.6g} s, bound {ex.bound}")
         for key in ("flops", "bytes", "expected_s"):

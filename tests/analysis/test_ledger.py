@@ -8,13 +8,15 @@ import math
 
 import pytest
 
+from conftest import reusing_predictions
 from rubinperf.analysis import ledger as L
 from rubinperf.analysis.validate import load_points, validate
 
 
 @pytest.fixture(scope="module")
 def state():
-    records = validate(load_points())
+    with reusing_predictions():
+        records = validate(load_points())
     families = L.all_families(records)
     return records, families, L.ledger(records, families)
 
@@ -91,7 +93,7 @@ def test_coverage_names_racks_without_any_measured_kernel(state):
     assert cov[("hardware", "h200")]["kernel"] > 400
 
 
-def test_validate_prints_the_ledger_and_its_json(cli):
+def test_validate_prints_the_ledger_and_its_json(cli, predictions_reused):
     res = cli("validate", "--ledger", "--json")
     led = json.loads(res.out)
     assert {"families", "coverage"} == set(led)

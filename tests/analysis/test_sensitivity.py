@@ -7,6 +7,7 @@ a memory-bound decode step.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 
@@ -69,10 +70,20 @@ def check_against_finite_differences(records, hw, layout, point, metric):
     return checked
 
 
+@functools.lru_cache(maxsize=None)
+def symbolic_at(rack: str, layout: str, phase: str, metric: str):
+    """(hardware, layout, point, sympy's records) at the rack's default operating point: made once in this module
+    (dep32_decode and the held-roundings case of the same point share them; the records are only read)."""
+    hw = GB300 if rack == "gb300-nvl72" else load_platform(rack)
+    lay = parse_layout(layout)
+    point = make_point(V41, hw, lay, phase=phase)
+    return hw, lay, point, sensitivity(V41, hw, lay, point, metric=metric)
+
+
 @pytest.fixture(scope="module")
 def dep32_decode():
-    point = make_point(V41, GB300, DEP32, phase="decode")
-    return point, sensitivity(V41, GB300, DEP32, point, metric="step-time")
+    _, _, point, records = symbolic_at("gb300-nvl72", "dep32", "decode", "step-time")
+    return point, records
 
 
 def test_step_time_elasticities_match_finite_differences(dep32_decode):
@@ -234,10 +245,8 @@ def test_held_roundings_sensitivity_prints_what_sympys_does(rack, layout, phase,
     -12 against sympy's +0.2323), the same parameters at zero, and the swing ends to 1e-12."""
     from rubinperf.analysis.elasticity import sensitivity_records
 
-    hw = GB300 if rack == "gb300-nvl72" else load_platform(rack)
-    lay = parse_layout(layout)
-    point = make_point(V41, hw, lay, phase=phase)
-    symbolic = {r["parameter"]: r for r in sensitivity(V41, hw, lay, point, metric=metric)}
+    hw, lay, point, records = symbolic_at(rack, layout, phase, metric)
+    symbolic = {r["parameter"]: r for r in records}
     held = {r["parameter"]: r for r in sensitivity_records(V41, hw, lay, point, metric=metric)}
     assert set(held) == set(symbolic)
     counts = 0

@@ -127,8 +127,9 @@ def test_decode_step_symbolic_equals_numeric(hw, layout, batch, context, k, acce
                                 balancedness=bal if lay.kind == "dep" else 1.0)
     ss = S.symbolic_step(V41, hw, lay, point)          # cached: one build per layout
     numeric = step(V41, hw, lay, point)
+    memo: dict = {}   # the metrics share their sub-expressions: each node's number is worked out once
     for key in STEP_METRICS:
-        sym_v, num_v = S.evaluate(getattr(ss.result, key), ss.values), float(getattr(numeric, key))
+        sym_v, num_v = S.evaluate(getattr(ss.result, key), ss.values, memo), float(getattr(numeric, key))
         assert close(sym_v, num_v), f"{layout} {key}: symbolic {sym_v!r} != numeric {num_v!r}"
 
 

@@ -20,7 +20,7 @@ def test_bundled_points_cover_the_published_results():
         assert p.source and p.metric in METRICS and p.band[0] <= 1 <= p.band[1]
 
 
-def test_validate_command_reports_every_point(cli):
+def test_validate_command_reports_every_point(cli, predictions_reused):
     res = cli("validate", "--json")
     code, out, err = res.code, res.out, res.err
     records = json.loads(out)
@@ -36,7 +36,7 @@ def test_validate_command_reports_every_point(cli):
     assert err == ""
 
 
-def test_points_that_must_hold():
+def test_points_that_must_hold(predictions_reused):
     from rubinperf.analysis.ledger import validate_with_evidence
 
     by_id = {r["id"]: r for r in validate_with_evidence(POINTS)}
@@ -130,7 +130,7 @@ def test_default_points_file_is_bundled():
     assert POINTS_FILE.is_file()
 
 
-def test_every_point_with_a_previous_prediction_says_what_changed(cli):
+def test_every_point_with_a_previous_prediction_says_what_changed(cli, predictions_reused):
     points = load_points(POINTS_FILE)
     with_previous = [p for p in points if p.previous is not None]
     assert with_previous and all(p.changed.strip() for p in with_previous)

@@ -69,7 +69,7 @@ QUICK_RUNS = {
 
 
 @pytest.mark.parametrize("name", sorted(QUICK_RUNS))
-def test_quiet_prints_nothing_and_keeps_the_exit_status(cli, name):
+def test_quiet_prints_nothing_and_keeps_the_exit_status(cli, predictions_reused, name):
     if name.split()[0] not in dict((p[0], 1) for p, _ in LEAVES if p):
         pytest.skip(f"no {name} command")
     argv = QUICK_RUNS[name]

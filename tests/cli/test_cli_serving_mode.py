@@ -7,16 +7,13 @@ import json
 
 import pytest
 
-from typer.testing import CliRunner
+from conftest import invoke
 
-from rubinperf.cli import app
-
-RUNNER = CliRunner()
 BASE = ["-H", "gb300-nvl72", "-w", "chat-8k1k", "-l", "tp4", "-l", "dep16"]
 
 
 def _ok(args):
-    got = RUNNER.invoke(app, args, env={"COLUMNS": "100"})
+    got = invoke(args, env={"COLUMNS": "100"})
     assert got.exit_code == 0, got.output
     return got.output
 

@@ -414,7 +414,9 @@ def mutated_points(draw):
 
 @FUZZ
 @given(case=mutated_points())
-def test_mutated_validation_points(capsys, tmp_path_factory, case):
+def test_mutated_validation_points(capsys, tmp_path_factory, predictions_reused, case):
+    """A point file with one value (or the text) broken: the points left as they were are predicted once
+    (predictions_reused), the changed one afresh."""
     content, culprits, what = case
     path = tmp_path_factory.mktemp("points") / "points.toml"
     path.write_bytes(content)

@@ -94,7 +94,7 @@ def test_report_headline_serving_and_validation_are_the_cores_records(report_run
     assert "$2.65 per GPU-hour" in text and "$3.90 per GPU-hour" in text and "GPU rent only" in text
 
 
-def test_report_validate_counts_what_validate_counts(tmp_path, cli):
+def test_report_validate_counts_what_validate_counts(tmp_path, cli, predictions_reused):
     got = cli("validate", "--json")
     records = json.loads(got.out)
     out = tmp_path / "r.html"

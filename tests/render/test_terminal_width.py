@@ -39,7 +39,7 @@ def outputs():
 
 @pytest.mark.parametrize("width", [80, 100])
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_fits_the_console(cli, monkeypatch, name, width):
+def test_fits_the_console(cli, monkeypatch, predictions_reused, name, width):
     monkeypatch.setenv("COLUMNS", str(width))
     r = cli(*COMMANDS[name])
     assert r.code in (0, 1), r  # validate exits 1 when a point misses its band
@@ -60,7 +60,7 @@ def test_fitting_leaves_out_columns_and_says_so(cli, monkeypatch):
     assert "batch" in r.out.splitlines()[1] and "ctx" in r.out.splitlines()[1] and "%roof" not in r.out.splitlines()[1]
 
 
-def test_wide_shows_every_column(cli, monkeypatch):
+def test_wide_shows_every_column(cli, monkeypatch, predictions_reused):
     monkeypatch.setenv("COLUMNS", "80")
     r = cli("estimate", "--wide")
     assert r.code == 0
@@ -71,7 +71,7 @@ def test_wide_shows_every_column(cli, monkeypatch):
     assert "metric" in r.out and "why" in r.out and "…" not in r.out
 
 
-def test_wide_on_every_table_command(cli):
+def test_wide_on_every_table_command(cli, predictions_reused):
     for argv in (["estimate", "--wide", "-q"], ["pareto", "--wide", "-q", "--max-batch", "16"],
                  ["compare", "--wide", "-q", "--max-batch", "16"], ["validate", "--wide", "-q"]):
         assert cli(*argv).code in (0, 1), argv

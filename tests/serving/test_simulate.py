@@ -215,26 +215,24 @@ def test_goodput_counts_requests_within_every_limit():
 
 
 def test_cli_request_rate_trace_json_csv(tmp_path, capsys):
-    from typer.testing import CliRunner
+    from conftest import invoke
 
-    from rubinperf.cli import app
-
-    r = CliRunner().invoke(app, ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--request-rate", "2,4", "-n", "200",
-                                 "--percentiles", "50,99.9", "--goodput", "ttft:2s tpot:50ms", "--json"])
+    r = invoke(["serve", "-H", "gb300-nvl72", "-l", "tp2", "--request-rate", "2,4", "-n", "200",
+                "--percentiles", "50,99.9", "--goodput", "ttft:2s tpot:50ms", "--json"])
     assert r.exit_code == 0, r.output
     recs = json.loads(r.output)
     assert [x["request_rate"] for x in recs] == [2.0, 4.0]
     assert {"p99_9_ttft_ms", "median_itl_ms", "request_goodput_per_s", "requests_queued", "requests_preempted"} <= set(recs[0])
     path = _trace(tmp_path, [{"arrival_s": 0.5 * i, "input_tokens": 2000, "output_tokens": 100} for i in range(20)])
-    r = CliRunner().invoke(app, ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--trace", path, "--csv"])
+    r = invoke(["serve", "-H", "gb300-nvl72", "-l", "tp2", "--trace", path, "--csv"])
     assert r.exit_code == 0, r.output
     head, row = r.output.splitlines()[:2]
     assert "mean_ttft_ms" in head.split(",") and len(r.output.splitlines()) == 2
-    r = CliRunner().invoke(app, ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--trace", path])
+    r = invoke(["serve", "-H", "gb300-nvl72", "-l", "tp2", "--trace", path])
     assert r.exit_code == 0 and "TTFT" in r.output
     args = ["serve", "-H", "gb300-nvl72", "-l", "tp2", "--simulate", "-c", "4,8", "-n", "100", "--turn-gap", "2",
             "--json"]
-    runs = [json.loads(CliRunner().invoke(app, args).output) for _ in range(2)]
+    runs = [json.loads(invoke(args).output) for _ in range(2)]
     assert runs[0] == runs[1]   # deterministic for a seed
     assert [(x["mode"], x["concurrency"], x["turn_gap_s"]) for x in runs[0]] == [("closed-loop", 4.0, 2.0),
                                                                               ("closed-loop", 8.0, 2.0)]
@@ -272,14 +270,12 @@ def test_pareto_and_compare_take_the_turn_gap(capsys):
     """--turn-gap (default: the workload's turn_gap_s, agentx 7 s) is the aggregated engines' think time: each point's
     clients are its running requests, those in prefill and those thinking, N = B + lambda (TTFT + gap) (Little's law),
     and the gap adds lambda x gap clients at the same running batch."""
-    from typer.testing import CliRunner
-
-    from rubinperf.cli import app
+    from conftest import invoke
 
     got = {}
     for gap in ("0", "7"):
-        r = CliRunner().invoke(app, ["pareto", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", gap,
-                                     "--json", "--no-chart"])
+        r = invoke(["pareto", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", gap,
+                    "--json", "--no-chart"])
         assert r.exit_code == 0, r.output
         got[gap] = json.loads(r.output)
     for rec in got["7"]:
@@ -290,8 +286,8 @@ def test_pareto_and_compare_take_the_turn_gap(capsys):
     from rubinperf.specs.workload import load_workload
 
     assert load_workload("agentx").turn_gap_s == 7.0 and load_workload("chat-8k1k").turn_gap_s == 0.0
-    r = CliRunner().invoke(app, ["compare", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", "3",
-                                 "--json", "--kernels", "0"])
+    r = invoke(["compare", "--serving", "agg", "-H", "gb300-nvl72", "-l", "tp2", "--turn-gap", "3",
+                "--json", "--kernels", "0"])
     assert r.exit_code == 0, r.output
     from rubinperf.cli import main
 
