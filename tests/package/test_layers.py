@@ -24,7 +24,7 @@ PKG = REPO / "rubinperf"
 # The stages in pipeline order: the names directly under rubinperf/ (modules without .py, packages).
 STAGES = (
     ("base", ("__init__", "errors", "units", "mathops", "files", "bundled")),
-    ("specs", ("specs",)),
+    ("specs", ("specs", "kept")),   # kept: results kept between runs, keyed by the bundled specs and sources
     ("kernels", ("kernels",)),
     ("roofline", ("roofline",)),
     ("step", ("step",)),
