@@ -347,12 +347,49 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
     its resident CTAs' bytes and that cap on each SM."""
     if kern.is_mma:
         per_sm = hw.mma_bytes_in_flight_per_sm if kern.in_flight_bytes_per_cta is None else kern.in_flight_bytes_per_cta
-        return smin(ctas, hw.sm_count) * per_sm
+        if _dense(kern) and hw.dense_gemm_library == "deepgemm-sm100":
+            from rubinperf.kernels.deepgemm import sm100_fp8_gemm_pipeline
+
+            stages, stage_bytes = sm100_fp8_gemm_pipeline(int(hw.mma_tile_rows))
+            per_sm = stages * stage_bytes
+        return smin(ctas, hw.sm_count) * per_sm * distinct_share(kern, hw, ctas)
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
         return smin(ctas, hw.sm_count) * cap
     per_cta = smin(kern.in_flight_bytes_per_cta, cap)
     return smin(ctas * per_cta, hw.sm_count * cap)
+
+
+def distinct_share(kern: Kernel, hw: Platform, ctas):
+    """Of the weight bytes a dense GEMM's CTAs keep in flight (mma_bytes_in_flight_per_sm: a CTA's weight stages), the
+    share that are distinct HBM lines: 1 / m_tiles for a grid in one wave (decode sizes), whose CTAs of one weight
+    column (its M tiles) load the same weight stages, each line from HBM once (the other CTAs hit in L2 or merge into
+    the miss in flight), so the weights stream with n_tiles x groups x split-K CTAs' stages in flight, not every CTA's;
+    1 for a grid of more CTAs than SMs (its waves need not hold a column's M tiles together), for a kernel that states
+    its own bytes in flight, for other families, and on stacks whose dense GEMM library was not read
+    (dense_gemm_library "generic": their per-SM bytes in flight are what their own evidence set).
+
+    DeepGEMM's SM100 FP8 GEMM (github.com/deepseek-ai/DeepGEMM @ 54e22612409371d6364144b69086735beb54e98b,
+    csrc/jit_kernels/heuristics/sm100.hpp): at decode sizes it runs swap-AB (lines 47-58: block_m tokens, a multiple of
+    16, x block_n = 128 weight rows a CTA; at 96 rows the comparator, lines 241-265, picks block_m 16 or 32, one wave,
+    2-CTA clusters), each M block of a weight column loading that column's 128 x block_k weight stage through its own
+    TMA pipeline (lines 194-195), the cluster multicasting the tokens only (load_block_m = block_m / cluster_n, line
+    155); its persistent grid of num_sms CTAs (line 221) leaves the SMs beyond its blocks idle. At 96 rows and
+    n = 1280 (wq_a): 60 CTAs, 10 distinct weight columns in flight."""
+    if not _dense(kern) or hw.dense_gemm_library != "deepgemm-sm100":
+        return 1.0
+    tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
+    m_tiles = sceil(kern.rows / tile_rows)
+    if kern.m_tile_multiple is not None:
+        m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
+    return sstep(ctas, (hw.sm_count,), (1.0 / m_tiles, 1.0))
+
+
+def _dense(kern: Kernel) -> bool:
+    """A dense GEMM whose tiles the stack's library picks (not a kernel that states its own bytes in flight or its own
+    persistent grid, not a fused MoE)."""
+    return kern.family == "gemm" and kern.in_flight_bytes_per_cta is None and kern.second_n is None \
+        and kern.max_ctas is None
 
 
 def stream_latency(kern: Kernel, hw: Platform):

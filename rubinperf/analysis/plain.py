@@ -8,8 +8,8 @@ the same roofline.
 
 from __future__ import annotations
 
-from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, bytes_in_flight, efficiency_field,
-                                epilogue_store, kernel_time, launch_parts, occupancy, stream_latency)
+from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, bytes_in_flight, distinct_share,
+                                efficiency_field, epilogue_store, kernel_time, launch_parts, occupancy, stream_latency)
 from rubinperf.kernels.cost import PEAKS
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
 
@@ -95,8 +95,11 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
         k, *_ = main("parallelism")
         ctas, _, _ = occupancy(k, hw)
         flight = float(bytes_in_flight(k, hw, ctas))
+        shared = float(distinct_share(k, hw, ctas))
+        columns = (f", {fmt_num(min(float(ctas), float(hw.sm_count)) * shared)} CTAs' weight stages: the M tiles of a "
+                   "weight column load the same stages" if shared < 1 else "")
         lines.append(f"parallelism = the extra memory time when {si(flight, 'B')} in flight "
-                     f"({fmt_num(min(float(ctas), float(hw.sm_count)))} SMs busy) / {_t(stream_latency(k, hw))} HBM "
+                     f"({fmt_num(min(float(ctas), float(hw.sm_count)))} SMs busy{columns}) / {_t(stream_latency(k, hw))} HBM "
                      f"latency streams slower than the HBM rate (Little's law) = {_t(terms['parallelism'])}")
     if terms["comm"]:
         hops = cost("nvlink_hops")

@@ -100,3 +100,30 @@ def megamoe_config(tokens, ranks, experts, top_k, hidden, smem_bytes=SM100_SMEM_
     pick = {name: sstep(expected, MEGAMOE_EXPECTED_BOUNDS, values) for name, values in fields.items()}
     return MegaMoEConfig(expected, pick["block_m"], pick["block_k"], pick["stage"], pick["fixed"], pick["stages"],
                          pick["hbm"], pick["stages"] * pick["hbm"], pull, pulls)
+
+
+# The SM100 FP8 GEMM (csrc/jit_kernels/heuristics/sm100.hpp, SM100ArchSpec; impls/sm100_fp8_fp4_gemm_1d1d.hpp) at
+# decode sizes: swap-AB (the tokens are the UMMA's N side), block_n = 128 weight rows a CTA (line 120: swap-AB needs
+# block_n = layout_ad_m = 128), block_k = 128 / element size (line 29: 128 FP8 values), a 2-CTA cluster along the
+# tokens when the weight columns come in pairs (lines 81-116), the persistent grid of num_sms CTAs (line 221).
+GEMM_SWAP_BLOCK_N = 128
+GEMM_BLOCK_K_BYTES = 128
+GEMM_MAX_STAGES = 32                    # kNumMaxStages (line 177)
+GEMM_UMMA_STEP_N = 16                   # umma_step_n: a swap-AB block's store rows (line 157)
+GEMM_SF_BYTES = 4                       # one packed UE8M0 word per 128-aligned row of a stage (lines 203-204)
+
+
+def sm100_fp8_gemm_pipeline(block_m, cluster_n=2, act_bytes=1, weight_bytes=1, out_bytes=2,
+                            smem_bytes=SM100_SMEM_CAPACITY_BYTES):
+    """Stages and bytes of DeepGEMM's SM100 FP8 GEMM in its swap-AB layout with `block_m` token rows a block
+    (get_pipeline_config, sm100.hpp lines 176-216): a stage holds load_block_m = block_m / cluster_n token rows
+    (the cluster multicasts the tokens) and 128 weight rows of block_k values, plus SF words for 128-aligned rows of
+    each; besides the stages, a double-buffered output tile of 16 x 128 values (store_block_m x store_block_n x 2),
+    32 stages' barriers and the TMEM pointer. Returns (stages, weight bytes of one stage): at block_m 32, 11 stages
+    of 16 KB of FP8 weights (180,224 B in flight a CTA); at 16, 12."""
+    block_k = GEMM_BLOCK_K_BYTES // act_bytes
+    stage = (block_m // cluster_n * block_k * act_bytes + GEMM_SWAP_BLOCK_N * block_k * weight_bytes
+             + (_align(block_m, MEGAMOE_SF_ALIGN) + _align(GEMM_SWAP_BLOCK_N, MEGAMOE_SF_ALIGN)) * GEMM_SF_BYTES)
+    extra = GEMM_UMMA_STEP_N * GEMM_SWAP_BLOCK_N * out_bytes * 2 + GEMM_MAX_STAGES * 8 * 3 + 2 * 8 * 2 + 8 + 4
+    stages = min((smem_bytes - extra) // stage, GEMM_MAX_STAGES)
+    return stages, GEMM_SWAP_BLOCK_N * block_k * weight_bytes

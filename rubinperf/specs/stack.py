@@ -31,6 +31,7 @@ MHC_KERNELS = ("mega-mhc", "tilelang")
 MOE_KERNELS = ("megamoe", "routed-gemms", "cutlass-moe")
 MLA_PREFILL_FORMS = ("absorbed", "decompressed")
 DRAFT_FORWARDS = ("sequential", "parallel-block")
+DENSE_GEMM_LIBRARIES = ("generic", "deepgemm-sm100")
 ALLREDUCE_ALGORITHMS = ("one-shot", "two-shot", "multicast", "ring")   # rubinperf.kernels.collectives.all_reduce_as
 
 
@@ -58,6 +59,7 @@ class Stack:
     fused_overlap_rows: float = _field("kernel", "rows", typical=(1, 1e6), doc="rows at which half of a fused kernel's smaller terms hide under the largest")
     preview_software: bool = _field("kernel", positive=False, default=False, doc="true when the stack's figures come from a vendor's preview (software measured only in a preview post, on previewed hardware): every figure it prices rests on them (the report's preview banner)")
     mma_epilogue_exposed: float = _field("kernel", positive=False, at_most=1.0, default=0.0, doc="share of a GEMM's output store (each block's tile staged in shared memory, written by TMA) that its MMAs wait for: 1 where the kernel has one output buffer and waits for a block's store before the next block's MMAs (DeepGEMM's SM90 FP8 GEMM: tma_store_wait<0> then a named barrier), 0 where the epilogue overlaps the next tile's main loop; the stores of a wave of blocks go out together, at the HBM streaming rate")
+    dense_gemm_library: str = _field("kernel", default="generic", doc="the library of the dense GEMMs (projections, shared expert, heads): generic (its CTAs keep mma_bytes_in_flight_per_sm of weights in flight) or deepgemm-sm100 (DeepGEMM's SM100 FP8 GEMM, swap-AB at decode sizes: each CTA keeps its pipeline's stages of 128 weight rows in flight, the stages that fit its shared memory at mma_tile_rows token rows: rubinperf.kernels.deepgemm.sm100_fp8_gemm_pipeline)")
     # MegaMoE as DeepGEMM's code runs it (rubinperf/kernels/deepgemm.py, docs/deepseek-kernels.md); defaults: DeepGEMM's
     # SM100 kernel at commit 54e2261 with the code comments' fixed chain and the unloaded HBM latency
     megamoe_sync_s: float = _field("kernel", "s", positive=False, default=19.5e-6, doc="MegaMoE's fixed chain per call, at least the steps its code times (DeepGEMM @ 54e2261, impls/sm100_fp8_fp4_mega_moe.cuh comments; the default): the SM offsets' global atomics (~6.5 us), the source-index writes to remote ranks (~2 us at 512 tokens), the NVLink barrier before the pulls (~4 us), the NVLink barrier before the combine (~4 us) and the combine's one-token reduction (~3 us); the vLLM stacks fit it above that floor (rubinperf.analysis.kernel_evidence.FIT_RANGES)")
@@ -158,7 +160,8 @@ class Stack:
                              ("speculative.draft_first_pass", DRAFT_FIRST_PASSES),
                              ("fusion.mhc_kernels", MHC_KERNELS), ("fusion.moe_kernels", MOE_KERNELS),
                              ("attention.mla_prefill_form", MLA_PREFILL_FORMS),
-                             ("speculative.draft_forwards", DRAFT_FORWARDS)):
+                             ("speculative.draft_forwards", DRAFT_FORWARDS),
+                             ("kernel.dense_gemm_library", DENSE_GEMM_LIBRARIES)):
             value = getattr(self, key.split(".")[1])
             if value not in choices:
                 raise SpecError(f"{self.path}: {key}: expected one of {', '.join(choices)}, got {value!r}")

@@ -259,3 +259,57 @@ def test_large_output_gemm_row_lands_through_its_store():
     assert abs(math.log(row.measured_s / t0)) > 0.5   # the overlapped store leaves it far short
     recs = [r for r in KE.kernel_records(ROWS) if r["kernel"] == "fp8_gemm"]
     assert len(recs) == 18 and max(r["abs_log"] for r in recs) <= KE.HELD_OUT_WORST_MAX
+
+
+# ---- DeepGEMM's SM100 FP8 GEMM at decode sizes (the dense projections of the vLLM GB300 stack)
+
+GB300 = load_platform("gb300-nvl72")
+
+
+def test_sm100_fp8_gemm_pipeline_by_hand():
+    from rubinperf.kernels.deepgemm import sm100_fp8_gemm_pipeline
+
+    # swap-AB, block_m 32 in a 2-CTA cluster: a stage holds 16 token rows and 128 weight rows of 128 FP8 values,
+    # SF words for 128 + 128 rows (4 B each); besides the stages a 16 x 128 BF16 output tile twice, 32 stages' three
+    # barriers, two x two TMEM barriers, one more barrier and the TMEM pointer (sm100.hpp lines 176-216)
+    stage = 16 * 128 + 128 * 128 + (128 + 128) * 4
+    extra = 16 * 128 * 2 * 2 + 32 * 8 * 3 + 2 * 8 * 2 + 8 + 4
+    assert (stage, extra) == (19456, 9004)
+    assert sm100_fp8_gemm_pipeline(32) == ((232448 - extra) // stage, 16384) == (11, 16384)
+    assert sm100_fp8_gemm_pipeline(16)[0] == (232448 - extra) // (8 * 128 + 128 * 128 + 256 * 4) == 12
+
+
+def test_decode_gemm_streams_distinct_weight_columns():
+    from rubinperf.kernels import gemm
+
+    assert GB300.dense_gemm_library == "deepgemm-sm100" and GB300.mma_tile_rows == 32
+    # wq_a at 96 rows (16 requests x 6 tokens): 3 M tiles x 10 weight columns = 30 CTAs in one wave; the 3 CTAs of a
+    # column load the same weight stages, so 10 columns x 11 stages x 16 KB are in flight, not 30
+    k = gemm(96, 1280, 5120, weight="fp8")
+    ctas, _, _ = occupancy(k, GB300)
+    assert ctas == 30
+    assert bytes_in_flight(k, GB300, ctas) == pytest.approx(10 * 11 * 16384)
+    # one row tile: every CTA streams a column of its own
+    k1 = gemm(16, 1280, 5120, weight="fp8")
+    assert bytes_in_flight(k1, GB300, occupancy(k1, GB300)[0]) == pytest.approx(10 * 11 * 16384)
+    # more CTAs than SMs (the LM head): every SM's stages count
+    big = gemm(96, 129280, 5120, weight="fp8")
+    assert bytes_in_flight(big, GB300, occupancy(big, GB300)[0]) == pytest.approx(160 * 11 * 16384)
+
+
+def test_distinct_columns_only_where_the_library_was_read():
+    from rubinperf.kernels import gemm
+
+    generic = dataclasses.replace(GB300, dense_gemm_library="generic")
+    k = gemm(96, 1280, 5120, weight="fp8")
+    assert bytes_in_flight(k, generic, 30) == pytest.approx(30 * generic.mma_bytes_in_flight_per_sm)
+
+
+@pytest.mark.parametrize("rows", [16, 48, 96, 160, 384])
+def test_fewer_distinct_bytes_never_faster(rows):
+    from rubinperf.kernels import gemm
+
+    generic = dataclasses.replace(GB300, dense_gemm_library="generic", mma_bytes_in_flight_per_sm=11 * 16384)
+    for n, kk in ((1280, 5120), (512, 5120), (32768, 1280), (5120, 8192)):
+        k = gemm(rows, n, kk, weight="fp8")
+        assert kernel_time(k, GB300).expected_s >= kernel_time(k, generic).expected_s - 1e-15

@@ -90,6 +90,9 @@ def test_latency_bound_small_copy(gb300):
 
 
 def test_few_tiles_cannot_stream_the_weights(gb300):
+    # a generic GEMM library: every CTA keeps the stack's mma_bytes_in_flight_per_sm in flight (the DeepGEMM library
+    # of this stack: tests/kernels/test_deepgemm.py)
+    gb300 = dataclasses.replace(gb300, dense_gemm_library="generic")
     # A decode GEMM: 16 rows x [7168 -> 2048] FP8: weights 2048 x 7168 x (1 + 1/4096) = 14,683,648 B,
     # activations 16 x 7168 x (1 + 1/4096) + 16 x 2048 x 2 = 114,716 + 65,536 = 180,252 B.
     g = gemm(16, 2048, 7168, weight="fp8")

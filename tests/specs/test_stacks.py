@@ -110,7 +110,9 @@ def test_defaults_give_the_numbers_from_before_the_move(cli, monkeypatch):
     # ([attention]; was the SM's whole cap, 64 KB on Rubin), and an unfused all-reduce picks its algorithm by message
     # size ([collective]; was two-shot at every size), and the indexer's top-k follows vLLM's top-k per row (one CTA
     # per query row, two reads of each row, the second from L2; was one read over every SM) and its logits' key
-    # re-reads pass the L2 (kernels/attention.py). With those undone the step is the one from before the move, exactly.
+    # re-reads pass the L2 (kernels/attention.py), and the GB300 stack's dense GEMMs keep DeepGEMM's SM100 FP8 stages
+    # in flight, one weight column's per column (dense_gemm_library; was every CTA's mma_bytes_in_flight_per_sm).
+    # With those undone the step is the one from before the move, exactly.
     import rubinperf.kernels as K
     from rubinperf.kernels.attention import topk_select, visible_positions
 
@@ -133,7 +135,7 @@ def test_defaults_give_the_numbers_from_before_the_move(cli, monkeypatch):
                                     draft_first_pass="one-per-request", tp_mhc_in_epilogue=False,
                                     tp_shared_expert_fused_below_rows=0, dp_sync_algorithm="linear",
                                     sparse_entries_in_flight_per_cta=1 << 20, allreduce_algorithms=("two-shot",),
-                                    allreduce_switch_bytes=(),
+                                    allreduce_switch_bytes=(), dense_gemm_library="generic",
                                     dp_sync_per_rank_s=4e-5, l2_bytes_per_clock_per_sm=1e9,
                                     **since.get(key[0], {}))
         point = make_point(m, plain, lay)
