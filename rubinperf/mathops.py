@@ -307,7 +307,14 @@ def sstep(x, bounds, values):
     if type(x).__module__ == "numpy":
         import numpy as np
 
-        return np.select([x <= b for b in bounds], list(values[:-1]), default=values[-1])
+        # np.where from the last bound back (the first bound met wins, as np.select picks): the same values, in
+        # np.select's dtype, without its full-size default array and its copy per condition
+        chosen = [np.asarray(v) for v in values]
+        dtype = np.result_type(*chosen)
+        out = chosen[-1]
+        for b, v in zip(reversed(bounds), reversed(chosen[:-1])):
+            out = np.where(x <= b, v, out)
+        return out.astype(dtype, copy=False)
     import sympy
 
     return sympy.Piecewise(*[(v, x <= b) for b, v in zip(bounds, values)], (values[-1], True))
