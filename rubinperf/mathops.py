@@ -309,11 +309,19 @@ def sstep(x, bounds, values):
 
         # np.where from the last bound back (the first bound met wins, as np.select picks): the same values, in
         # np.select's dtype, without its full-size default array and its copy per condition
+        picked = [x <= b for b in bounds]
+        for c, v in zip(picked, values):   # every element in one regime (the first bound every element meets, none
+            if c.all():                    # met before by any): that regime's plain value, as for a number, so a
+                return v                   # grid of one regime carries no axis from it
+            if c.any():
+                break
+        else:
+            return values[-1]
         chosen = [np.asarray(v) for v in values]
         dtype = np.result_type(*chosen)
         out = chosen[-1]
-        for b, v in zip(reversed(bounds), reversed(chosen[:-1])):
-            out = np.where(x <= b, v, out)
+        for c, v in zip(reversed(picked), reversed(chosen[:-1])):
+            out = np.where(c, v, out)
         return out.astype(dtype, copy=False)
     import sympy
 

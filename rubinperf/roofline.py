@@ -572,7 +572,7 @@ def _any(x) -> bool:
     """A term that is not zero everywhere: a number other than 0, a numpy array with an element other than 0, or a
     symbol."""
     if is_numpy(x):
-        return bool((x != 0).any())
+        return bool(x.any())   # (an element other than 0: a nan counts, as nan != 0)
     return _nonzero(x)
 
 
