@@ -216,9 +216,10 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
     of at most GRID_ROWS batches.
 
     The step's graph is built once for GRID_ROWS batches and its ops that do not read the context are timed
-    once (step/grid.py: GridSteps); the others are made and timed a block at a time, CHUNK_CONTEXTS contexts
-    wide (sparse attention past its top-k reads no context: on a block of such contexts it is timed per
-    row), over as many rows as make about `chunk_points` points, in equal blocks. Each number is step()'s
+    once (step/grid.py: GridSteps); the others are made and timed a block at a time: a row's first block
+    CHUNK_CONTEXTS contexts wide, the rest as wide as make about `chunk_points` points (_tiles), over as many
+    rows as make about `chunk_points` points of CHUNK_CONTEXTS contexts, in equal blocks (sparse attention past
+    its top-k reads no context: on a block of such contexts it is timed once for the blocks of its rows). Each number is step()'s
     over the block, bit for bit."""
     b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
     c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
