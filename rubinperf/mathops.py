@@ -301,13 +301,29 @@ class FieldArithmetic:
 def sstep(x, bounds, values):
     """values[i] for the first i with x <= bounds[i], else values[-1] (len(values) = len(bounds) + 1): a heuristic's
     table of regimes (a kernel library picking its block size by tokens per expert). Numbers: the plain choice; numpy
-    arrays: np.select, element by element; sympy symbols: a Piecewise."""
+    arrays: np.select's values element by element, or the plain value where every element is in one regime; sympy
+    symbols: a Piecewise."""
     if type(x) in _PLAIN:
         return next((v for b, v in zip(bounds, values) if x <= b), values[-1])
     if type(x).__module__ == "numpy":
         import numpy as np
 
-        return np.select([x <= b for b in bounds], list(values[:-1]), default=values[-1])
+        picked = [x <= b for b in bounds]
+        for c, v in zip(picked, values):   # every element in one regime (the first bound every element meets, none
+            if c.all():                    # met before by any): that regime's plain value, as for a number, so a
+                return v                   # grid of one regime carries no axis from it
+            if c.any():
+                break
+        else:
+            return values[-1]
+        # np.where from the last bound back (the first bound met wins, as np.select picks): the same values, in
+        # np.select's dtype, without its full-size default array and its copy per condition
+        chosen = [np.asarray(v) for v in values]
+        dtype = np.result_type(*chosen)
+        out = chosen[-1]
+        for c, v in zip(reversed(picked), reversed(chosen[:-1])):
+            out = np.where(c, v, out)
+        return out.astype(dtype, copy=False)
     import sympy
 
     return sympy.Piecewise(*[(v, x <= b) for b, v in zip(bounds, values)], (values[-1], True))

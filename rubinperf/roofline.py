@@ -337,7 +337,7 @@ def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
     rate = per_sm * smin(ctas, hw.sm_count)
     l2 = kern.cost.l2_bytes
     # only where the kernel re-reads (an element of stacked rows, a symbol's value) does the term apply
-    return sadd(hbm_bytes, l2) / rate * sstep(l2, (0,), (0.0, 1.0))
+    return sscale(sadd(hbm_bytes, l2) / rate, sstep(l2, (0,), (0.0, 1.0)))   # (an array times the number 1: as it is)
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
@@ -470,7 +470,7 @@ def exposed_host(gpu_s, path_s, hw: Platform):
     input preparation and the DP sync) while the GPU runs step n: only what outlasts the GPU step shows,
     max(0, host path - GPU). Without it the GPU waits for all of it: the host path."""
     if hw.async_scheduling:
-        return smax(sadd(path_s, -gpu_s), 0.0)
+        return smax(path_s - gpu_s, 0.0)   # (a - b is a + (-b), without the negated array)
     return path_s
 
 
@@ -609,7 +609,7 @@ def _any(x) -> bool:
     """A term that is not zero everywhere: a number other than 0, a numpy array with an element other than 0, or a
     symbol."""
     if is_numpy(x):
-        return bool((x != 0).any())
+        return bool(x.any())   # (an element other than 0: a nan counts, as nan != 0)
     return _nonzero(x)
 
 

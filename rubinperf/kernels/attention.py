@@ -230,7 +230,9 @@ def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool, steps=1)
         return Kernel("stream", Cost(activation_bytes=row + out, l2_bytes=row * (reads - 1), launches=launches),
                       ctas=tokens)
     split = sstep(candidates, (TOPK_SPLIT_SCORES - 1,), (0, 1))   # 1 where a row is split over 10 CTAs and merged
-    merge = split * tokens * TOPK_SPLIT_BLOCKS * k * 8 * 2        # the partial top-k (scores + indices) out and back in
+    # the partial top-k (scores + indices) out and back in (whole numbers: exact in any order; the batch's factor made
+    # before the context's split meets it)
+    merge = split * (tokens * (TOPK_SPLIT_BLOCKS * k * 8 * 2))
     return Kernel("stream", Cost(activation_bytes=row + out + merge, l2_bytes=row * (reads - 1), launches=1 + split),
                   ctas=tokens * (1 + split * (TOPK_SPLIT_BLOCKS - 1)))
 

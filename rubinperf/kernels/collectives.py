@@ -141,7 +141,11 @@ def all_reduce_by_size(nbytes, ranks, algorithms, switch_bytes, gpus_per_tray=No
         kernels = [all_reduce_as(a, nbytes, ranks, gpus_per_tray, fused_one_shot).cost for a in algorithms]
         fields = {}
         for name in kernels[0].__dict__:
-            values = [np.broadcast_to(np.asarray(getattr(c, name), dtype=float), np.shape(nbytes)) for c in kernels]
+            given = [getattr(c, name) for c in kernels]
+            if all(type(v) in (int, float) and v == given[0] for v in given):   # one number for every algorithm (a
+                fields[name] = float(given[0])   # field none of them uses: 0): the value np.choose gives everywhere
+                continue
+            values = [np.broadcast_to(np.asarray(v, dtype=float), np.shape(nbytes)) for v in given]
             fields[name] = np.choose(idx, values)
         return Kernel("collective", Cost(**fields), dependent_loads=0), "/".join(used)
     if type(nbytes) not in (int, float) and hasattr(type(nbytes), "free_symbols"):

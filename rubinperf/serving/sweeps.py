@@ -216,9 +216,10 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
     of at most GRID_ROWS batches.
 
     The step's graph is built once for GRID_ROWS batches and its ops that do not read the context are timed
-    once (step/grid.py: GridSteps); the others are made and timed a block at a time, CHUNK_CONTEXTS contexts
-    wide (sparse attention past its top-k reads no context: on a block of such contexts it is timed per
-    row), over as many rows as make about `chunk_points` points, in equal blocks. Each number is step()'s
+    once (step/grid.py: GridSteps); the others are made and timed a block at a time: a row's first block
+    CHUNK_CONTEXTS contexts wide, the rest as wide as make about `chunk_points` points (_tiles), over as many
+    rows as make about `chunk_points` points of CHUNK_CONTEXTS contexts, in equal blocks (sparse attention past
+    its top-k reads no context: on a block of such contexts it is timed once for the blocks of its rows). Each number is step()'s
     over the block, bit for bit."""
     b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
     c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
@@ -230,8 +231,22 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
         rows = max(1, chunk_points // max(1, cols))
         rows = -(-part.shape[0] // max(1, round(part.shape[0] / rows)))   # blocks of equal rows (no short last block)
         grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=part, context=c))
-        for r, cl in grid.tiles(rows, cols):
+        for r, cl in _tiles(grid, rows, cols, chunk_points):
             yield slice(start + r.start, start + r.stop), cl, dict(zip(GRID_METRICS, grid.metrics((r, cl))))
+
+
+def _tiles(grid: GridSteps, rows: int, cols: int, chunk_points: int) -> list:
+    """Blocks of `rows` rows, row by row: in each, a first block of `cols` columns, then the rest of the row in
+    blocks of equal width, wider where the rows are too few to make about `chunk_points` points of `cols` columns
+    (every block pays the same Python to make and time its kernels; only the first block of a row, from the
+    shortest contexts, holds contexts whose sparse attention still reads them)."""
+    width = grid.shape[1]
+    rest = width - min(cols, width)
+    wide = max(cols, chunk_points // max(1, rows))
+    n = max(1, round(rest / wide)) if rest else 0
+    step = -(-rest // n) if n else 0
+    bounds = [0, min(cols, width)] + [min(cols, width) + k * step for k in range(1, n)] + ([width] if n else [])
+    return [(r, slice(a, b)) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
 
 
 def _keep_freed_memory() -> None:
