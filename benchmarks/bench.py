@@ -207,29 +207,30 @@ def check_against_estimate(rack: str, rows: list[dict]) -> tuple[float, int, int
     return worst, compared, beyond
 
 
+def package_dir() -> str:
+    """The folder of the rubinperf that `python -m rubinperf` imports from here: a checkout's own folder before an
+    installed copy (this script's sys.path starts at benchmarks/, so it would find the installed one)."""
+    out = subprocess.run([sys.executable, "-c", "import os, rubinperf; print(os.path.dirname(rubinperf.__file__))"],
+                         capture_output=True, text=True)
+    if out.returncode or not out.stdout.strip():
+        raise SystemExit("rubinperf is not importable from this interpreter")
+    return out.stdout.strip()
+
+
 def forget_kept() -> None:
     """Remove the results rubinperf keeps between runs (rubinperf/kept.py: kept-* and tree-* in the package's
     __pycache__), as a first run after an install or a change of the tree finds them."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("rubinperf")
-    for where in spec.submodule_search_locations if spec else ():
-        cache = os.path.join(where, "__pycache__")
-        for name in os.listdir(cache) if os.path.isdir(cache) else ():
-            if name.startswith(("kept-", "tree-")):
-                os.remove(os.path.join(cache, name))
+    cache = os.path.join(package_dir(), "__pycache__")
+    for name in os.listdir(cache) if os.path.isdir(cache) else ():
+        if name.startswith(("kept-", "tree-")):
+            os.remove(os.path.join(cache, name))
 
 
 def compile_package() -> None:
     """Write rubinperf's bytecode (__pycache__, ignored by git) where the package is imported from."""
     import compileall
-    import importlib.util
 
-    spec = importlib.util.find_spec("rubinperf")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("rubinperf is not importable from this interpreter")
-    for where in spec.submodule_search_locations:
-        compileall.compile_dir(where, quiet=1)
+    compileall.compile_dir(package_dir(), quiet=1)
 
 
 # One aggregated engine (GB300 TP2, 8K/1K) timed and solved at 64 concurrencies, in-process after the imports.
