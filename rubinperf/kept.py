@@ -20,6 +20,56 @@ from pathlib import Path
 _DIR = Path(__file__).resolve().parent / "__pycache__"
 
 
+# ---------------------------------------------------------------- the kept files themselves (specs' parses too)
+
+
+def _blake2b():
+    """A new 20-byte BLAKE2b digest (from _blake2: hashlib itself takes longer to import than a parse)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:   # pragma: no cover - not CPython
+        from hashlib import blake2b
+    return blake2b(digest_size=20)
+
+
+def kept_file(prefix: str, *parts: bytes) -> Path:
+    """The file in the package's __pycache__ that keeps a result named by `prefix` and a digest of `parts` (for the
+    Python and marshal that write it)."""
+    digest = _blake2b()
+    for part in parts:
+        digest.update(part)
+    return _DIR / f"{prefix}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
+
+
+def read_kept(path: Path | None):
+    """What is kept at `path`, or None where nothing can be read there."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()   # (marshal.load of a file object reads it a few bytes at a time: many times slower)
+        return marshal.loads(blob)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def write_kept(path: Path, value) -> bool:
+    """Keep `value` (what marshal holds) at `path`, whole or not at all (a process's own file, then renamed); False
+    where it cannot be (a value marshal cannot hold, a folder that cannot be written)."""
+    try:
+        blob = marshal.dumps(value)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- slow pure functions of numbers
+
+
 @functools.cache
 def _source(module_file: str) -> bytes:
     try:
@@ -34,28 +84,13 @@ def kept(module_file: str):
     def wrap(fn):
         @functools.wraps(fn)
         def call(*args):
-            try:
-                from _blake2 import blake2b   # (hashlib's blake2b: hashlib itself takes longer to import)
-            except ImportError:   # pragma: no cover - not CPython
-                from hashlib import blake2b
-            digest = blake2b(_source(module_file), digest_size=20)
-            digest.update(f"{fn.__qualname__}{args!r}".encode())
-            path = _DIR / f"kept-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
-            try:
-                value = marshal.loads(path.read_bytes())
-                if type(value) is float:
-                    return value
-            except (OSError, EOFError, ValueError, TypeError):
-                pass
+            path = kept_file("kept", _source(module_file), f"{fn.__qualname__}{args!r}".encode())
+            value = read_kept(path)
+            if type(value) is float:
+                return value
             value = fn(*args)
             if type(value) is float:
-                try:
-                    _DIR.mkdir(exist_ok=True)
-                    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                    tmp.write_bytes(marshal.dumps(value))
-                    os.replace(tmp, path)
-                except OSError:
-                    pass
+                write_kept(path, value)
             return value
         return call
     return wrap
@@ -70,35 +105,33 @@ def _tree_digest() -> bytes:
     (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout, a file of the
     working directory named as a bundled spec, and the versions of Python and numpy. About 15 ms for the 8 MB of the
     tree."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:   # pragma: no cover - not CPython
-        from hashlib import blake2b
     import numpy
 
     from rubinperf.bundled import SPEC_FOLDERS, data_root
 
     package = Path(__file__).resolve().parent
     roots = [package] + [data_root() / f for f in SPEC_FOLDERS if not (data_root() / f).is_relative_to(package)]
-    digest = blake2b(f"{sys.version} numpy {numpy.__version__}".encode(), digest_size=20)
-    # A bare name resolves to a file of that name in the working directory before the bundled spec
-    # (specs/loader.py: resolve_path): such files are part of what a result read.
-    from rubinperf.specs.loader import bundled_names
-
-    names = {n for kind in ("hardware", "model", "stack", "workload") for n in bundled_names(kind)}
-    try:
-        shadows = sorted(n for n in os.listdir(".") if n in names and os.path.isfile(n))
-    except OSError:
-        shadows = []
-    for n in shadows:
-        with open(n, "rb") as f:
-            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
+    digest = _blake2b()
+    digest.update(f"{sys.version} numpy {numpy.__version__}".encode())
+    walked = []
     for root in roots:
         files = []
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             files.extend(os.path.join(folder, n) for n in names)
-        for path in sorted(files):
+        walked.append((root, sorted(files)))
+    # A bare name resolves to a file of that name in the working directory before the bundled spec
+    # (specs/loader.py: resolve_path): such files are part of what a result read (any bundled .toml's name counts).
+    specs = {os.path.basename(path)[:-5] for _, files in walked for path in files if path.endswith(".toml")}
+    try:
+        shadows = sorted(n for n in os.listdir(".") if n in specs and os.path.isfile(n))
+    except OSError:
+        shadows = []
+    for n in shadows:
+        with open(n, "rb") as f:
+            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
+    for root, files in walked:
+        for path in files:
             digest.update(os.path.relpath(path, root).encode() + b"\0")
             with open(path, "rb") as f:
                 digest.update(f.read())
@@ -110,28 +143,17 @@ def kept_of_tree(name: str, compute, encode, decode):
     (no argument, no option, no environment): kept beside the bytecode until any file of the tree changes
     (_tree_digest), when the new result replaces it. encode gives what marshal holds (numbers, strings, None,
     lists, tuples, dicts)."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:   # pragma: no cover - not CPython
-        from hashlib import blake2b
-    digest = blake2b(_tree_digest(), digest_size=20)
-    digest.update(name.encode())
     slug = "-".join(name.split())
-    path = _DIR / f"tree-{slug}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
-    try:
-        return decode(marshal.loads(path.read_bytes()))
-    except (OSError, EOFError, ValueError, TypeError, KeyError):
-        pass
+    path = kept_file(f"tree-{slug}", _tree_digest(), name.encode())
+    value = read_kept(path)
+    if value is not None:
+        try:
+            return decode(value)
+        except (KeyError, ValueError, TypeError):
+            pass
     value = compute()
-    try:
-        blob = marshal.dumps(encode(value))
-        _DIR.mkdir(exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, path)
+    if write_kept(path, encode(value)):
         for old in _DIR.glob(f"tree-{slug}-*"):   # the result of a tree before this one (a megabyte or two)
             if old.name != path.name and not old.name.endswith(".tmp"):
                 old.unlink(missing_ok=True)
-    except (OSError, ValueError):
-        pass
     return value

@@ -281,12 +281,13 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
     regular file (a link to one included) of at most 64 MiB (rubinperf.files.read_bounded: a FIFO, device, socket or
     directory is refused before anything is read from it)."""
     from rubinperf.files import read_bounded
-    from rubinperf.specs.loader import _parsed_cache, _read_parsed, _write_parsed
+    from rubinperf.kept import read_kept, write_kept
+    from rubinperf.specs.loader import _parsed_cache
 
     path = Path(path)
     data = read_bounded(path, "csv", "a CSV file for --from-csv")
     cache = _parsed_cache(path, data, "csv", _reader_version())   # a bundled CSV's typed rows, kept as its specs' are
-    kept = _read_parsed(cache)
+    kept = read_kept(cache)
     if kept is not None:
         kind, keys, values = kept
         return kind, [dict(zip(keys[i], v)) for i, v in values]
@@ -296,7 +297,7 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
         same: dict = {}   # equal strings as one object: marshal writes it once and refers to it after
         values = [(keys.setdefault(tuple(r), len(keys)),
                    tuple(same.setdefault(v, v) if type(v) is str else v for v in r.values())) for r in rows]
-        _write_parsed(cache, [kind, list(keys), values])
+        write_kept(cache, [kind, list(keys), values])
     return kind, rows
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import marshal
 import math
 import os
 import sys
@@ -36,6 +35,7 @@ def __getattr__(name: str):   # `from rubinperf.specs.loader import tomllib` (im
 
 from rubinperf.bundled import SOURCE_ROOT as REPO_ROOT  # noqa: F401  (the checkout; bundled specs: bundled.folder)
 from rubinperf.errors import SpecError
+from rubinperf.kept import kept_file, read_kept, write_kept
 
 # Sanity range of any non-zero number in a spec, in SI units. Nothing a GPU, a rack or a model
 # has comes near either end (peaks ~1e16 FLOP/s, capacities ~1e12 B, latencies ~1e-6 s); a value
@@ -174,7 +174,7 @@ def read_toml(path: Path) -> dict:
 
     data = read_bounded(path, "spec", "a .toml spec file")   # regular, at most 1 MiB: before any parsing
     cache = _parsed_cache(path, data)
-    kept = _read_parsed(cache)
+    kept = read_kept(cache)
     if kept is not None:
         return kept
     tomllib = _tomllib()
@@ -187,7 +187,7 @@ def read_toml(path: Path) -> dict:
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if cache is not None:
-        _write_parsed(cache, parsed)
+        write_kept(cache, parsed)   # (a value marshal cannot hold, a TOML date: not kept)
     return parsed
 
 
@@ -196,13 +196,12 @@ def read_toml(path: Path) -> dict:
 # afresh. Parsing the five files of `rubinperf estimate` costs about a twentieth of its start-up; loading them from
 # marshal a tenth of that. Only the bundled folders' files are kept (a user's own specs are parsed each time), and a
 # folder that cannot be written (a read-only install) only means parsing each time.
-_PARSED_DIR = Path(__file__).resolve().parent.parent / "__pycache__"
 
 
 def _parsed_cache(path, data: bytes, kind: str = "spec", version: bytes = b"") -> Path | None:
-    """Where the parse of bundled file `path` (its bytes `data`) is kept, or None for a file outside the bundled
-    folders. `kind` names the cache file; `version` (the reader's own code, for a reader that types what it parses)
-    goes into the digest beside the bytes, so that a changed reader parses afresh."""
+    """Where the parse of bundled file `path` (its bytes `data`) is kept (rubinperf/kept.py), or None for a file
+    outside the bundled folders. `kind` names the cache file; `version` (the reader's own code, for a reader that
+    types what it parses) goes into the digest beside the bytes, so that a changed reader parses afresh."""
     from rubinperf.bundled import SPEC_FOLDERS, data_root
 
     try:
@@ -211,36 +210,7 @@ def _parsed_cache(path, data: bytes, kind: str = "spec", version: bytes = b"") -
         return None
     if len(where.parts) < 2 or where.parts[0] not in SPEC_FOLDERS:
         return None
-    try:
-        from _blake2 import blake2b   # (hashlib's blake2b: hashlib itself takes longer to import than the parse)
-    except ImportError:   # pragma: no cover - not CPython
-        from hashlib import blake2b
-    digest = blake2b(data, digest_size=20)
-    digest.update(version)
-    return _PARSED_DIR / f"{kind}-{digest.hexdigest()}.{sys.implementation.cache_tag}-m{marshal.version}"
-
-
-def _read_parsed(cache: Path | None):
-    """The parse kept at `cache` (_parsed_cache), or None where there is none to read."""
-    if cache is None:
-        return None
-    try:
-        with open(cache, "rb") as f:
-            blob = f.read()   # (marshal.load of a file object reads it a few bytes at a time: many times slower)
-        return marshal.loads(blob)
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-
-
-def _write_parsed(cache: Path, parsed: dict) -> None:
-    try:
-        blob = marshal.dumps(parsed)   # ValueError for a value marshal cannot hold (a TOML date): not kept
-        cache.parent.mkdir(exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(blob)
-        os.replace(tmp, cache)
-    except (OSError, ValueError):
-        pass
+    return kept_file(kind, data, version)
 
 
 def check_value(path: Path, key: str, value: Any, typ: Any, meta: dict) -> Any:

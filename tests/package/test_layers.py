@@ -23,8 +23,8 @@ PKG = REPO / "rubinperf"
 
 # The stages in pipeline order: the names directly under rubinperf/ (modules without .py, packages).
 STAGES = (
-    ("base", ("__init__", "errors", "units", "mathops", "files", "bundled")),
-    ("specs", ("specs", "kept")),   # kept: results kept between runs, keyed by the bundled specs and sources
+    ("base", ("__init__", "errors", "units", "mathops", "files", "bundled", "kept")),
+    ("specs", ("specs",)),
     ("kernels", ("kernels",)),
     ("roofline", ("roofline",)),
     ("step", ("step",)),
