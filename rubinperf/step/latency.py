@@ -287,18 +287,13 @@ def _betainc_cf(a: float, b: float, x: float, log_beta: float) -> float:
     # (|v| > tiny written as v > tiny or v < -tiny, and |v| < e as -e < v < e: the same for every float, nan
     # included, without a call to abs)
     for even_top, even_bottom, odd_top, odd_bottom in _cf_terms(a, b):
-        num = even_top * x / even_bottom
-        d = 1.0 + num * d
-        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
-        c = 1.0 + num / c
-        c = c if c > tiny or c < -tiny else tiny
-        h *= d * c
-        num = odd_top * x / odd_bottom
-        d = 1.0 + num * d
-        d = 1.0 / (d if d > tiny or d < -tiny else tiny)
-        c = 1.0 + num / c
-        c = c if c > tiny or c < -tiny else tiny
-        h *= d * c
+        for top, bottom in ((even_top, even_bottom), (odd_top, odd_bottom)):   # Lentz's step, even then odd
+            num = top * x / bottom
+            d = 1.0 + num * d
+            d = 1.0 / (d if d > tiny or d < -tiny else tiny)
+            c = 1.0 + num / c
+            c = c if c > tiny or c < -tiny else tiny
+            h *= d * c
         if -1e-14 < d * c - 1.0 < 1e-14:
             break
     return min(max(lead * h, 0.0), 1.0)
