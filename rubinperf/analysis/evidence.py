@@ -69,7 +69,7 @@ def default_path() -> Path:
 
 
 def source_key(url: str) -> str:
-    """One name per public source: a pull request or issue (`owner/repo#N`), a file in a repository
+    """One name per public source: a GitHub pull request or bug report (`owner/repo#N`), a file in a repository
     (`owner/repo:path`, whatever the commit), else the address without its scheme."""
     m = re.match(r"https?://github\.com/([^/]+/[^/]+)/(?:pull|issues)/(\d+)", url)
     if m:

@@ -276,7 +276,7 @@ def point_families(records: list[dict]) -> list[Family]:
         "serving: offline max throughput (TensorRT-LLM perf overview)":
             lambda r: r["metric"] == "offline_tokens_per_s_per_gpu",
         "serving: closed-loop benchmarks (InferenceMAX, vLLM blog)": lambda r: r["metric"] == "serve",
-        "serving: open-loop runs at a request rate (engine PRs and issues), simulated":
+        "serving: open-loop runs at a request rate (engine pull requests and bug reports on GitHub), simulated":
             lambda r: r["metric"] == "simulated_request_rate",
     }
     out = []

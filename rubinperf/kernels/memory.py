@@ -63,8 +63,8 @@ HC_PRENORM_SPLITS = 16
 
 
 def hc_prenorm_gemm(tokens, k, mix_rows, a_bytes=2, splits=HC_PRENORM_SPLITS) -> Kernel:
-    """DeepGEMM's TF32 pre-norm GEMM (constants above): `tokens` x `k` routes (`a_bytes` per value: BF16 as its
-    contract) times the [mix_rows, k] FP32 weight on the tensor cores at the TF32 rate, over whole 64-token blocks
+    """DeepGEMM's TF32 pre-norm GEMM (constants above): `tokens` x `k` routes (`a_bytes` per value: BF16, the type its
+    interface takes) times the [mix_rows, k] FP32 weight on the tensor cores at the TF32 rate, over whole 64-token blocks
     and mix_rows aligned to 16; its cast-and-reduce threads square and sum each token's k values on CUDA cores (an
     FMA per value); `splits` partial outputs and sums of squares written. CTAs: splits x blocks of 64 tokens (a
     decode batch leaves most SMs idle)."""
