@@ -30,7 +30,8 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # The range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
 # megamoe_sync_s: from the steps the code times, 19.5 us (SM offsets ~6.5, source-index writes ~2, two NVLink barriers
 # ~4 each, the combine's one-token reduction ~3: impls/sm100_fp8_fp4_mega_moe.cuh @ 54e2261), to twice that; above
-# 19.5 us it holds the steps the code gives no time for (at most 2.5 us: the per-SM counts, a grid sync, SM 0's counts)
+# 19.5 us it holds the steps the code gives no time for (about 4-5 us at the stack's latencies: the per-SM counts, SM 0's
+# remote counts, a pull's two dependent loads, the first tokens' release and poll, the top-6 combine's further loads)
 # and what the rows want beyond them, which the code does not explain (docs/deepseek-kernels.md).
 # megamoe_stream_latency_s: from the unloaded HBM latency (0.5 us) to ten times it.
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
