@@ -368,12 +368,16 @@ def moe_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, hw_tray, par
         ex = dict(gpus_per_tray=hw_tray, gpus_per_domain=p.nvlink_domain_gpus, hierarchical=p.ep_hierarchical)
         touched = K.experts_touched_topk(tokens * n, k, E, local_experts=E // n)
         name, gemms = _routed_experts(p, tokens, k, E // n, inter3 // 3, m.hidden_size, experts.dtype, act, touched)
+        # The exchanges wait for the busiest rank as the experts do (1 / balancedness): a rank receives (dispatch)
+        # and sends back (combine) the rows routed to its experts, and the busiest rank's rows finish last (LMSYS,
+        # May 2025, 'Profile Results': with real routing SGLang's DeepEP kernels ran longer and more unevenly than
+        # DeepSeek's profile of perfectly balanced routing).
         via = "DeepEP" + (", RDMA" if K.spans_domains(n, p.nvlink_domain_gpus) else "")
         ops += [Op(f"MoE dispatch ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, bpe(act), **ex), part=part,
-                   exchange=True),
+                   exchange=True, stretch=1 / bal),
                 Op(name, gemms, part=part, die_local_weights=True, stretch=1 / bal),
                 Op(f"MoE combine ({via})", K.ep_exchange(tokens, n, k, m.hidden_size, ACT_BYTES, **ex), part=part,
-                   exchange=True)]
+                   exchange=True, stretch=1 / bal)]
     elif layout.kind == "dep":
         n = layout.ranks
         moe = K.mega_moe(tokens, n, E // n, E, k, inter3, m.hidden_size, weight=experts.dtype, act=act,
