@@ -50,12 +50,35 @@ SPLIT = ("fit rows: the V4-Flash Mega MoE rows of DeepGEMM PR #316 (ids dg316-fl
          "fitted; every other row is held out (no other family is fitted here)")
 
 
+# The own measurements' timing method whose rows are the primary ones (one per case): kineto, the kernel's duration on
+# the GPU with L2 flushed before each call, the method of DeepGEMM's bench_kineto and of the public DeepGEMM rows. The
+# model's time of one kernel in a graph (`launch_of`: "graph") is that duration plus a graph boundary (0.65 us on the
+# H200), the same treatment as the public kineto rows. The other two timings of each case (`flushed`: CUDA events,
+# one eager call with its launch; `graph`: back-to-back calls in a CUDA graph, no flush, so weights that fit in L2
+# stay there) stay in the file and are not rows here.
+OWN_PRIMARY_METHOD = "kineto"
+
+
+def own_rows(path=None) -> list:
+    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv): one per case."""
+    from rubinperf.analysis.evidence import load_evidence, own_path
+
+    rows = load_evidence(path if path is not None else own_path(), own_runs=True)
+    return [r for r in rows if r.id.endswith(":" + OWN_PRIMARY_METHOD)]
+
+
+def evidence_rows(path=None) -> list:
+    """The rows the kernel section predicts: the public table (or `path`) and, with the bundled table, the own
+    measurements' primary rows."""
+    from rubinperf.analysis.evidence import load_evidence
+
+    return load_evidence(path) + (own_rows() if path is None else [])
+
+
 def kernel_section(path=None) -> dict:
     """The section `validate --kernels` prints: every row's record, the summary per family, GPU and split, the
     held-out rows' overall figures, and the split rule."""
-    from rubinperf.analysis.evidence import load_evidence
-
-    rows = kernel_records(load_evidence(path))
+    rows = kernel_records(evidence_rows(path))
     summary = kernel_summary(rows)
     held = next((s for s in summary if s["kernel"] == "all"), None)
     return {"split": SPLIT, "rows": rows, "summary": summary, "held_out": held}
@@ -104,7 +127,23 @@ def kernels_of(row, hw):
         per = s.get("m_per_group", s.get("expected_m"))
         if per is not None and {"groups", "n", "k"} <= set(s):
             g = s["groups"]
-            return [K.grouped_gemm(g * per, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+            # the rows the timed call holds where the row states them (own runs: the masked rows' sum; the
+            # contiguous layout's rows, each group padded to its alignment), else groups x rows per group
+            rows = s.get("masked_m_sum", s.get("m_total", g * per))
+            return [K.grouped_gemm(rows, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+    if row.kernel in ("mqa_logits", "mqa_logits_paged") and {"kv_len", "heads", "head_dim"} <= set(s):
+        # the lightning indexer's logits (DeepGEMM fp8_fp4_mqa_logits / fp8_fp4_paged_mqa_logits) over FP8 keys with
+        # one FP32 scale each; the new tokens are the last of the context (own runs: bench_deepgemm.py build_mqa,
+        # build_paged); the epilogue as the model specs state it (ReLU, head weight, sum: INDEXER_EPILOGUE_FLOPS)
+        from rubinperf.specs.hfconfig import INDEXER_EPILOGUE_FLOPS
+
+        paged = row.kernel == "mqa_logits_paged"
+        seqs, q = (s["batch"], s["next_n"]) if paged else (1, s["seq_q"])
+        return [K.indexer_logits(seqs * q, seqs, q, s["kv_len"] - q, s["heads"], s["head_dim"], 1,
+                                 s["head_dim"] + 4, "fp8", not paged, INDEXER_EPILOGUE_FLOPS)]
+    if row.kernel == "hc_prenorm_gemm" and {"m", "n", "k"} <= set(s):
+        # BF16 routes x FP32 weight on TF32 MMAs, split-K into num_splits partials (1: the call passed none)
+        return [K.hc_prenorm_gemm(s["m"], s["k"], s["n"], a_bytes=2, splits=s.get("num_splits", 1))]
     if row.kernel == "sparse_mla_decode" and {"batch", "heads", "seq_q", "topk_tokens"} <= set(s):
         # FlashMLA's SM90 sparse FP8 decode (github deepseek-ai/FlashMLA @ 9241ae3, csrc/sm90/decode/sparse_fp8/
         # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), 656-byte FP8 entries
