@@ -227,6 +227,8 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     store = epilogue_store(kern, hw)
     if _nonzero(store):
         compute = sadd(compute, store)
+    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+        compute = smax(compute, serial_chain(kern, hw, ctas))
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
@@ -299,6 +301,15 @@ def epilogue_store(kern: Kernel, hw: Platform):
         return 0.0
     rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
     return hw.mma_epilogue_exposed * kern.cost.launches * kern.store_bytes / rate   # store_bytes: one launch's
+
+
+def serial_chain(kern: Kernel, hw: Platform, ctas):
+    """Seconds of a kernel whose CTAs each run `serial_steps` main-loop steps one after another (DeepGEMM's SM90 TF32
+    pre-norm GEMM: one math warpgroup loads a K block's routes from shared memory, squares them, waits for the last
+    block's WGMMAs and issues this block's): the CTAs' waves x steps x hc_prenorm_step_cycles at the SM clock. A floor
+    under the kernel's compute: with few CTAs (a decode batch without splits: one CTA over all of K) it sets the time."""
+    waves = sceil(ctas / hw.sm_count - 1e-9)
+    return waves * kern.serial_steps * hw.hc_prenorm_step_cycles / hw.sm_clock_hz
 
 
 def tile_overhead(kern: Kernel, hw: Platform):
