@@ -162,6 +162,11 @@ def occupancy(kern: Kernel, hw: Platform):
         return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), pad
     tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
     tile_cols = hw.mma_tile_cols if kern.tile_cols is None else kern.tile_cols
+    if _deepgemm_sm90(kern, hw):   # an FP8 GEMM in the blocks DeepGEMM's SM90 heuristic picks (others: the stack's tile)
+        from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks
+
+        rows, cols = sm90_fp8_gemm_blocks(kern.rows, kern.n, sms)
+        tile_rows, tile_cols = _fp8_only(kern, rows, tile_rows), _fp8_only(kern, cols, tile_cols)
     m_tiles = sceil(kern.rows / tile_rows)
     if kern.m_tile_multiple is not None:  # a cluster of CTAs along M: each group's M tiles rounded up to it
         m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
@@ -363,6 +368,8 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
 
             stages, stage_bytes = sm100_fp8_gemm_pipeline(int(hw.mma_tile_rows))
             per_sm = stages * stage_bytes
+        if _deepgemm_sm90(kern, hw):
+            per_sm = _fp8_only(kern, hw.deepgemm_sm90_bytes_in_flight_per_sm, per_sm)
         return smin(ctas, hw.sm_count) * per_sm * distinct_share(kern, hw, ctas)
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
@@ -394,6 +401,17 @@ def distinct_share(kern: Kernel, hw: Platform, ctas):
     if kern.m_tile_multiple is not None:
         m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
     return sstep(ctas, (hw.sm_count,), (1.0 / m_tiles, 1.0))
+
+
+def _deepgemm_sm90(kern: Kernel, hw: Platform) -> bool:
+    """A dense GEMM on a stack whose FP8 dense GEMMs are DeepGEMM's SM90 kernel (dense_gemm_library "deepgemm-sm90")."""
+    return _dense(kern) and hw.dense_gemm_library == "deepgemm-sm90"
+
+
+def _fp8_only(kern: Kernel, fp8_value, other):
+    """`fp8_value` for a GEMM of FP8 operands (its FP8 MMA FLOPs above 0), `other` for the rest (BF16 GEMMs run the
+    stack's other library); element by element over stacked kernels."""
+    return sstep(kern.cost.fp8_flops, (0,), (other, fp8_value))
 
 
 def _dense(kern: Kernel) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 import statistics
 
 # The GPU of a row -> (hardware spec, stack): the stack that runs DeepSeek's kernels on it. H20 has no spec.
@@ -21,17 +22,20 @@ GPU_SPECS = {"b200": ("b200", None), "b300": ("b300", None), "gb200": ("gb200-nv
 GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm100", "h20": "sm90", "h100": "sm90",
               "h800": "sm90", "h200": "sm90"}
 
-# The fit rows (id fragments: a row is a fit row when its id holds one) per (kernel family, GPU generation), and the
-# fields fitted to them. Mega MoE on SM100: the V4-Flash rows of DeepGEMM PR #316 (DeepGEMM's own harness, timed by
-# kineto); held out: its V4-Pro rows and every other source's rows (vLLM PR #49636's moe_ep benchmark, five model
-# geometries). The TF32 pre-norm GEMM on SM90: the own H200 rows without K splits (num_splits=0: the call passed
-# none, one CTA over all of K per 64 tokens); held out: the same shapes with 16 splits (16 times fewer steps a CTA).
-FIT_ROWS = {("mega_moe", "sm100"): ("dg316-flash-",),
-            ("hc_prenorm_gemm", "sm90"): ("own-h200-hc_prenorm_gemm:hc_pre:", "num_splits=0:")}
-# Rows match a family's fit rule when their id holds every fragment of it (FIT_ROWS: all of them).
+# The fit rows (a regular expression their ids match) per (kernel family, GPU generation), and the fields fitted to
+# them. Mega MoE on SM100: the V4-Flash rows of DeepGEMM PR #316 (DeepGEMM's own harness, timed by kineto); held out:
+# its V4-Pro rows and every other source's rows (vLLM PR #49636's moe_ep benchmark, five model geometries). The TF32
+# pre-norm GEMM on SM90: the own H200 rows without K splits (num_splits=0: the call passed none, one CTA over all of K
+# per 64 tokens); held out: the same shapes with 16 splits (16 times fewer steps a CTA). The FP8 GEMM on SM90: the own
+# H200 rows of four of the eight linears (wq_a, wq_b, idx_wq_b, shared_w13: narrow and wide, short and deep K) at
+# every m; held out: the other four linears (wkv, wo_b, idx_wk, shared_w2) and the H800 rows of DeepGEMM's README.
+FIT_ROWS = {("mega_moe", "sm100"): r"^dg316-flash-",
+            ("hc_prenorm_gemm", "sm90"): r"^own-h200-hc_prenorm_gemm:.*num_splits=0:",
+            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):"}
 # megamoe_sync_s is the kernel's fixed chain: its floor is the steps DeepGEMM's code times (stacks/*.toml cite each).
 FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency"),
-              ("hc_prenorm_gemm", "sm90"): ("hc_prenorm_step_cycles",)}
+              ("hc_prenorm_gemm", "sm90"): ("hc_prenorm_step_cycles",),
+              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",)}
 # The range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
 # megamoe_sync_s: from the steps the code times, 19.5 us (SM offsets ~6.5, source-index writes ~2, two NVLink barriers
 # ~4 each, the combine's one-token reduction ~3: impls/sm100_fp8_fp4_mega_moe.cuh @ 54e2261), to twice that; above
@@ -40,8 +44,11 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # megamoe_stream_latency_s: from the unloaded HBM latency (0.5 us) to ten times it.
 # hc_prenorm_step_cycles: from the step's eight TF32 WGMMAs alone (2 x 64 x 32 x 64 FLOP at the H200's TF32 rate per
 # SM, 494 TFLOP/s / 132 SMs / 1.98 GHz = 1,890 FLOP a cycle: 139 cycles) to ten times that.
+# deepgemm_sm90_bytes_in_flight_per_sm: from one 2 KB stage (16 weight rows x 128 FP8 values, the narrowest
+# block) to the 54.5 KB the H200 calibration gave cuBLAS's GEMMs (stacks/pytorch-2.11.toml).
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
-              "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0)}
+              "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
+              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0)}
 
 
 # FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
@@ -182,8 +189,8 @@ def predict(row, hw=None):
 
 
 def is_fit_row(row) -> bool:
-    frags = FIT_ROWS.get((row.kernel, GENERATION[row.gpu]), ())
-    return bool(frags) and all(f in row.id for f in frags)
+    pattern = FIT_ROWS.get((row.kernel, GENERATION[row.gpu]))
+    return pattern is not None and re.search(pattern, row.id) is not None
 
 
 def kernel_records(rows, platforms: dict | None = None) -> list[dict]:

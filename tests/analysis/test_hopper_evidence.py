@@ -47,10 +47,10 @@ def test_every_own_row_is_predicted_on_the_hopper_stack():
     assert (plat.name, plat.stack) == ("h200", "sglang-deepep-hopper")
 
 
-# Held-out median |ln(measured / predicted)| per family: at most these (the model as committed: 0.115, 0.040, 0.055,
+# Held-out median |ln(measured / predicted)| per family: at most these (the model as committed: 0.064, 0.040, 0.055,
 # 0.127, 0.080 and 0.274); the project's bar is 0.15 (kernel_evidence.HELD_OUT_MEDIAN_MAX), the pre-norm GEMM's 16-split
 # rows miss it (their per-CTA fill is not modelled: docs/deepseek-kernels.md)
-BOUNDS = {"fp8_gemm": 0.15, "grouped_gemm_masked": 0.08, "grouped_gemm_contiguous": 0.1, "mqa_logits": 0.15,
+BOUNDS = {"fp8_gemm": 0.1, "grouped_gemm_masked": 0.08, "grouped_gemm_contiguous": 0.1, "mqa_logits": 0.15,
           "mqa_logits_paged": 0.12, "hc_prenorm_gemm": 0.3}
 
 
@@ -86,3 +86,38 @@ def test_prenorm_fit_gives_the_stack_value_back():
     found, err = KE.fit_family(OWN, "hc_prenorm_gemm", "sm90")
     assert found["hc_prenorm_step_cycles"] == pytest.approx(H200.hc_prenorm_step_cycles, rel=0.01)
     assert err < 0.15
+
+
+@pytest.mark.parametrize("m, n, block", [
+    # the blocks the SM90 heuristic's comparator picks (sm90.hpp @ 54e2261, get_layout_candidates / get_layout_info,
+    # evaluated at these shapes on 132 SMs): one token, n = 5120: 16 x 48, 107 blocks in one wave
+    (1, 5120, (16, 48)), (1, 4096, (16, 32)), (1, 1280, (16, 16)), (1, 128, (16, 16)), (32, 4608, (32, 48)),
+    (64, 512, (64, 16)), (128, 1280, (64, 32)), (128, 4096, (64, 64)), (128, 5120, (64, 80)), (256, 4608, (64, 144)),
+    # 32768 columns: two waves of 16 x 128
+    (1, 32768, (16, 128))])
+def test_sm90_blocks_as_the_heuristic_picks_them(m, n, block):
+    from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks
+
+    assert sm90_fp8_gemm_blocks(m, n, 132) == block
+
+
+def test_sm90_blocks_by_hand_and_in_flight():
+    from rubinperf.kernels import gemm
+    from rubinperf.roofline import bytes_in_flight, occupancy
+
+    # one token x 5120 x 8192 (wo_b): 1 x ceil(5120 / 48) = 107 CTAs, each keeping 11,100 B in flight
+    k = gemm(1, 5120, 8192, weight="fp8", act="fp8")
+    ctas, share, pad = occupancy(k, H200)
+    assert ctas == 107 and pad == 16
+    assert bytes_in_flight(k, H200, ctas) == pytest.approx(107 * H200.deepgemm_sm90_bytes_in_flight_per_sm)
+    # a BF16 GEMM on the same stack keeps the stack's tile (64 x 128: 40 CTAs) and the calibrated 54.5 KB
+    b = gemm(1, 5120, 8192, weight="bf16", act="bf16")
+    ctas, _, _ = occupancy(b, H200)
+    assert ctas == 40 and bytes_in_flight(b, H200, ctas) == pytest.approx(40 * 54500.0)
+
+
+def test_sm90_gemm_fit_gives_the_stack_value_back():
+    found, err = KE.fit_family(OWN, "fp8_gemm", "sm90")
+    assert found["deepgemm_sm90_bytes_in_flight_per_sm"] == pytest.approx(H200.deepgemm_sm90_bytes_in_flight_per_sm,
+                                                                          rel=0.01)
+    assert err < 0.1
