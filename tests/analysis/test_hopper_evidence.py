@@ -48,10 +48,10 @@ def test_every_own_row_is_predicted_on_the_hopper_stack():
 
 
 # Held-out median |ln(measured / predicted)| per family: at most these (the model as committed: 0.064, 0.040, 0.055,
-# 0.127, 0.080 and 0.274); the project's bar is 0.15 (kernel_evidence.HELD_OUT_MEDIAN_MAX), the pre-norm GEMM's 16-split
-# rows miss it (their per-CTA fill is not modelled: docs/deepseek-kernels.md)
+# 0.127, 0.080 and 0.152); the project's bar is 0.15 (kernel_evidence.HELD_OUT_MEDIAN_MAX), the pre-norm GEMM's 16-split
+# rows just miss it (their CTAs' pipeline fill, a wave at a time, is not modelled: docs/deepseek-kernels.md)
 BOUNDS = {"fp8_gemm": 0.1, "grouped_gemm_masked": 0.08, "grouped_gemm_contiguous": 0.1, "mqa_logits": 0.15,
-          "mqa_logits_paged": 0.12, "hc_prenorm_gemm": 0.3}
+          "mqa_logits_paged": 0.12, "hc_prenorm_gemm": 0.2}
 
 
 @pytest.mark.parametrize("kernel", sorted(BOUNDS))
@@ -80,6 +80,18 @@ def test_prenorm_chain_by_hand():
     # a stack without the chain (0 cycles: the Blackwell stacks, whose SM100 kernel is another) keeps the old time
     off = dataclasses.replace(H200, hc_prenorm_step_cycles=0.0)
     assert kernel_time(k, off).compute_s < 0.5 * 320 * 445 / 1.98e9   # its MMAs and squares on one SM: 31 us
+
+
+def test_prenorm_stages_in_flight_by_hand():
+    from rubinperf.roofline import bytes_in_flight
+
+    # 12 stages of a 64 x 64 BF16 A tile (8 KB) and a 32 x 64 FP32 B tile (8 KB): 196,608 B a CTA
+    k = hc_prenorm_gemm(128, 20480, 24, splits=1)
+    assert k.in_flight_bytes_per_cta == 12 * (64 * 64 * 2 + 32 * 64 * 4)
+    assert bytes_in_flight(k, H200, 2) == pytest.approx(2 * 196608)
+    # on a stack that does not price the SM90 main loop the loads stay capped as ordinary loads
+    off = dataclasses.replace(H200, hc_prenorm_step_cycles=0.0)
+    assert bytes_in_flight(k, off, 2) == pytest.approx(2 * off.stream_bytes_in_flight_per_sm)
 
 
 def test_prenorm_fit_gives_the_stack_value_back():
