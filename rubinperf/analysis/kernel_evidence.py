@@ -1,10 +1,11 @@
 """The kernel section of `rubinperf validate`: every row of the public kernel evidence table
-(`calibration/public/kernels.csv`, rubinperf.analysis.evidence) predicted through the kernel functions the step uses
+(`calibration/public/kernels.csv`, rubinperf.analysis.evidence) and the own H200 measurements' primary rows
+(`calibration/hopper/deepgemm_sm90_evidence.csv`, `own_rows`) predicted through the kernel functions the step uses
 (`rubinperf.kernels` + `roofline.kernel_time`) on the row's GPU and the stack that runs those kernels there.
 
 The split between the rows a fit saw and the rows it did not is stated here and deterministic: FIT_ROWS names, per
-kernel family and GPU generation, the id prefixes of the rows `fit_family` fits FIT_FIELDS to; every other row is held
-out. A family with no entry is predicted from its stack's values as they are: all of its rows are held out.
+kernel family and GPU generation, a regular expression of the ids of the rows `fit_family` fits FIT_FIELDS to; every
+other row is held out. A family with no entry is predicted from its stack's values as they are: all of its rows are held out.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ HELD_OUT_WORST_MAX = 0.5
 SPLIT = ("fit rows: the V4-Flash Mega MoE rows of DeepGEMM PR #316 (ids dg316-flash-*), to which the vLLM stacks' "
          "megamoe_sync_s (above the 19.5 us the code times), megamoe_stream_latency_s and megamoe_compute_efficiency were "
          "fitted; the own H200 TF32 pre-norm GEMM rows without K splits (num_splits=0), to which sglang-deepep-hopper's "
-         "hc_prenorm_step_cycles was fitted (its 16-split rows held out); every other row is held out")
+         "hc_prenorm_step_cycles was fitted (its 16-split rows held out); the own H200 FP8 GEMM rows of wq_a, wq_b, "
+         "idx_wq_b and shared_w13, to which its deepgemm_sm90_bytes_in_flight_per_sm was fitted (the other four "
+         "linears and the H800 rows held out); every other row is held out")
 
 
 # The own measurements' timing method whose rows are the primary ones (one per case): kineto, the kernel's duration on
@@ -91,8 +94,8 @@ def evidence_rows(path=None) -> list:
 
 
 def kernel_section(path=None) -> dict:
-    """The section `validate --kernels` prints: every row's record, the summary per family, GPU and split, the
-    held-out rows' overall figures, and the split rule."""
+    """The section `validate --kernels` prints: every row's record (the public table's and the own H200 rows'), the
+    summary per family, GPU and split, the held-out rows' overall figures, and the split rule."""
     rows = kernel_records(evidence_rows(path))
     summary = kernel_summary(rows)
     held = next((s for s in summary if s["kernel"] == "all"), None)
