@@ -162,6 +162,11 @@ def occupancy(kern: Kernel, hw: Platform):
         return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), pad
     tile_rows = hw.mma_tile_rows if kern.tile_rows is None else kern.tile_rows
     tile_cols = hw.mma_tile_cols if kern.tile_cols is None else kern.tile_cols
+    if _deepgemm_sm90(kern, hw):   # an FP8 GEMM in the blocks DeepGEMM's SM90 heuristic picks (others: the stack's tile)
+        from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks
+
+        rows, cols = sm90_fp8_gemm_blocks(kern.rows, kern.n, sms)
+        tile_rows, tile_cols = _fp8_only(kern, rows, tile_rows), _fp8_only(kern, cols, tile_cols)
     m_tiles = sceil(kern.rows / tile_rows)
     if kern.m_tile_multiple is not None:  # a cluster of CTAs along M: each group's M tiles rounded up to it
         m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
@@ -227,6 +232,8 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     store = epilogue_store(kern, hw)
     if _nonzero(store):
         compute = sadd(compute, store)
+    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+        compute = smax(compute, serial_chain(kern, hw, ctas))
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
@@ -301,6 +308,15 @@ def epilogue_store(kern: Kernel, hw: Platform):
     return hw.mma_epilogue_exposed * kern.cost.launches * kern.store_bytes / rate   # store_bytes: one launch's
 
 
+def serial_chain(kern: Kernel, hw: Platform, ctas):
+    """Seconds of a kernel whose CTAs each run `serial_steps` main-loop steps one after another (DeepGEMM's SM90 TF32
+    pre-norm GEMM: one math warpgroup loads a K block's routes from shared memory, squares them, waits for the last
+    block's WGMMAs and issues this block's): the CTAs' waves x steps x hc_prenorm_step_cycles at the SM clock. A floor
+    under the kernel's compute: with few CTAs (a decode batch without splits: one CTA over all of K) it sets the time."""
+    waves = sceil(ctas / hw.sm_count - 1e-9)
+    return waves * kern.serial_steps * hw.hc_prenorm_step_cycles / hw.sm_clock_hz
+
+
 def tile_overhead(kern: Kernel, hw: Platform):
     """Seconds a causal flash kernel's tiles add beyond their MMAs: each of its CTAs (one per query tile) pays
     attention_tile_overhead_cycles at the SM clock (its query and first key loads, softmax epilogue, output store),
@@ -352,10 +368,17 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
 
             stages, stage_bytes = sm100_fp8_gemm_pipeline(int(hw.mma_tile_rows))
             per_sm = stages * stage_bytes
+        if _deepgemm_sm90(kern, hw):
+            per_sm = _fp8_only(kern, hw.deepgemm_sm90_bytes_in_flight_per_sm, per_sm)
         return smin(ctas, hw.sm_count) * per_sm * distinct_share(kern, hw, ctas)
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
         return smin(ctas, hw.sm_count) * cap
+    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+        # the pre-norm GEMM on a stack that prices its SM90 main loop: its CTAs keep their TMA stages in flight, one CTA
+        # per SM (elsewhere its loads stay capped as ordinary loads: on the Blackwell stacks the stages made their
+        # held-out aiconfigurator rows worse, docs/deepseek-kernels.md)
+        return smin(ctas, hw.sm_count) * kern.in_flight_bytes_per_cta
     per_cta = smin(kern.in_flight_bytes_per_cta, cap)
     return smin(ctas * per_cta, hw.sm_count * cap)
 
@@ -383,6 +406,17 @@ def distinct_share(kern: Kernel, hw: Platform, ctas):
     if kern.m_tile_multiple is not None:
         m_tiles = sceil(m_tiles / kern.m_tile_multiple) * kern.m_tile_multiple
     return sstep(ctas, (hw.sm_count,), (1.0 / m_tiles, 1.0))
+
+
+def _deepgemm_sm90(kern: Kernel, hw: Platform) -> bool:
+    """A dense GEMM on a stack whose FP8 dense GEMMs are DeepGEMM's SM90 kernel (dense_gemm_library "deepgemm-sm90")."""
+    return _dense(kern) and hw.dense_gemm_library == "deepgemm-sm90"
+
+
+def _fp8_only(kern: Kernel, fp8_value, other):
+    """`fp8_value` for a GEMM of FP8 operands (its FP8 MMA FLOPs above 0), `other` for the rest (BF16 GEMMs run the
+    stack's other library); element by element over stacked kernels."""
+    return sstep(kern.cost.fp8_flops, (0,), (other, fp8_value))
 
 
 def _dense(kern: Kernel) -> bool:

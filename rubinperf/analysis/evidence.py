@@ -31,6 +31,9 @@ KERNELS = ("mega_moe", "fp8_gemm", "fp8_fp4_gemm", "bf16_gemm", "grouped_gemm_co
 
 _REQUIRED = ("id", "source_url", "source_detail", "gpu", "kernel", "precision", "shape", "measured_us",
              "timing_method")
+# The source of a row measured by this project (calibration/hopper/: the script, commit and environment in its
+# source_detail); accepted only where the loader is told the file holds own runs.
+OWN_SOURCE = "own run"
 _KEY = re.compile(r"[a-z_][a-z0-9_]*\Z")
 # Rates a source publishes beside the one in `reported_rate`, kept in `notes` as
 # "[other_rates hbm_gbps=1311 nvlink_gbps=1]".
@@ -66,6 +69,13 @@ def default_path() -> Path:
     from rubinperf.bundled import folder
 
     return folder("calibration") / "public" / "kernels.csv"
+
+
+def own_path() -> Path:
+    """The own measurements in the same schema: DeepGEMM's SM90 kernels timed on an H200 (calibration/hopper/)."""
+    from rubinperf.bundled import folder
+
+    return folder("calibration") / "hopper" / "deepgemm_sm90_evidence.csv"
 
 
 def source_key(url: str) -> str:
@@ -106,7 +116,7 @@ def _pairs(where: str, key: str, text: str, sep: str) -> dict[str, float]:
     return out
 
 
-def _row(where: str, raw: dict[str, str]) -> EvidenceRow:
+def _row(where: str, raw: dict[str, str], own_runs: bool = False) -> EvidenceRow:
     for key in _REQUIRED:
         if not raw[key].strip():
             raise SpecError(f"{where}: {key} is empty")
@@ -114,7 +124,7 @@ def _row(where: str, raw: dict[str, str]) -> EvidenceRow:
         raise SpecError(f"{where}: gpu: {shorten(raw['gpu'])!r} is not one of {', '.join(GPUS)}")
     if raw["kernel"] not in KERNELS:
         raise SpecError(f"{where}: kernel: {shorten(raw['kernel'])!r} is not one of {', '.join(KERNELS)}")
-    if not raw["source_url"].startswith("https://"):
+    if not raw["source_url"].startswith("https://") and not (own_runs and raw["source_url"].strip() == OWN_SOURCE):
         raise SpecError(f"{where}: source_url: expected an https:// address, got {shorten(raw['source_url'])!r}")
     us = _number(where, "measured_us", raw["measured_us"])
     if us <= 0:
@@ -142,8 +152,9 @@ def _row(where: str, raw: dict[str, str]) -> EvidenceRow:
         notes=raw["notes"].strip(), other_rates=MappingProxyType(others))
 
 
-def load_evidence(path: str | Path | None = None) -> list[EvidenceRow]:
-    """Every row of the evidence table (the bundled one unless `path` names another), in file order."""
+def load_evidence(path: str | Path | None = None, own_runs: bool = False) -> list[EvidenceRow]:
+    """Every row of the evidence table (the bundled one unless `path` names another), in file order. `own_runs`: the
+    file holds this project's own measurements (calibration/hopper/), whose source_url may be OWN_SOURCE."""
     path = Path(path) if path is not None else default_path()
     try:
         text = path.read_text(encoding="utf-8")
@@ -167,7 +178,7 @@ def load_evidence(path: str | Path | None = None) -> list[EvidenceRow]:
         where = f"{path}: row {line}" + (f" ({shorten(cells[0], 60)})" if cells[0].strip() else "")
         if len(cells) != len(header):
             raise SpecError(f"{where}: {len(cells)} fields, expected {len(header)} (quote fields that hold commas)")
-        row = _row(where, dict(zip(header, cells)))
+        row = _row(where, dict(zip(header, cells)), own_runs)
         if row.id in seen:
             raise SpecError(f"{where}: id {row.id!r} repeats an earlier row")
         seen.add(row.id)

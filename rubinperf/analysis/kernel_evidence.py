@@ -1,10 +1,11 @@
 """The kernel section of `rubinperf validate`: every row of the public kernel evidence table
-(`calibration/public/kernels.csv`, rubinperf.analysis.evidence) predicted through the kernel functions the step uses
+(`calibration/public/kernels.csv`, rubinperf.analysis.evidence) and the own H200 measurements' primary rows
+(`calibration/hopper/deepgemm_sm90_evidence.csv`, `own_rows`) predicted through the kernel functions the step uses
 (`rubinperf.kernels` + `roofline.kernel_time`) on the row's GPU and the stack that runs those kernels there.
 
 The split between the rows a fit saw and the rows it did not is stated here and deterministic: FIT_ROWS names, per
-kernel family and GPU generation, the id prefixes of the rows `fit_family` fits FIT_FIELDS to; every other row is held
-out. A family with no entry is predicted from its stack's values as they are: all of its rows are held out.
+kernel family and GPU generation, a regular expression of the ids of the rows `fit_family` fits FIT_FIELDS to; every
+other row is held out. A family with no entry is predicted from its stack's values as they are: all of its rows are held out.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 import statistics
 
 # The GPU of a row -> (hardware spec, stack): the stack that runs DeepSeek's kernels on it. H20 has no spec.
@@ -21,12 +23,20 @@ GPU_SPECS = {"b200": ("b200", None), "b300": ("b300", None), "gb200": ("gb200-nv
 GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm100", "h20": "sm90", "h100": "sm90",
               "h800": "sm90", "h200": "sm90"}
 
-# The fit rows (id prefixes) per (kernel family, GPU generation), and the fields fitted to them. Mega MoE on SM100: the
-# V4-Flash rows of DeepGEMM PR #316 (DeepGEMM's own harness, timed by kineto); held out: its V4-Pro rows and every
-# other source's rows (vLLM PR #49636's moe_ep benchmark, five model geometries).
-FIT_ROWS = {("mega_moe", "sm100"): ("dg316-flash-",)}
+# The fit rows (a regular expression their ids match) per (kernel family, GPU generation), and the fields fitted to
+# them. Mega MoE on SM100: the V4-Flash rows of DeepGEMM PR #316 (DeepGEMM's own harness, timed by kineto); held out:
+# its V4-Pro rows and every other source's rows (vLLM PR #49636's moe_ep benchmark, five model geometries). The TF32
+# pre-norm GEMM on SM90: the own H200 rows without K splits (num_splits=0: the call passed none, one CTA over all of K
+# per 64 tokens); held out: the same shapes with 16 splits (16 times fewer steps a CTA). The FP8 GEMM on SM90: the own
+# H200 rows of four of the eight linears (wq_a, wq_b, idx_wq_b, shared_w13: narrow and wide, short and deep K) at
+# every m; held out: the other four linears (wkv, wo_b, idx_wk, shared_w2) and the H800 rows of DeepGEMM's README.
+FIT_ROWS = {("mega_moe", "sm100"): r"^dg316-flash-",
+            ("hc_prenorm_gemm", "sm90"): r"^own-h200-hc_prenorm_gemm:.*num_splits=0:",
+            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):"}
 # megamoe_sync_s is the kernel's fixed chain: its floor is the steps DeepGEMM's code times (stacks/*.toml cite each).
-FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency")}
+FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency"),
+              ("hc_prenorm_gemm", "sm90"): ("hc_prenorm_step_cycles",),
+              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",)}
 # The range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
 # megamoe_sync_s: from the steps the code times, 19.5 us (SM offsets ~6.5, source-index writes ~2, two NVLink barriers
 # ~4 each, the combine's one-token reduction ~3: impls/sm100_fp8_fp4_mega_moe.cuh @ 54e2261), to twice that; above
@@ -34,8 +44,13 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # remote counts, a pull's two dependent loads, the first tokens' release and poll, the top-6 combine's further loads)
 # and what the rows want beyond them, which the code does not explain (docs/deepseek-kernels.md).
 # megamoe_stream_latency_s: from the unloaded HBM latency (0.5 us) to ten times it.
+# hc_prenorm_step_cycles: from the step's eight TF32 WGMMAs alone (2 x 64 x 32 x 64 FLOP at the H200's TF32 rate per
+# SM, 494 TFLOP/s / 132 SMs / 1.98 GHz = 1,890 FLOP a cycle: 139 cycles) to ten times that.
+# deepgemm_sm90_bytes_in_flight_per_sm: from one 2 KB stage (16 weight rows x 128 FP8 values, the narrowest
+# block) to the 54.5 KB the H200 calibration gave cuBLAS's GEMMs (stacks/pytorch-2.11.toml).
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
-              "megamoe_compute_efficiency": (0.0, 1.0)}
+              "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
+              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0)}
 
 
 # FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
@@ -48,15 +63,41 @@ HELD_OUT_MEDIAN_MAX = 0.15
 HELD_OUT_WORST_MAX = 0.5
 SPLIT = ("fit rows: the V4-Flash Mega MoE rows of DeepGEMM PR #316 (ids dg316-flash-*), to which the vLLM stacks' "
          "megamoe_sync_s (above the 19.5 us the code times), megamoe_stream_latency_s and megamoe_compute_efficiency were "
-         "fitted; every other row is held out (no other family is fitted here)")
+         "fitted; the own H200 TF32 pre-norm GEMM rows without K splits (num_splits=0), to which sglang-deepep-hopper's "
+         "hc_prenorm_step_cycles was fitted (its 16-split rows held out); the own H200 FP8 GEMM rows of wq_a, wq_b, "
+         "idx_wq_b and shared_w13, to which its deepgemm_sm90_bytes_in_flight_per_sm was fitted (the other four "
+         "linears and the H800 rows held out); every other row is held out")
+
+
+# The own measurements' timing method whose rows are the primary ones (one per case): kineto, the kernel's duration on
+# the GPU with L2 flushed before each call, the method of DeepGEMM's bench_kineto and of the public DeepGEMM rows. The
+# model's time of one kernel in a graph (`launch_of`: "graph") is that duration plus a graph boundary (0.65 us on the
+# H200), the same treatment as the public kineto rows. The other two timings of each case (`flushed`: CUDA events,
+# one eager call with its launch; `graph`: back-to-back calls in a CUDA graph, no flush, so weights that fit in L2
+# stay there) stay in the file and are not rows here.
+OWN_PRIMARY_METHOD = "kineto"
+
+
+def own_rows(path=None) -> list:
+    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv): one per case."""
+    from rubinperf.analysis.evidence import load_evidence, own_path
+
+    rows = load_evidence(path if path is not None else own_path(), own_runs=True)
+    return [r for r in rows if r.id.endswith(":" + OWN_PRIMARY_METHOD)]
+
+
+def evidence_rows(path=None) -> list:
+    """The rows the kernel section predicts: the public table (or `path`) and, with the bundled table, the own
+    measurements' primary rows."""
+    from rubinperf.analysis.evidence import load_evidence
+
+    return load_evidence(path) + (own_rows() if path is None else [])
 
 
 def kernel_section(path=None) -> dict:
-    """The section `validate --kernels` prints: every row's record, the summary per family, GPU and split, the
-    held-out rows' overall figures, and the split rule."""
-    from rubinperf.analysis.evidence import load_evidence
-
-    rows = kernel_records(load_evidence(path))
+    """The section `validate --kernels` prints: every row's record (the public table's and the own H200 rows'), the
+    summary per family, GPU and split, the held-out rows' overall figures, and the split rule."""
+    rows = kernel_records(evidence_rows(path))
     summary = kernel_summary(rows)
     held = next((s for s in summary if s["kernel"] == "all"), None)
     return {"split": SPLIT, "rows": rows, "summary": summary, "held_out": held}
@@ -105,7 +146,23 @@ def kernels_of(row, hw):
         per = s.get("m_per_group", s.get("expected_m"))
         if per is not None and {"groups", "n", "k"} <= set(s):
             g = s["groups"]
-            return [K.grouped_gemm(g * per, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+            # the rows the timed call holds where the row states them (own runs: the masked rows' sum; the
+            # contiguous layout's rows, each group padded to its alignment), else groups x rows per group
+            rows = s.get("masked_m_sum", s.get("m_total", g * per))
+            return [K.grouped_gemm(rows, g, s["n"], s["k"], weight="fp8", act="fp8", touched=g)]
+    if row.kernel in ("mqa_logits", "mqa_logits_paged") and {"kv_len", "heads", "head_dim"} <= set(s):
+        # the lightning indexer's logits (DeepGEMM fp8_fp4_mqa_logits / fp8_fp4_paged_mqa_logits) over FP8 keys with
+        # one FP32 scale each; the new tokens are the last of the context (own runs: bench_deepgemm.py build_mqa,
+        # build_paged); the epilogue as the model specs state it (ReLU, head weight, sum: INDEXER_EPILOGUE_FLOPS)
+        from rubinperf.specs.hfconfig import INDEXER_EPILOGUE_FLOPS
+
+        paged = row.kernel == "mqa_logits_paged"
+        seqs, q = (s["batch"], s["next_n"]) if paged else (1, s["seq_q"])
+        return [K.indexer_logits(seqs * q, seqs, q, s["kv_len"] - q, s["heads"], s["head_dim"], 1,
+                                 s["head_dim"] + 4, "fp8", not paged, INDEXER_EPILOGUE_FLOPS)]
+    if row.kernel == "hc_prenorm_gemm" and {"m", "n", "k"} <= set(s):
+        # BF16 routes x FP32 weight on TF32 MMAs, split-K into num_splits partials (1: the call passed none)
+        return [K.hc_prenorm_gemm(s["m"], s["k"], s["n"], a_bytes=2, splits=s.get("num_splits", 1))]
     if row.kernel == "sparse_mla_decode" and {"batch", "heads", "seq_q", "topk_tokens"} <= set(s):
         # FlashMLA's SM90 sparse FP8 decode (github deepseek-ai/FlashMLA @ 9241ae3, csrc/sm90/decode/sparse_fp8/
         # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), 656-byte FP8 entries
@@ -136,7 +193,8 @@ def predict(row, hw=None):
 
 
 def is_fit_row(row) -> bool:
-    return any(row.id.startswith(p) for p in FIT_ROWS.get((row.kernel, GENERATION[row.gpu]), ()))
+    pattern = FIT_ROWS.get((row.kernel, GENERATION[row.gpu]))
+    return pattern is not None and re.search(pattern, row.id) is not None
 
 
 def kernel_records(rows, platforms: dict | None = None) -> list[dict]:

@@ -166,6 +166,10 @@ class Kernel:
     # block's store before the next block's MMAs, the store adds to the MMAs' time (roofline.epilogue_store,
     # mma_epilogue_exposed). None: no output tile store.
     out_bytes_per_element: Any = None
+    # A kernel whose CTAs each run this many main-loop steps one after another, each waiting for the last (DeepGEMM's SM90
+    # TF32 pre-norm GEMM: its K blocks, one math warpgroup): the CTAs' waves x steps x the stack's cycles per step
+    # (hc_prenorm_step_cycles) is a floor under its compute (roofline.serial_chain). None: no such chain.
+    serial_steps: Any = None
 
     @property
     def store_bytes(self):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rubinperf.mathops import sfloor, smax, sstep
+from rubinperf.mathops import sceil, sfloor, smax, smin, sstep
 
 DEEPGEMM_COMMIT = "54e22612409371d6364144b69086735beb54e98b"
 
@@ -127,3 +127,30 @@ def sm100_fp8_gemm_pipeline(block_m, cluster_n=2, act_bytes=1, weight_bytes=1, o
     extra = GEMM_UMMA_STEP_N * GEMM_SWAP_BLOCK_N * out_bytes * 2 + GEMM_MAX_STAGES * 8 * 3 + 2 * 8 * 2 + 8 + 4
     stages = min((smem_bytes - extra) // stage, GEMM_MAX_STAGES)
     return stages, GEMM_SWAP_BLOCK_N * block_k * weight_bytes
+
+
+# The SM90 FP8 GEMM (csrc/jit_kernels/heuristics/sm90.hpp @ DEEPGEMM_COMMIT, SM90ArchSpec; impls/sm90_fp8_gemm_1d2d.hpp):
+# block_m 64 or 128, and 16 / 32 where m <= 16 / 32 ("smaller block M can avoid TMA L2 OOB bound", lines 23-26);
+# block_n every multiple of 16 (line 40) up to 192 for the 1D2D kernel ("register spills", line 52); the comparator
+# (get_layout_info, lines 203-235) divides the L1/L2 cycles of a layout by its last wave's use of the SMs
+# (wave_efficiency), so at decode sizes it picks the narrowest block_n whose blocks fill the SMs' waves; a persistent
+# grid of num_sms CTAs (get_launch_config, line 193).
+SM90_GEMM_BLOCK_N_STEP = 16
+SM90_GEMM_MAX_BLOCK_N = 192
+
+
+def sm90_fp8_gemm_blocks(m, n, sms):
+    """The block DeepGEMM's SM90 FP8 GEMM takes for an m x n output on `sms` SMs (constants above), as the heuristic's
+    choice reduces to: block_m 16, 32 or 64 where m fits (128 above 64 rows); block_n the narrowest multiple of 16
+    (at most 192) that spreads the m blocks x n columns over whole waves of the SMs: waves = ceil(m blocks x n /
+    (192 x SMs)), block_n = 16 x ceil(m blocks x n / (16 x SMs x waves)). At one token, n = 5120 gives 16 x 48
+    (107 blocks), n = 128 gives 16 x 16 (8 blocks: the other 124 SMs idle), n = 32768 gives 16 x 128 in two waves,
+    as the heuristic picks them. ASSUMPTION (a reduction of the comparator, checked against it at the own rows'
+    shapes): above 64 rows the heuristic also weighs 64 against 128 and multicast clusters by their L2 traffic,
+    which this leaves out."""
+    block_m = sstep(m, (16, 32, 256), (16, 32, 64, 128))
+    m_blocks = sceil(m / block_m)
+    waves = sceil(m_blocks * n / (SM90_GEMM_MAX_BLOCK_N * sms))
+    block_n = smin(smax(SM90_GEMM_BLOCK_N_STEP * sceil(m_blocks * n / (SM90_GEMM_BLOCK_N_STEP * sms * waves)),
+                        SM90_GEMM_BLOCK_N_STEP), SM90_GEMM_MAX_BLOCK_N)
+    return block_m, block_n

@@ -56,7 +56,12 @@ def mhc(tokens, routes, hidden, mix_rows, residual_bytes) -> Kernel:
 # (block of 64 tokens, K split): LaunchArgs(num_splits x ceil(m / 64)); block_n = align(n, 16) (the whole mixing width
 # in one UMMA), block_k 64; each split writes its FP32 partial outputs and sums of squares, which the big-fuse sums.
 HC_PRENORM_BLOCK_M = 64
+HC_PRENORM_BLOCK_K = 64   # block_k = 64 (sm90_tf32_hc_prenorm_gemm.hpp; the SM100 one alike): the K values of one step
 HC_PRENORM_N_ALIGN = 16
+# num_stages: 12, fewer where they do not fit the shared memory (the SM90 and SM100 hosts alike: stages of a 64 x 64
+# BF16 A tile and an align(n, 16) x 64 FP32 B tile; 12 of 16 KB at mHC's n = 24): a CTA's TMA loads in flight
+HC_PRENORM_MAX_STAGES = 12
+HC_PRENORM_SMEM_BYTES = 232448   # SM90ArchSpec / SM100ArchSpec::smem_capacity
 # The K splits SGLang's TileLang mHC asks for: ASSUMED 16 (the split count DeepGEMM's own test times, and the
 # big-fuse's default n_splits in public ports of those kernels), range 1-32.
 HC_PRENORM_SPLITS = 16
@@ -67,13 +72,19 @@ def hc_prenorm_gemm(tokens, k, mix_rows, a_bytes=2, splits=HC_PRENORM_SPLITS) ->
     interface takes) times the [mix_rows, k] FP32 weight on the tensor cores at the TF32 rate, over whole 64-token blocks
     and mix_rows aligned to 16; its cast-and-reduce threads square and sum each token's k values on CUDA cores (an
     FMA per value); `splits` partial outputs and sums of squares written. CTAs: splits x blocks of 64 tokens (a
-    decode batch leaves most SMs idle)."""
+    decode batch leaves most SMs idle). Each CTA runs its k / splits / 64 K blocks as one chain (`serial_steps`: on
+    SM90 one math warpgroup loads, squares and feeds each block to its WGMMAs after waiting for the last block's;
+    the stack's hc_prenorm_step_cycles prices a step)."""
     blocks = sceil(tokens / HC_PRENORM_BLOCK_M)
     n_pad = sceil(mix_rows / HC_PRENORM_N_ALIGN) * HC_PRENORM_N_ALIGN
     cost = Cost.of_flops("tf32", 2 * blocks * HC_PRENORM_BLOCK_M * n_pad * k, fp32_flops=2 * tokens * k,
                          activation_bytes=tokens * k * a_bytes + splits * tokens * (mix_rows + 1) * 4,
                          weight_bytes=mix_rows * k * 4, launches=1)
-    return Kernel("gemm", cost, ctas=splits * blocks)
+    stage = HC_PRENORM_BLOCK_M * HC_PRENORM_BLOCK_K * a_bytes + n_pad * HC_PRENORM_BLOCK_K * 4
+    stages = min(HC_PRENORM_MAX_STAGES, (HC_PRENORM_SMEM_BYTES - HC_PRENORM_BLOCK_M * 128) // stage) \
+        if type(n_pad) in (int, float) else HC_PRENORM_MAX_STAGES
+    return Kernel("gemm", cost, ctas=splits * blocks, serial_steps=k / splits / HC_PRENORM_BLOCK_K,
+                  in_flight_bytes_per_cta=stages * stage)
 
 
 def mhc_split(tokens, routes, hidden, mix_rows, residual_bytes, act_bytes=2) -> tuple[Kernel, ...]:

@@ -1,0 +1,135 @@
+"""The own H200 measurements of DeepGEMM's SM90 kernels (calibration/hopper/deepgemm_sm90_evidence.csv) in the kernel
+evidence: they load, one primary (kineto) row per case is predicted through the step's kernel functions on h200 /
+sglang-deepep-hopper, each family's held-out error stays under a stated bound, and the SM90 pre-norm GEMM's chain of
+K blocks (the one mechanism fitted to these rows) has its hand-derived value."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+
+from rubinperf.analysis import kernel_evidence as KE
+from rubinperf.analysis.evidence import load_evidence, own_path
+from rubinperf.errors import SpecError
+from rubinperf.kernels import hc_prenorm_gemm
+from rubinperf.roofline import kernel_time, serial_chain
+from rubinperf.specs.stack import load_platform
+
+OWN = KE.own_rows()
+H200 = load_platform("h200", "sglang-deepep-hopper")
+RECORDS = KE.kernel_records(OWN)
+
+
+def test_own_rows_load_one_primary_row_per_case():
+    every = load_evidence(own_path(), own_runs=True)
+    assert len(every) == 3 * 153                       # flushed, graph and kineto per case
+    assert len(OWN) == 153 and all(r.id.endswith(":kineto") for r in OWN)
+    assert {r.gpu for r in OWN} == {"h200"} and {r.source for r in OWN} == {"own run"}
+    assert {r.kernel for r in OWN} == {"fp8_gemm", "grouped_gemm_masked", "grouped_gemm_contiguous", "mqa_logits",
+                                       "mqa_logits_paged", "hc_prenorm_gemm"}
+
+
+def test_own_source_only_where_the_loader_is_told(tmp_path):
+    # the public table keeps its rule: an own run's row there is an error
+    text = own_path().read_text().splitlines()
+    path = tmp_path / "k.csv"
+    path.write_text("\n".join(text[:2]) + "\n")
+    with pytest.raises(SpecError, match="source_url"):
+        load_evidence(path)
+    assert len(load_evidence(path, own_runs=True)) == 1
+
+
+def test_every_own_row_is_predicted_on_the_hopper_stack():
+    assert all(r["skipped"] is None and r["predicted_us"] > 0 for r in RECORDS)
+    plat = KE.platform_of(OWN[0])
+    assert (plat.name, plat.stack) == ("h200", "sglang-deepep-hopper")
+
+
+# Held-out median |ln(measured / predicted)| per family: at most these (the model as committed: 0.064, 0.040, 0.055,
+# 0.127, 0.080 and 0.152); the project's bar is 0.15 (kernel_evidence.HELD_OUT_MEDIAN_MAX), the pre-norm GEMM's 16-split
+# rows just miss it (their CTAs' pipeline fill, a wave at a time, is not modelled: docs/deepseek-kernels.md)
+BOUNDS = {"fp8_gemm": 0.1, "grouped_gemm_masked": 0.08, "grouped_gemm_contiguous": 0.1, "mqa_logits": 0.15,
+          "mqa_logits_paged": 0.12, "hc_prenorm_gemm": 0.2}
+
+
+@pytest.mark.parametrize("kernel", sorted(BOUNDS))
+def test_held_out_error_per_family_stays_under_its_bound(kernel):
+    held = [r["abs_log"] for r in RECORDS if r["kernel"] == kernel and r["split"] == "held-out"]
+    assert len(held) >= 5
+    assert statistics.median(held) <= BOUNDS[kernel]
+
+
+def test_prenorm_split_rows_are_held_out_and_the_others_fitted():
+    hc = [r for r in RECORDS if r["kernel"] == "hc_prenorm_gemm"]
+    assert {r["split"] for r in hc if "num_splits=16" in r["id"]} == {"held-out"}
+    assert {r["split"] for r in hc if "num_splits=0" in r["id"]} == {"fit"}
+
+
+def test_prenorm_chain_by_hand():
+    # one token, no split: one CTA runs all 20480 / 64 = 320 K blocks, 445 cycles each at 1.98 GHz: 71.9 us
+    k = hc_prenorm_gemm(1, 20480, 24, splits=1)
+    assert k.ctas == 1 and k.serial_steps == 320
+    assert serial_chain(k, H200, 1) == pytest.approx(320 * 445 / 1.98e9)
+    assert kernel_time(k, H200).compute_s == pytest.approx(320 * 445 / 1.98e9)
+    # 16 splits: 20 K blocks a CTA; 16384 tokens, no split: 256 CTAs, two waves over 132 SMs
+    assert hc_prenorm_gemm(1, 20480, 24, splits=16).serial_steps == 20
+    big = hc_prenorm_gemm(16384, 20480, 24, splits=1)
+    assert serial_chain(big, H200, big.ctas) == pytest.approx(2 * 320 * 445 / 1.98e9)
+    # a stack without the chain (0 cycles: the Blackwell stacks, whose SM100 kernel is another) keeps the old time
+    off = dataclasses.replace(H200, hc_prenorm_step_cycles=0.0)
+    assert kernel_time(k, off).compute_s < 0.5 * 320 * 445 / 1.98e9   # its MMAs and squares on one SM: 31 us
+
+
+def test_prenorm_stages_in_flight_by_hand():
+    from rubinperf.roofline import bytes_in_flight
+
+    # 12 stages of a 64 x 64 BF16 A tile (8 KB) and a 32 x 64 FP32 B tile (8 KB): 196,608 B a CTA
+    k = hc_prenorm_gemm(128, 20480, 24, splits=1)
+    assert k.in_flight_bytes_per_cta == 12 * (64 * 64 * 2 + 32 * 64 * 4)
+    assert bytes_in_flight(k, H200, 2) == pytest.approx(2 * 196608)
+    # on a stack that does not price the SM90 main loop the loads stay capped as ordinary loads
+    off = dataclasses.replace(H200, hc_prenorm_step_cycles=0.0)
+    assert bytes_in_flight(k, off, 2) == pytest.approx(2 * off.stream_bytes_in_flight_per_sm)
+
+
+def test_prenorm_fit_gives_the_stack_value_back():
+    found, err = KE.fit_family(OWN, "hc_prenorm_gemm", "sm90")
+    assert found["hc_prenorm_step_cycles"] == pytest.approx(H200.hc_prenorm_step_cycles, rel=0.01)
+    assert err < 0.15
+
+
+@pytest.mark.parametrize("m, n, block", [
+    # the blocks the SM90 heuristic's comparator picks (sm90.hpp @ 54e2261, get_layout_candidates / get_layout_info,
+    # evaluated at these shapes on 132 SMs): one token, n = 5120: 16 x 48, 107 blocks in one wave
+    (1, 5120, (16, 48)), (1, 4096, (16, 32)), (1, 1280, (16, 16)), (1, 128, (16, 16)), (32, 4608, (32, 48)),
+    (64, 512, (64, 16)), (128, 1280, (64, 32)), (128, 4096, (64, 64)), (128, 5120, (64, 80)), (256, 4608, (64, 144)),
+    # 32768 columns: two waves of 16 x 128
+    (1, 32768, (16, 128))])
+def test_sm90_blocks_as_the_heuristic_picks_them(m, n, block):
+    from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks
+
+    assert sm90_fp8_gemm_blocks(m, n, 132) == block
+
+
+def test_sm90_blocks_by_hand_and_in_flight():
+    from rubinperf.kernels import gemm
+    from rubinperf.roofline import bytes_in_flight, occupancy
+
+    # one token x 5120 x 8192 (wo_b): 1 x ceil(5120 / 48) = 107 CTAs, each keeping 11,100 B in flight
+    k = gemm(1, 5120, 8192, weight="fp8", act="fp8")
+    ctas, share, pad = occupancy(k, H200)
+    assert ctas == 107 and pad == 16
+    assert bytes_in_flight(k, H200, ctas) == pytest.approx(107 * H200.deepgemm_sm90_bytes_in_flight_per_sm)
+    # a BF16 GEMM on the same stack keeps the stack's tile (64 x 128: 40 CTAs) and the calibrated 54.5 KB
+    b = gemm(1, 5120, 8192, weight="bf16", act="bf16")
+    ctas, _, _ = occupancy(b, H200)
+    assert ctas == 40 and bytes_in_flight(b, H200, ctas) == pytest.approx(40 * 54500.0)
+
+
+def test_sm90_gemm_fit_gives_the_stack_value_back():
+    found, err = KE.fit_family(OWN, "fp8_gemm", "sm90")
+    assert found["deepgemm_sm90_bytes_in_flight_per_sm"] == pytest.approx(H200.deepgemm_sm90_bytes_in_flight_per_sm,
+                                                                          rel=0.01)
+    assert err < 0.1
