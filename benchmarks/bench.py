@@ -1,6 +1,6 @@
 """Speed benchmark (not a test): start-up, `estimate`, `explain`, `sensitivity`, `pareto`, and the grid sweep.
 
-Run: python benchmarks/bench.py [--quick] [--no-compile]
+Run: python benchmarks/bench.py [--quick] [--no-compile] [--sweep]
 
 Targets, each line CPU time beside wall time: `estimate` (and `--json`) within 1.3x a bare
 `import numpy` of the same interpreter (timed in alternating pairs); `explain` of a kernel and of the whole
@@ -21,7 +21,7 @@ per point, over arrays of one block) gives a ratio that holds on a noisy machine
 
 The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
 __pycache__ beside an editable checkout, every run would compile rubinperf from source, which no
-installed copy does. `--no-compile` measures as found.
+installed copy does. `--no-compile` measures as found. `--sweep` runs the sweep's lines alone.
 """
 
 from __future__ import annotations
@@ -268,36 +268,37 @@ def main() -> None:
     if "--no-compile" not in sys.argv[1:]:
         compile_package()
     rp = [py, "-m", "rubinperf"]
-    rows = []
+    rows, only_sweep = [], "--sweep" in sys.argv[1:]
 
     def row(name, wall_s=None, cpu_s=None, value="", target=""):
         shown = value or f"{wall_s * 1e3:,.0f} ms wall, {cpu_s * 1e3:,.0f} ms CPU"
         rows.append((name, shown, target))
 
-    imp = timed([py, "-c", "import rubinperf.cli"])
-    base = timed([py, "-c", "pass"])
-    row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
-    est = timed(rp + ["estimate"])
-    row("rubinperf estimate", est[0], est[1])
-    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate"])
-    row("bare python -c 'import numpy'", nw, nc)
-    row("rubinperf estimate / import numpy (pairs)", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
-    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
-    row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
-    row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
-    for name, cmd, target in COMMANDS:
-        if cmd[0] == "validate":   # its first run after an install or a change: nothing kept yet (rubinperf/kept.py)
-            forget_kept()
-            w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
-            row(f"{name}, first run (nothing kept)", w, c, target=target)
-        w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
-        row(name, w, c, target=target)
-    import tempfile
+    if not only_sweep:
+        imp = timed([py, "-c", "import rubinperf.cli"])
+        base = timed([py, "-c", "pass"])
+        row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
+        est = timed(rp + ["estimate"])
+        row("rubinperf estimate", est[0], est[1])
+        nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate"])
+        row("bare python -c 'import numpy'", nw, nc)
+        row("rubinperf estimate / import numpy (pairs)", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
+        nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
+        row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
+        row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
+        for name, cmd, target in COMMANDS:
+            if cmd[0] == "validate":   # its first run after an install or a change: nothing kept yet (rubinperf/kept.py)
+                forget_kept()
+                w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
+                row(f"{name}, first run (nothing kept)", w, c, target=target)
+            w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
+            row(name, w, c, target=target)
+        import tempfile
 
-    with tempfile.TemporaryDirectory() as out:   # the README's refit of the committed H200 measurements
-        csv = os.path.join(os.path.dirname(HERE), "calibration", "h200", "shapes.csv")
-        w, c, _ = timed(rp + ["calibrate", "-H", "h200", "--from-csv", csv, "--out-dir", out, "--quiet"], runs=1)
-        row("rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv", w, c, target="<= 20 s CPU")
+        with tempfile.TemporaryDirectory() as out:   # the README's refit of the committed H200 measurements
+            csv = os.path.join(os.path.dirname(HERE), "calibration", "h200", "shapes.csv")
+            w, c, _ = timed(rp + ["calibrate", "-H", "h200", "--from-csv", csv, "--out-dir", out, "--quiet"], runs=1)
+            row("rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv", w, c, target="<= 20 s CPU")
 
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
@@ -320,10 +321,11 @@ def main() -> None:
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
-    serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
-    row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
-    sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
-    row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
+    if not only_sweep:
+        serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
+        row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
+        sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
+        row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
     width = max(len(r[0]) for r in rows)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")
