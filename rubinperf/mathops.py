@@ -275,12 +275,13 @@ def sscale(x, *factors):
 
 
 def sper(x, d):
-    """x / d; a numpy array over a plain number, or over a smaller array (a grid's batch column or context row): x times
-    1 / d, within an ulp of x / d (a multiplication, at a third of a division's time an element, and the reciprocals
-    taken over the smaller array), so the numbers of an array path may differ from a scalar path's in the last bit."""
-    if type(x).__module__ == "numpy" and getattr(x, "ndim", 0) and (
-            type(d) in _PLAIN or type(d).__module__ == "numpy" and getattr(d, "size", 0) < x.size):
-        return x * (1.0 / d)
+    """x / d, as x times 1 / d for numbers and numpy values (within an ulp of x / d: a multiplication runs at a third of
+    a division's time an element, and an array's divisor that is a grid's column or row takes its reciprocals over
+    that axis alone). Numbers and arrays take the same steps, so an element of an array path is the scalar path's
+    number, bit for bit. Symbols: x / d."""
+    if type(d) in _PLAIN or type(d).__module__ == "numpy":
+        if type(x) in _PLAIN or type(x).__module__ == "numpy":
+            return x * (1.0 / d)
     return x / d
 
 
