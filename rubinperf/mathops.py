@@ -275,7 +275,7 @@ def sscale(x, *factors):
 
 
 def sper(x, d):
-    """x / d, as x times 1 / d for numbers and numpy values (within an ulp of x / d: a multiplication runs at a third of
+    """x / d, as x times 1 / d for numbers and numpy values (within two ulps of x / d: a multiplication runs at a third of
     a division's time an element, and an array's divisor that is a grid's column or row takes its reciprocals over
     that axis alone). Numbers and arrays take the same steps, so an element of an array path is the scalar path's
     number, bit for bit. Symbols: x / d."""
