@@ -81,7 +81,7 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     for i, n in enumerate(per_block):
         same[n] = next((j for j in per_block[:i] if same[j] == j and _same_block_op(ops[j], ops[n], made)), n)
     values = [v for o in ops for v in _op_values(o)] + [a for _, _, args in made.values() for a in args]
-    arrays = {id(v): v.nbytes for v in values if type(v).__module__ == "numpy"}
+    arrays = {id(v): v.nbytes for v in values if type(v) not in _SCALAR_TYPES and type(v).__module__ == "numpy"}
     return GridGraph(ops, shape, once, first_equal_ops([ops[n] for n in once]), same,
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
                      sum(arrays.values()))
