@@ -268,38 +268,50 @@ def main() -> None:
     if "--no-compile" not in sys.argv[1:]:
         compile_package()
     rp = [py, "-m", "rubinperf"]
-    rows, only_sweep = [], "--sweep" in sys.argv[1:]
+    rows = []
 
     def row(name, wall_s=None, cpu_s=None, value="", target=""):
         shown = value or f"{wall_s * 1e3:,.0f} ms wall, {cpu_s * 1e3:,.0f} ms CPU"
         rows.append((name, shown, target))
 
-    if not only_sweep:
-        imp = timed([py, "-c", "import rubinperf.cli"])
-        base = timed([py, "-c", "pass"])
-        row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
-        est = timed(rp + ["estimate"])
-        row("rubinperf estimate", est[0], est[1])
-        nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate"])
-        row("bare python -c 'import numpy'", nw, nc)
-        row("rubinperf estimate / import numpy (pairs)", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
-        nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
-        row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
-        row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
-        for name, cmd, target in COMMANDS:
-            if cmd[0] == "validate":   # its first run after an install or a change: nothing kept yet (rubinperf/kept.py)
-                forget_kept()
-                w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
-                row(f"{name}, first run (nothing kept)", w, c, target=target)
-            w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
-            row(name, w, c, target=target)
-        import tempfile
+    if "--sweep" in sys.argv[1:]:   # the sweep's lines alone
+        sweep_lines(row, py, quick)
+        return show(rows)
+    imp = timed([py, "-c", "import rubinperf.cli"])
+    base = timed([py, "-c", "pass"])
+    row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
+    est = timed(rp + ["estimate"])
+    row("rubinperf estimate", est[0], est[1])
+    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate"])
+    row("bare python -c 'import numpy'", nw, nc)
+    row("rubinperf estimate / import numpy (pairs)", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
+    nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
+    row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
+    row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
+    for name, cmd, target in COMMANDS:
+        if cmd[0] == "validate":   # its first run after an install or a change: nothing kept yet (rubinperf/kept.py)
+            forget_kept()
+            w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
+            row(f"{name}, first run (nothing kept)", w, c, target=target)
+        w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
+        row(name, w, c, target=target)
+    import tempfile
 
-        with tempfile.TemporaryDirectory() as out:   # the README's refit of the committed H200 measurements
-            csv = os.path.join(os.path.dirname(HERE), "calibration", "h200", "shapes.csv")
-            w, c, _ = timed(rp + ["calibrate", "-H", "h200", "--from-csv", csv, "--out-dir", out, "--quiet"], runs=1)
-            row("rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv", w, c, target="<= 20 s CPU")
+    with tempfile.TemporaryDirectory() as out:   # the README's refit of the committed H200 measurements
+        csv = os.path.join(os.path.dirname(HERE), "calibration", "h200", "shapes.csv")
+        w, c, _ = timed(rp + ["calibrate", "-H", "h200", "--from-csv", csv, "--out-dir", out, "--quiet"], runs=1)
+        row("rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv", w, c, target="<= 20 s CPU")
 
+    sweep_lines(row, py, quick)
+    serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
+    row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
+    sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
+    row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
+    show(rows)
+
+
+def sweep_lines(row, py: str, quick: bool) -> None:
+    """The sweep's lines: its rate on a first run and later, against `estimate --json`, the yardstick, peak RSS."""
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
         ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
@@ -321,11 +333,9 @@ def main() -> None:
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
-    if not only_sweep:
-        serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
-        row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
-        sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
-        row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
+
+
+def show(rows: list) -> None:
     width = max(len(r[0]) for r in rows)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")
