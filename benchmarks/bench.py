@@ -1,6 +1,6 @@
 """Speed benchmark (not a test): start-up, `estimate`, `explain`, `sensitivity`, `pareto`, and the grid sweep.
 
-Run: python benchmarks/bench.py [--quick] [--no-compile]
+Run: python benchmarks/bench.py [--quick] [--no-compile] [--sweep]
 
 Targets, each line CPU time beside wall time: `estimate` (and `--json`) within 1.3x a bare
 `import numpy` of the same interpreter (timed in alternating pairs); `explain` of a kernel and of the whole
@@ -21,7 +21,7 @@ per point, over arrays of one block) gives a ratio that holds on a noisy machine
 
 The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
 __pycache__ beside an editable checkout, every run would compile rubinperf from source, which no
-installed copy does. `--no-compile` measures as found.
+installed copy does. `--no-compile` measures as found. `--sweep` runs the sweep's lines alone.
 """
 
 from __future__ import annotations
@@ -274,6 +274,9 @@ def main() -> None:
         shown = value or f"{wall_s * 1e3:,.0f} ms wall, {cpu_s * 1e3:,.0f} ms CPU"
         rows.append((name, shown, target))
 
+    if "--sweep" in sys.argv[1:]:   # the sweep's lines alone
+        sweep_lines(row, py, quick)
+        return show(rows)
     imp = timed([py, "-c", "import rubinperf.cli"])
     base = timed([py, "-c", "pass"])
     row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
@@ -299,6 +302,16 @@ def main() -> None:
         w, c, _ = timed(rp + ["calibrate", "-H", "h200", "--from-csv", csv, "--out-dir", out, "--quiet"], runs=1)
         row("rubinperf calibrate -H h200 --from-csv calibration/h200/shapes.csv", w, c, target="<= 20 s CPU")
 
+    sweep_lines(row, py, quick)
+    serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
+    row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
+    sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
+    row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
+    show(rows)
+
+
+def sweep_lines(row, py: str, quick: bool) -> None:
+    """The sweep's lines: its rate on a first run and later, against `estimate --json`, the yardstick, peak RSS."""
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
         ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
@@ -320,10 +333,9 @@ def main() -> None:
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
-    serve64 = float(subprocess.run([py, "-c", SERVE_SWEEP], capture_output=True, text=True, check=True).stdout)
-    row("serve: 64-point concurrency sweep, one engine", value=f"{serve64 * 1e3:.0f} ms", target="<= 500 ms")
-    sim10k = float(subprocess.run([py, "-c", SERVE_SIMULATE], capture_output=True, text=True, check=True).stdout)
-    row("serve --request-rate: 10,000 requests, one engine", value=f"{sim10k * 1e3:.0f} ms CPU", target="<= 2 s CPU")
+
+
+def show(rows: list) -> None:
     width = max(len(r[0]) for r in rows)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")

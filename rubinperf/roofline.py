@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sscale, sstep, stimes_max
+from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sper, sscale, sstep, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -156,7 +156,7 @@ def occupancy(kern: Kernel, hw: Platform):
         if kern.ctas is None:
             return sms, 1.0, pad
         if kern.critical_share is None:
-            return kern.ctas, smin(kern.ctas / sms, 1.0), pad
+            return kern.ctas, smin(sper(kern.ctas, sms), 1.0), pad
         longest = sms * kern.critical_share
         tail = hw.wave_quantization * smin(1.0, smax(0.0, kern.ctas - sms))  # none in one wave
         return kern.ctas, 1.0 / smax(longest, 1.0 + tail * longest), pad
@@ -222,9 +222,10 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     ctas, sm_share, padding = occupancy(kern, hw)
 
     peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
-    sol_compute = sadd(*[getattr(cost, f"{p}_flops") / hw.peak_flops(p) for p in peaks]) if peaks else 0
-    at_efficiency = [getattr(cost, f"{p}_flops")
-                     / (hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
+    # (sper: x / d, an array times 1 / d)
+    sol_compute = sadd(*[sper(getattr(cost, f"{p}_flops"), hw.peak_flops(p)) for p in peaks]) if peaks else 0
+    at_efficiency = [sper(getattr(cost, f"{p}_flops"),
+                          hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
                      for p in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
     if kern.critical_share is not None and _nonzero(hw.attention_tile_overhead_cycles):
@@ -238,24 +239,24 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
     hbm_bytes = cost.hbm_bytes if _nonzero(cost.weight_bytes) else other_bytes   # (added once when no weights)
-    sol_memory = sadd(hbm_bytes / hw.hbm_bandwidth_bytes_per_s, cost.host_bytes / host_rate)
+    sol_memory = sadd(sper(hbm_bytes, hw.hbm_bandwidth_bytes_per_s), sper(cost.host_bytes, host_rate))
     hbm = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency
     weight_hbm = hw.hbm_bandwidth_bytes_per_s * (hw.grouped_hbm_efficiency if kern.family in GROUPED else hw.hbm_stream_efficiency)
     # Weights an op may keep on the die that reads them (each expert's GEMM on the die holding it), when the
     # stack places them so (die_local_expert_weights); otherwise interleaved over both memory domains.
     local = die_local_weights and hw.die_local_expert_weights
     weight_factor = hw.hbm_local_bandwidth_factor if local else hw.hbm_interleaved_bandwidth_factor
-    hbm_time = sadd(cost.weight_bytes / (weight_hbm * weight_factor),
-                    other_bytes / (hbm * hw.hbm_interleaved_bandwidth_factor))
-    memory = sadd(hbm_time, cost.host_bytes / (host_rate * hw.host_efficiency))
+    hbm_time = sadd(sper(cost.weight_bytes, weight_hbm * weight_factor),
+                    sper(other_bytes, hbm * hw.hbm_interleaved_bandwidth_factor))
+    memory = sadd(hbm_time, sper(cost.host_bytes, host_rate * hw.host_efficiency))
     if _any(cost.l2_bytes):
         memory = smax(memory, l2_time(kern, hw, ctas, hbm_bytes))
-    little = bytes_in_flight(kern, hw, ctas) / stream_latency(kern, hw)
+    little = sper(bytes_in_flight(kern, hw, ctas), stream_latency(kern, hw))
     if kern.second_n is not None:   # in a partial wave fewer SMs keep bytes in flight; weights read from the SM's own
         # memory domain come back sooner than interleaved ones, by the weights' bandwidth factor (Rubin's die-local
         # expert weights)
         little = little * sm_share * weight_factor
-    extra = smax(hbm_bytes / little - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
+    extra = smax(sper(hbm_bytes, little) - hbm_time, 0.0) if _nonzero(hbm_bytes) else 0.0
     if kern.second_n is not None:   # MegaMoE's weights stream through its own stages, no faster than they keep bytes in
         # flight: its memory term is that stream, HBM bytes at min(HBM rate, Little's law rate) (docs/deepseek-kernels.md)
         memory, extra = sadd(memory, extra), 0.0
@@ -281,7 +282,7 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     latency = launch_latency(kern, hw, launch) + (
         cost.collectives * hw.collective_floor_s + cost.steps * hw.step_overhead_s + dp_sync_rounds(cost.dp_sync_ranks, hw) * hw.dp_sync_per_rank_s)
 
-    body = overlap(kern, hw, compute, memory + extra, comm)
+    body = overlap(kern, hw, compute, sadd(memory, extra), comm)
     if launch == "stream":  # the GPU waits for the host where the host issues the kernel slower than it runs
         latency = latency + smax(0.0, host_dispatch(kern, hw) - latency - body)
     return KernelTime(
@@ -353,7 +354,7 @@ def l2_time(kern: Kernel, hw: Platform, ctas, hbm_bytes):
     rate = per_sm * smin(ctas, hw.sm_count)
     l2 = kern.cost.l2_bytes
     # only where the kernel re-reads (an element of stacked rows, a symbol's value) does the term apply
-    return sscale(sadd(hbm_bytes, l2) / rate, sstep(l2, (0,), (0.0, 1.0)))   # (an array times the number 1: as it is)
+    return sscale(sper(sadd(hbm_bytes, l2), rate), sstep(l2, (0,), (0.0, 1.0)))   # (an array times the number 1: as it is)
 
 
 def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
@@ -642,8 +643,8 @@ def _links(nvlink, scale_out):
 def _any(x) -> bool:
     """A term that is not zero everywhere: a number other than 0, a numpy array with an element other than 0, or a
     symbol."""
-    if is_numpy(x):
-        return bool(x.any())   # (an element other than 0: a nan counts, as nan != 0)
+    if is_numpy(x):   # (an element other than 0: a nan counts, as nan != 0); the first element tells most often
+        return bool(x.flat[0] != 0) if getattr(x, "size", 0) and x.flat[0] != 0 else bool(x.any())
     return _nonzero(x)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.kernels.gemm import gemm
-from rubinperf.mathops import scap, sceil, smax, smin, sstep
+from rubinperf.mathops import sadd, scap, sceil, smax, smin, sscale, sstep
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
@@ -193,8 +193,9 @@ def indexer_logits(tokens, seqs, q_per_seq, context, heads, head_dim, ratio, key
     # the request's whole context (the walk's last split rounds up to 256 keys: at most 255 more a block, left out)
     walked = (visible_positions(context, q_per_seq, True) + block_q / 2) / ratio if prefill else keys_per_seq
     blocks = seqs * blocks_per_seq
-    reads = blocks * walked * key_bytes
-    once = seqs * keys_per_seq * key_bytes   # never more than the reads: each block walks at least its last keys
+    # (a column times a row's bytes: one pass over the grid; whole numbers, exact in any order)
+    reads = blocks * (walked * key_bytes)
+    once = seqs * (keys_per_seq * key_bytes)   # never more than the reads: each block walks at least its last keys
     cost = Cost.of_flops(PRECISIONS[dtype].peak, 2 * tokens * heads * head_dim * walked,
         fp32_flops=epilogue_flops_per_head * tokens * heads * walked,
         kv_bytes=once, l2_bytes=reads - once, activation_bytes=tokens * LOGIT_BYTES * entries, launches=1)
@@ -227,13 +228,15 @@ def indexer_select(tokens, q_per_seq, context, ratio, k, prefill: bool, steps=1)
     out = tokens * k * 4
     if prefill:
         launches = sstep(tokens, (TOPK_PREFILL_ROWS_PER_LAUNCH,), (1, 2))
-        return Kernel("stream", Cost(activation_bytes=row + out, l2_bytes=row * (reads - 1), launches=launches),
+        return Kernel("stream", Cost(activation_bytes=row + out, l2_bytes=sscale(row, reads - 1), launches=launches),
                       ctas=tokens)
     split = sstep(candidates, (TOPK_SPLIT_SCORES - 1,), (0, 1))   # 1 where a row is split over 10 CTAs and merged
     # the partial top-k (scores + indices) out and back in (whole numbers: exact in any order; the batch's factor made
     # before the context's split meets it)
-    merge = split * (tokens * (TOPK_SPLIT_BLOCKS * k * 8 * 2))
-    return Kernel("stream", Cost(activation_bytes=row + out + merge, l2_bytes=row * (reads - 1), launches=1 + split),
+    # (no split anywhere: no merge term to add, as sadd leaves out a plain 0)
+    merge = 0.0 if _zero(split) else split * (tokens * (TOPK_SPLIT_BLOCKS * k * 8 * 2))
+    return Kernel("stream", Cost(activation_bytes=sadd(row + out, merge), l2_bytes=sscale(row, reads - 1),
+                                 launches=1 + split),
                   ctas=tokens * (1 + split * (TOPK_SPLIT_BLOCKS - 1)))
 
 

@@ -163,7 +163,8 @@ def whatif_tables(diffs: list[dict]) -> None:
         title = f"{d['hardware']} {d['layout']} {d['phase']}: before and after"
         print_out(table(title, [col("", "left"), col("before"), col("after"), col("Δ"), col("Δ %")], srows,
                         caption="what-if: " + " ".join("--set " + s for s in d["sets"])))
-        moved = [k for k in d["kernels"] if k["delta_ms"] != 0]
+        # (a change within rounding, 1e-12 of the time, is none: a term's x * (1 / d) against its sum's last bit)
+        moved = [k for k in d["kernels"] if abs(k["delta_ms"]) > 1e-12 * abs(k["before_ms"])]
         kcols = [col("kernel", "left", min_width=24), col("part", "left", drop=3), col("before"), col("after"),
                  col("Δ"), col("Δ %", drop=2), col("term moved", "left", drop=1), col("bound", "left", drop=4)]
         krows = [[k["kernel"], k["part"], fmt_time(k["before_ms"] / 1e3), fmt_time(k["after_ms"] / 1e3),

@@ -15,9 +15,10 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _same_kernel, _same_kernels,
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _op_key, _same_kernel,
+                                   _same_kernels,
                                    _same_value,
-                                   _values_of, op_time, time_ops)
+                                   _values_of, op_time)
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -80,7 +81,7 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     for i, n in enumerate(per_block):
         same[n] = next((j for j in per_block[:i] if same[j] == j and _same_block_op(ops[j], ops[n], made)), n)
     values = [v for o in ops for v in _op_values(o)] + [a for _, _, args in made.values() for a in args]
-    arrays = {id(v): v.nbytes for v in values if type(v).__module__ == "numpy"}
+    arrays = {id(v): v.nbytes for v in values if type(v) not in _SCALAR_TYPES and type(v).__module__ == "numpy"}
     return GridGraph(ops, shape, once, first_equal_ops([ops[n] for n in once]), same,
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
                      sum(arrays.values()))
@@ -144,7 +145,7 @@ class GridSteps:
         self.ops, self.shape, self.same, self.cpu, self.sync = g.ops, g.shape, g.same, g.cpu, g.sync
         self.height = self.shape[0]
         self._made, self._cut_op = g.made, g.cutters
-        self.once = dict(zip(g.once, time_ops([g.ops[n] for n in g.once], hw, firsts=g.once_firsts)))
+        self.once = dict(zip(g.once, _time_once([g.ops[n] for n in g.once], hw, g.once_firsts)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
         # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
         # in op order
@@ -297,10 +298,44 @@ def _shape_groups(terms: list) -> list:
 
 
 def forget_graphs() -> None:
-    """Drop every remembered graph (op_graph's and grid_graph's): the next step or grid builds its own."""
+    """Drop every remembered graph (op_graph's and grid_graph's) and the once-timed ops' times: the next step or grid
+    builds and times its own."""
     _GRAPHS.clear()
     _FIRST_EQUAL.clear()
     _GRID_GRAPHS.clear()
+    _ONCE_TIMES.clear()
+
+
+# The once-timed ops' times of the grids built on one rack (_ONCE_RACK), by _op_key: [(op, its KernelTime)], for the
+# next grid on that rack (DEP32's attention and dense GEMMs are DEP16's, at the same batch per rank), at most
+# ONCE_TIMES_KEPT ops.
+_ONCE_TIMES: dict = {}
+_ONCE_RACK: list = [None]
+ONCE_TIMES_KEPT = 1024
+
+
+def _time_once(ops: list, hw: Platform, firsts: list[int]) -> list[OpTime]:
+    """time_ops(ops, hw, firsts), where an op equal to one a grid before timed on the same rack (the same kernels, bit
+    for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time."""
+    if _ONCE_RACK[0] is not hw or sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
+        _ONCE_TIMES.clear()
+        _ONCE_RACK[0] = hw   # (kept, so its id is not reused while the times live)
+    times: list = []
+    for n, first in enumerate(firsts):
+        if first != n:
+            times.append(times[first])
+            continue
+        o, t = ops[n], None
+        key = _op_key(o)
+        if key is not None:
+            bucket = _ONCE_TIMES.setdefault(key, [])
+            t = next((kt for x, kt in bucket if _same_kernels(x, o)), None)
+        if t is None:
+            t = op_time(o, hw)
+            if key is not None:
+                bucket.append((o, t))
+        times.append(t)
+    return [OpTime(o, t) for o, t in zip(ops, times)]
 
 
 

@@ -16,7 +16,7 @@ from rubinperf.kernels.cost import Cost
 from rubinperf.roofline import KernelTime
 from rubinperf.step.point import Point
 from rubinperf.specs.layout import parse_layout
-from rubinperf.mathops import sdiv, sscale, ssum
+from rubinperf.mathops import sdiv, smax, smin, sper, sscale, sstep, ssum
 from rubinperf.step.records import step_record
 from rubinperf.roofline import admission_time
 from rubinperf.step.point import make_point
@@ -204,3 +204,54 @@ def test_scaling_by_one_keeps_an_array():
     assert sscale(x, 1, 1.0) is x and sdiv(x, 1.0, 1) is x
     assert np.array_equal(sdiv(x, 2.0), x / 2.0) and np.array_equal(sscale(x, 3.0), x * 3.0)
     assert sdiv(3.0, 1) == 3.0 and type(sdiv(3, 1)) is float   # numbers divide as written
+
+
+_EDGES = [0.0, -0.0, 1.0, -1.0, 2.5, 199_999.0, 200_000.0, 1e300, np.inf, -np.inf, np.nan, 5e-324]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_one_sided_max_and_min_are_numpys(data):
+    """A two-operand max or min of a large array and a number, where one side wins everywhere, is the array itself or
+    the number: np.maximum's (np.minimum's) values at every element; otherwise np.maximum's array, bit for bit."""
+    lo = data.draw(st.sampled_from(_EDGES[:9]))
+    base = data.draw(st.sampled_from([-3.0, -1e-9, 0.0, 1e-9, 7.0]))
+    x = np.full((64, 80), base)
+    x[data.draw(st.integers(0, 63)), data.draw(st.integers(0, 79))] = data.draw(st.sampled_from(_EDGES))
+    for fn, ufunc in ((smax, np.maximum), (smin, np.minimum)):
+        for got, want in ((fn(x, lo), ufunc(x, lo)), (fn(lo, x), ufunc(lo, x))):
+            assert np.broadcast_to(got, x.shape).tobytes() == want.tobytes()
+            assert got is x or type(got) is float or (isinstance(got, np.ndarray) and got.shape == x.shape)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_sstep_of_one_regime_is_its_value(data):
+    """sstep over an array told from its least and largest element: the plain value of a regime every element falls
+    in, else np.select's array; the same values as np.select element by element."""
+    bounds = tuple(sorted(data.draw(st.lists(st.sampled_from([0.0, 1.0, 128.0, 199_999.0, 1e6]), min_size=1,
+                                             max_size=3, unique=True))))
+    values = tuple(data.draw(st.lists(st.sampled_from([0, 1, 2.5, 7.0]), min_size=len(bounds) + 1,
+                                      max_size=len(bounds) + 1)))
+    x = np.array(data.draw(st.lists(st.sampled_from(_EDGES), min_size=1, max_size=12))).reshape(1, -1)
+    got = sstep(x, bounds, values)
+    want = np.select([x <= b for b in bounds], values[:-1], values[-1])
+    assert np.array_equal(np.broadcast_to(got, x.shape), want)
+    if not np.isnan(x).any() and len({next((n for n, b in enumerate(bounds) if v <= b), len(bounds)) for v in x.ravel()}) == 1:
+        assert np.ndim(got) == 0
+
+
+def test_sper_takes_the_same_steps_for_numbers_and_arrays():
+    """x / d as x * (1 / d): an element of an array's quotient is the number's, bit for bit, whichever side is the
+    array (a divisor column takes its reciprocals once); within two ulps of x / d."""
+    x = np.array([[3.0, 7.0, 1e300], [0.1, 5e-324, np.inf]])
+    col = np.array([[3.0], [0.7]])
+    for d in (3.0, 0.7, 1e-300, col):
+        with np.errstate(over="ignore"):
+            got, plain = sper(x, d), x / d
+        for i in range(2):
+            for j in range(3):
+                one = sper(float(x[i, j]), float(np.broadcast_to(d, x.shape)[i, j]))
+                assert np.float64(one).tobytes() == got[i, j].tobytes()
+        assert np.allclose(got, plain, rtol=4.5e-16, atol=0)   # (two ulps)
+    assert sper(6.0, 3) == 2.0 and type(sper(6, 3.0)) is float

@@ -269,3 +269,32 @@ def test_a_decode_grid_graph_holds_no_array_over_the_grid():
     values = [v for o in g.ops for v in _op_values(o)] + [a for _, _, args in g.made.values() for a in args]
     assert g.made and not any(np.ndim(v) == 2 and np.shape(v)[0] > 1 and np.shape(v)[1] > 1 for v in values)
     assert all(np.isnan(k.cost.kv_bytes) for k, _, _ in g.made.values())
+
+
+def test_a_grid_takes_the_once_timed_ops_of_an_earlier_grid_on_the_rack(monkeypatch):
+    """DEP32's attention and dense GEMMs are DEP16's at the same batch per rank: a DEP32 grid after a DEP16 one on the
+    same rack times only the ops DEP16 did not have, and its blocks are still step() of their points, bit for bit."""
+    import rubinperf.step.grid as grid_module
+
+    hw, b, c = RACKS["gb300"], np.array([[1.0], [9.0], [300.0]]), np.array([[1.0, 5000.0, 400_000.0]])
+    calls = []
+    real = grid_module.op_time
+    monkeypatch.setattr(grid_module, "op_time", lambda o, h, *a: calls.append(o.name) or real(o, h, *a))
+    grid_module.forget_graphs()
+    points = {name: dataclasses.replace(make_point(V41, hw, parse_layout(name), phase="decode"), batch=b, context=c)
+              for name in ("dep16", "dep32")}
+    GridSteps(V41, hw, parse_layout("dep16"), points["dep16"])
+    alone = len(calls)
+    grid_module.forget_graphs()
+    GridSteps(V41, hw, parse_layout("dep32"), points["dep32"])
+    fresh = len(calls) - alone
+    grid_module.forget_graphs()
+    GridSteps(V41, hw, parse_layout("dep16"), points["dep16"])
+    before = len(calls)
+    again = GridSteps(V41, hw, parse_layout("dep32"), points["dep32"])
+    assert 0 < len(calls) - before < fresh
+    want = step(V41, hw, parse_layout("dep32"), points["dep32"])
+    got = again.metrics(slice(0, 3))
+    assert [_bits(x, (3, 3)) for x in got] == [_bits(x, (3, 3)) for x in
+                                              (want.expected_s, want.sol_s, want.tokens_per_s_per_gpu,
+                                               want.tokens_per_s_per_user)]
