@@ -149,21 +149,30 @@ def verdict(s: dict) -> str:
 # ---------------------------------------------------------------- kernel families
 
 
-def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None) -> list[dict]:
+def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None,
+                 described: dict | None = None) -> list[dict]:
+    """`kernels_of` and `described` keep each call's kernels and description (fit.call_key) for the same call in
+    another table."""
     import numpy as np
 
-    from rubinperf.calibrate.fit import Stacked, _describe, measured, timed_rows
+    from rubinperf.calibrate.fit import Stacked, _describe, call_key, measured, timed_rows
 
     timed = timed_rows(rows)
     if not timed:
         return []
     meas = measured(timed)
+    described = {} if described is None else described
+    ids, calls = [], [call_key(r) for r in timed]
+    for r, call in zip(timed, calls):
+        text = described.get(call)
+        if text is None:
+            text = described[call] = _describe(r)
+        ids.append(prefix + text)
     if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
-        return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": None, "held_out": False}
-                for r, m in zip(timed, meas)]
-    pred = Stacked(timed, kernels_of).times(hw)
-    return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": float(p), "held_out": held_out}
-            for r, m, p in zip(timed, meas, np.asarray(pred))]
+        return [{"id": i, "measured": float(m), "predicted": None, "held_out": False} for i, m in zip(ids, meas)]
+    pred = Stacked(timed, kernels_of, calls).times(hw)
+    return [{"id": i, "measured": float(m), "predicted": float(p), "held_out": held_out}
+            for i, m, p in zip(ids, meas, np.asarray(pred))]
 
 
 def h200_families() -> list[Family]:
@@ -198,6 +207,7 @@ def aiconfigurator_families() -> list[Family]:
     here = data_root() / "calibration/aiconfigurator"
     out = []
     kernels_of: dict = {}   # each call's kernels, for the same call in another system's table
+    described: dict = {}    # and its description
     notes = {"vllm": "vLLM 0.24.0's FP8 block GEMMs and mHC, not the October 2026 posts' kernels the stack describes"}
     for framework, stack, fitted, systems in AIC_FITS:
         for system in systems:
@@ -216,7 +226,7 @@ def aiconfigurator_families() -> list[Family]:
             out.append(Family(
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
-                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of),
+                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of, described),
                 note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 
