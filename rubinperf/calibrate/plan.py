@@ -343,25 +343,35 @@ SHAPE_COLUMNS = {"launch": (), "copy": ("nbytes",), "gemm": ("m", "n", "k"), "gr
 MAX_COUNT = 1e15  # shapes, byte counts and calls: far beyond any benchmark, keeps products finite
 
 
+# How _typed reads each column: a count (a whole number), yes/no, a number; any other column is text.
+_COUNT, _YES_NO, _NUMBER = 1, 2, 3
+_COLUMN_KIND = {**{c: _NUMBER for c in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes", "check_rel_err",
+                                        "host_s")},
+                "causal": _YES_NO, "shared_kv": _YES_NO,
+                **{c: _COUNT for c in (*INT_COLUMNS, *SHAPES_INT_COLUMNS, "ranks", "hops", "samples", "calls")}}
+
+
 def _typed(raw: dict, kind: str) -> dict:
     row: dict = {}
+    column_kind = _COLUMN_KIND.get
     for key, val in raw.items():
         if key is None or not isinstance(val, (str, type(None))):
             raise ValueError("more fields than the header has columns")
         val = (val or "").strip()
-        if key in INT_COLUMNS or key in SHAPES_INT_COLUMNS or key in ("ranks", "hops", "samples", "calls"):
+        how = column_kind(key)
+        if how is None:
+            row[key] = val
+        elif how == _COUNT:
             number = float(val) if val else None
             if number is not None and not (math.isfinite(number) and 0 <= number <= MAX_COUNT):
                 raise ValueError(f"{key}: expected a count between 0 and {MAX_COUNT:g}, got {val!r}")
             row[key] = int(number) if number is not None else None
-        elif key in ("causal", "shared_kv"):
+        elif how == _YES_NO:
             row[key] = val.lower() in ("true", "1", "yes")
-        elif key in ("measured_s", "spread", "flops", "bytes", "nvlink_bytes", "check_rel_err", "host_s"):
+        else:
             row[key] = float(val) if val else None
             if row[key] is not None and not math.isfinite(row[key]):
                 raise ValueError(f"{key}: expected a finite number, got {val!r}")
-        else:
-            row[key] = val
     t = row.get("measured_s")
     if t is None or not math.isfinite(t) or not 1e-12 <= t <= 1e6:
         raise ValueError(f"measured_s: expected a positive number of seconds (1e-12 to 1e6), got {raw.get('measured_s')!r}")
