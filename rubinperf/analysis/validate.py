@@ -388,6 +388,23 @@ def _sets(fields: dict) -> list[str]:
             for k, v in fields.items()]
 
 
+# Fields of a point that say which figure it compares and where that figure comes from, not what is run: points equal
+# in every other field run the same benchmark (one run's TTFT and its throughput), run once in a validate (_records).
+_NOT_RUN = {"id": "", "source": "", "published": 1.0, "band": (1.0, 1.0), "note": "", "fitted": False, "previous": None,
+            "changed": "", "quantity": None}
+_RUNS: dict = {}
+
+
+def _run_once(p: RefPoint, run):
+    """run(), or what it gave for a point that differs from `p` only in _NOT_RUN's fields earlier in this validate."""
+    import dataclasses
+
+    key = (p.metric, repr(dataclasses.replace(p, **_NOT_RUN)))
+    if key not in _RUNS:
+        _RUNS[key] = run()
+    return _RUNS[key]
+
+
 def _serve(p: RefPoint) -> tuple[float, str]:
     """One closed-loop benchmark point of an aggregated engine, through the path `rubinperf serve` takes."""
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
@@ -402,7 +419,8 @@ def _serve(p: RefPoint) -> tuple[float, str]:
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    rec = closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), [p.concurrency]).records()[0]
+    rec = _run_once(p, lambda: closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance),
+                                           [p.concurrency]).records()[0])
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the serve record")
     return float(rec[p.quantity]), (f"batch {rec['running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of "
@@ -433,10 +451,10 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    e = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
     pcts = (50.0, 90.0, 95.0, 99.0)
-    rec, = sim.serve_records(e, rates=[p.request_rate], num_requests=int(p.num_requests), seed=int(p.seed or 0),
-                             burstiness=p.burstiness or 1.0, percentiles=pcts)
+    rec, = _run_once(p, lambda: sim.serve_records(
+        engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
+        num_requests=int(p.num_requests), seed=int(p.seed or 0), burstiness=p.burstiness or 1.0, percentiles=pcts))
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)) or not isinstance(rec[p.quantity], (int, float)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the simulated serve record")
     return float(rec[p.quantity]), (
@@ -496,6 +514,14 @@ def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
 
 
 def _records(points: list[RefPoint], stack: str | None) -> list[dict]:
+    _RUNS.clear()   # (a benchmark's run is shared by the points of one validate only: a spec file may change after)
+    try:
+        return _records_of(points, stack)
+    finally:
+        _RUNS.clear()
+
+
+def _records_of(points: list[RefPoint], stack: str | None) -> list[dict]:
     import dataclasses
 
     records = []
