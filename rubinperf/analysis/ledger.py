@@ -336,8 +336,9 @@ def kernel_error(families: list[Family], rack: str, stack: str | None) -> tuple[
     return None, "no kernel evidence"
 
 
-def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], str]:
-    """(low, high) for predicted/published of one validate record from the evidence beneath it, and how."""
+def point_band(rec: dict, families: list[Family], kernel_errors: dict | None = None) -> tuple[tuple[float, float], str]:
+    """(low, high) for predicted/published of one validate record from the evidence beneath it, and how.
+    `kernel_errors` keeps kernel_error's answer per (rack, stack) for the other records over the same families."""
     stated = tuple(rec["band"])
     metric = rec["metric"]
     if metric in EXACT_METRICS:
@@ -352,7 +353,12 @@ def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], 
         stacks = [rec["stack"] or _default_stack(rec["hardware"])] + (
             [rec.get("baseline_stack") or _default_stack(rec["baseline_hardware"])] if rec.get("baseline_hardware") else [])
         for rack, st in zip(racks, stacks):
-            k, why = kernel_error(families, rack, st)
+            if kernel_errors is None:
+                k, why = kernel_error(families, rack, st)
+            else:
+                if (rack, st) not in kernel_errors:
+                    kernel_errors[(rack, st)] = kernel_error(families, rack, st)
+                k, why = kernel_errors[(rack, st)]
             if k is not None:
                 parts.append((k, f"{rack}: {why}"))
         if metric not in ("kernel_error_unseen",):
@@ -370,8 +376,9 @@ def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], 
 
 def apply_bands(records: list[dict], families: list[Family]) -> list[dict]:
     """Each record's band from the evidence beneath it (point_band); `stated_band` keeps the file's."""
+    kernel_errors: dict = {}   # (rack, stack) -> kernel_error over these families
     for r in records:
-        band, why = point_band(r, families)
+        band, why = point_band(r, families, kernel_errors)
         r["stated_band"] = list(r["band"])
         r["band"] = [band[0], band[1]]
         r["band_low"], r["band_high"] = band
