@@ -196,7 +196,7 @@ def stacked(kernels: list) -> Kernel:
     given = _shape_values(first)
     numeric = [j for j, v in enumerate(given) if not _discrete(v)]   # (the group's kernels give the same fields)
     shape = {f: v for f, v in zip(KERNEL_SHAPE_FIELDS, given)}
-    if numeric:   # each numeric field's values as floats, a column of one array (the float of each value, as numpy makes it)
+    if numeric:   # each numeric field's values as floats (as numpy makes them), a column of one array
         pick = operator.itemgetter(*numeric)
         values = np.array([pick(_shape_values(k)) for k in kernels], dtype=float).reshape(len(kernels), len(numeric))
         shape.update({KERNEL_SHAPE_FIELDS[j]: values[:, i].copy() for i, j in enumerate(numeric)})

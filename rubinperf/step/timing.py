@@ -204,10 +204,17 @@ def _same_kernel(x, y) -> bool:
         return False
     u, v = _values_of(x), _values_of(y)
     if _SCALAR_TYPES.issuperset(map(type, u)):
-        # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
-        # in the tuples only as the same object)
-        return u == v and repr(u) == repr(v)
+        # numbers: equal, and equal as written: of one type each (1 is not 1.0, nor True), a zero of one sign (-0.0
+        # is not 0.0); equal numbers of one type are written alike, and a nan is equal in the tuples only as the
+        # same object
+        return u == v and all(map(_same_number, u, v))
     return all(map(_same_value, u, v))
+
+
+def _same_number(a, b) -> bool:
+    """Two equal numbers (or Nones) written alike: the same object, or of one type and, for a zero float, one sign."""
+    return a is b or type(a) is type(b) and (a != 0 or type(a) is not float
+                                             or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
 def _same_value(u, v) -> bool:
