@@ -254,10 +254,12 @@ def aiconfigurator_step_family() -> Family:
     with path.open() as f:
         rows = [r for r in csv.DictReader(f) if r["model"] == "deepseek-v4-flash"]
     m = load_model("deepseek-v4-flash")
-    out, racks = [], []
+    out, racks, platforms = [], [], {}
     for r in rows:
         rack = {"gb300": "gb300-nvl72", "gb200": "gb200-nvl72"}[r["system"]]
-        hw = load_platform(rack, "sglang-blackwell")
+        if rack not in platforms:   # (one platform per rack for its rows)
+            platforms[rack] = load_platform(rack, "sglang-blackwell")
+        hw = platforms[rack]
         lay = parse_layout(r["layout"])
         res = step(m, hw, lay, make_point(m, hw, lay, phase="decode", batch=int(r["batch"]),
                                           context=int(r["context"]), draft_tokens=0))
@@ -290,26 +292,34 @@ def point_families(records: list[dict]) -> list[Family]:
             lambda r: r["metric"] == "simulated_request_rate",
     }
     out = []
+    stacks: dict = {}   # each rack's default stack, loaded once
     for name, pick in groups.items():
         rs = [r for r in records if pick(r)]
         level = name.split(" ", 1)[0].rstrip(":")
         level = {"steps": "step", "mechanisms": "mechanism"}.get(level, level)
         out.append(Family(name, level, "validation/published.toml", tuple(dict.fromkeys(r["hardware"] for r in rs)),
-                          tuple(dict.fromkeys(r["stack"] or _default_stack(r["hardware"]) for r in rs)),
+                          tuple(dict.fromkeys(r["stack"] or _default_stack(r["hardware"], stacks) for r in rs)),
                           tuple(dict.fromkeys(r["model"] for r in rs)),
                           [{"id": r["id"], "measured": r["published"], "predicted": r["predicted"],
                             "held_out": not r["fitted"], "hardware": r["hardware"],
-                            "stack": r["stack"] or _default_stack(r["hardware"]), "model": r["model"]} for r in rs]))
+                            "stack": r["stack"] or _default_stack(r["hardware"], stacks), "model": r["model"]}
+                           for r in rs]))
     return out
 
 
-def _default_stack(rack: str) -> str:
+def _default_stack(rack: str, memo: dict | None = None) -> str:
+    """The rack's default stack (`memo`: the answer kept per rack for the other records of the same call)."""
     from rubinperf.specs.hardware import load_hardware
 
+    if memo is not None and ("default stack", rack) in memo:
+        return memo[("default stack", rack)]
     try:
-        return load_hardware(rack).default_stack
+        stack = load_hardware(rack).default_stack
     except Exception:   # a user's points file naming a rack by path: shown as given
-        return "?"
+        stack = "?"
+    if memo is not None:
+        memo[("default stack", rack)] = stack
+    return stack
 
 
 # ---------------------------------------------------------------- bands
@@ -338,7 +348,8 @@ def kernel_error(families: list[Family], rack: str, stack: str | None) -> tuple[
 
 def point_band(rec: dict, families: list[Family], kernel_errors: dict | None = None) -> tuple[tuple[float, float], str]:
     """(low, high) for predicted/published of one validate record from the evidence beneath it, and how.
-    `kernel_errors` keeps kernel_error's answer per (rack, stack) for the other records over the same families."""
+    `kernel_errors` keeps kernel_error's answer per (rack, stack), and each rack's default stack, for the other
+    records over the same families."""
     stated = tuple(rec["band"])
     metric = rec["metric"]
     if metric in EXACT_METRICS:
@@ -350,8 +361,9 @@ def point_band(rec: dict, families: list[Family], kernel_errors: dict | None = N
             parts.append((quantile(e, 0.9), f"mechanisms: 90th percentile of {len(e)} other points"))
     else:
         racks = [rec["hardware"]] + ([rec["baseline_hardware"]] if rec.get("baseline_hardware") else [])
-        stacks = [rec["stack"] or _default_stack(rec["hardware"])] + (
-            [rec.get("baseline_stack") or _default_stack(rec["baseline_hardware"])] if rec.get("baseline_hardware") else [])
+        stacks = [rec["stack"] or _default_stack(rec["hardware"], kernel_errors)] + (
+            [rec.get("baseline_stack") or _default_stack(rec["baseline_hardware"], kernel_errors)]
+            if rec.get("baseline_hardware") else [])
         for rack, st in zip(racks, stacks):
             if kernel_errors is None:
                 k, why = kernel_error(families, rack, st)
