@@ -291,8 +291,11 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
     if kept is not None:
         kind, keys, values = kept
         return kind, [dict(zip(keys[i], v)) for i, v in values]
-    kind, rows = _parse_csv(path, _decoded(path, data))
-    if cache is not None:   # kept as each row's keys (one tuple for the rows that share them) and values
+    as_kept: list = []
+    kind, rows = _parse_csv(path, _decoded(path, data), as_kept if cache is not None else None)
+    if as_kept:   # (the rows read a column at a time: kept from their columns)
+        write_kept(cache, [kind, *as_kept])
+    elif cache is not None:   # kept as each row's keys (one tuple for the rows that share them) and values
         keys: dict = {}
         same: dict = {}   # equal strings as one object: marshal writes it once and refers to it after
         values = [(keys.setdefault(tuple(r), len(keys)),
@@ -310,7 +313,9 @@ def _reader_version() -> bytes:
         return b"?"
 
 
-def _parse_csv(path: Path, text: str) -> tuple[str, list[dict]]:
+def _parse_csv(path: Path, text: str, as_kept: list | None = None) -> tuple[str, list[dict]]:
+    """(kind, typed rows) of a calibration CSV's text. `as_kept`, where given, receives the rows as read_csv keeps them
+    ([key tuples], [(key tuple's index, values)]) when they are read a column at a time."""
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if "family" in header:
@@ -322,7 +327,7 @@ def _parse_csv(path: Path, text: str) -> tuple[str, list[dict]]:
     missing = [c for c in need if c not in header]
     if missing:
         raise SpecError(f"{path}: missing column(s) {', '.join(missing)}")
-    rows = _typed_by_column(header, text, kind)
+    rows = _typed_by_column(header, text, kind, as_kept)
     if rows is None:   # a row with a fault: read row by row, for the error's line and words
         rows = []
         for i, raw in enumerate(reader, start=2):
@@ -377,7 +382,7 @@ def _typed(raw: dict, kind: str) -> dict:
     return _checked(row, raw, kind)
 
 
-def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
+def _typed_by_column(header: list, text: str, kind: str, as_kept: list | None = None) -> list[dict] | None:
     """The rows _typed gives, read a column at a time (the same conversions: a few times faster than cell by cell over
     the bundled tables' tens of thousands of rows); None where any row is not plain (fields other than the header's,
     a name twice in the header, a value _typed or _checked refuses): _typed then reads row by row, to say where."""
@@ -413,9 +418,29 @@ def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
                         return None
                     numbers = [int(x) if x is not None else None for x in numbers]
                 columns.append(numbers)
-        return [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
+        rows = [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
     except (ValueError, TypeError):
         return None
+    if as_kept is not None and rows:
+        _kept_columns(header, columns, kind, as_kept)
+    return rows
+
+
+def _kept_columns(header: list, columns: list, kind: str, as_kept: list) -> None:
+    """The rows of these typed columns as read_csv keeps them (one key tuple; each row's values, equal strings as one
+    object), where _checked left every row as its columns give it: a kernel table's mode column given in every row,
+    or no mode column (each row then ends in mode "graph", as _checked appends it)."""
+    keys, columns = list(header), list(columns)
+    if kind == "kernels":
+        if "mode" not in keys:
+            keys.append("mode")
+            columns.append(["graph"] * len(columns[0]))
+        elif not all(columns[keys.index("mode")]):
+            return
+    same: dict = {}
+    share = same.setdefault
+    columns = [list(map(share, c, c)) if set(map(type, c)) == {str} else c for c in columns]
+    as_kept += [[tuple(keys)], [(0, values) for values in zip(*columns)]]
 
 
 def _checked(row: dict, raw: dict, kind: str) -> dict:
