@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import TYPE_CHECKING
 
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
@@ -112,7 +113,7 @@ def _op_key(o: Op):
         parts.append(k.family)
         values = _values_of(k)
         if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
-            values = tuple(v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values)
+            values = tuple([v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values])
             if _NO_KEY in values:
                 return None
         parts.append(values)
@@ -132,8 +133,10 @@ _NO_KEY = object()
 
 def _values_of(k) -> tuple:
     """A kernel's cost values, then its shape fields."""
-    d = k.__dict__
-    return (*k.cost.__dict__.values(), *[d[f] for f in KERNEL_SHAPE_FIELDS])
+    return (*k.cost.__dict__.values(), *_shape_fields_of(k.__dict__))
+
+
+_shape_fields_of = operator.itemgetter(*KERNEL_SHAPE_FIELDS)   # a Kernel's __dict__ -> its shape fields, in order
 
 
 # ---------------------------------------------------------------- reusing graphs
