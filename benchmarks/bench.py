@@ -348,7 +348,7 @@ def commands(rp: list[str], quick: bool, row, only: str | None = None) -> None:
 
 
 def show(rows: list[tuple]) -> None:
-    width = max(len(r[0]) for r in rows)
+    width = max((len(r[0]) for r in rows), default=0)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")
 
