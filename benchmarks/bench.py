@@ -1,11 +1,14 @@
 """Speed benchmark (not a test): start-up, `estimate`, `explain`, `sensitivity`, `pareto`, and the grid sweep.
 
-Run: python benchmarks/bench.py [--quick] [--no-compile] [--sweep]
+Run: python benchmarks/bench.py [--quick] [--no-compile] [--sweep] [--only WORD]
+(--sweep: only the sweep's lines. --only WORD: only the command lines whose name holds WORD, as `--only validate`;
+no start-up, calibrate, sweep or serve lines.)
 
 Targets, each line CPU time beside wall time: `estimate` (and `--json`) within 1.3x a bare
 `import numpy` of the same interpreter (timed in alternating pairs); `explain` of a kernel and of the whole
 step (`explain step -l tp8`) and `sensitivity` <= 1 s; `validate`, `report`, `compare` and `pareto` <= 2 s
-(`validate` also on its first run after an install or a change of the tree, before rubinperf/kept.py keeps anything);
+(`validate` also on its first run after a change of the tree, when rubinperf/kept.py keeps no result of this tree,
+and after an install, when it keeps nothing: no parsed spec or CSV either);
 `calibrate --from-csv` (the README's H200 refit) <= 20 s; a simulated 10,000-request run of one engine
 (serve --request-rate) <= 2 s of CPU; the sweep >= 0.5 of the same-process numpy yardstick on a first run, with
 peak memory flat in the number of points.
@@ -217,12 +220,15 @@ def package_dir() -> str:
     return out.stdout.strip()
 
 
-def forget_kept() -> None:
+def forget_kept(install: bool = False) -> None:
     """Remove the results rubinperf keeps between runs (rubinperf/kept.py: kept-* and tree-* in the package's
-    __pycache__), as a first run after an install or a change of the tree finds them."""
+    __pycache__), as a first run after a change of the tree finds them; with `install`, the parsed specs and CSVs too
+    (spec-*, csv-*: kept by their files' bytes, so a change of other files keeps them), as a first run after an
+    install finds nothing."""
     cache = os.path.join(package_dir(), "__pycache__")
+    kinds = ("kept-", "tree-") + (("spec-", "csv-") if install else ())
     for name in os.listdir(cache) if os.path.isdir(cache) else ():
-        if name.startswith(("kept-", "tree-")):
+        if name.startswith(kinds):
             os.remove(os.path.join(cache, name))
 
 
@@ -265,6 +271,7 @@ print(time.process_time() - t)
 
 def main() -> None:
     py, quick = sys.executable, "--quick" in sys.argv[1:]
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[1:-1] else None
     if "--no-compile" not in sys.argv[1:]:
         compile_package()
     rp = [py, "-m", "rubinperf"]
@@ -277,6 +284,10 @@ def main() -> None:
     if "--sweep" in sys.argv[1:]:   # the sweep's lines alone
         sweep_lines(row, py, quick)
         return show(rows)
+    if only is not None:
+        commands(rp, quick, row, only)
+        show(rows)
+        return
     imp = timed([py, "-c", "import rubinperf.cli"])
     base = timed([py, "-c", "pass"])
     row("import rubinperf.cli (minus bare python)", imp[0] - base[0], imp[1] - base[1])
@@ -288,13 +299,7 @@ def main() -> None:
     nw, ew, nc, ec = pairs([py, "-c", "import numpy"], rp + ["estimate", "--json"])
     row("rubinperf estimate --json / import numpy", value=f"{ew / nw:.2f}x wall, {ec / nc:.2f}x CPU", target="<= 1.3x")
     row("rubinperf estimate, peak RSS", value=f"{est[2]:.0f} MB", target="< 150 MB")
-    for name, cmd, target in COMMANDS:
-        if cmd[0] == "validate":   # its first run after an install or a change: nothing kept yet (rubinperf/kept.py)
-            forget_kept()
-            w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
-            row(f"{name}, first run (nothing kept)", w, c, target=target)
-        w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
-        row(name, w, c, target=target)
+    commands(rp, quick, row)
     import tempfile
 
     with tempfile.TemporaryDirectory() as out:   # the README's refit of the committed H200 measurements
@@ -335,8 +340,23 @@ def sweep_lines(row, py: str, quick: bool) -> None:
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
 
 
-def show(rows: list) -> None:
-    width = max(len(r[0]) for r in rows)
+def commands(rp: list[str], quick: bool, row, only: str | None = None) -> None:
+    """The COMMANDS lines (those whose name holds `only`, where given); `validate` also on its first runs
+    (rubinperf/kept.py): after a change of the tree (no result of this tree kept) and after an install (nothing kept)."""
+    for name, cmd, target in COMMANDS:
+        if only is not None and only not in name:
+            continue
+        if cmd[0] == "validate":
+            for install, when in ((False, "after a change of the tree"), (True, "after an install")):
+                forget_kept(install)
+                w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
+                row(f"{name}, first run {when}", w, c, target=target)
+        w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
+        row(name, w, c, target=target)
+
+
+def show(rows: list[tuple]) -> None:
+    width = max((len(r[0]) for r in rows), default=0)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>44}  {target}")
 

@@ -25,6 +25,10 @@ def _now(signum, frame):  # pragma: no cover - exercised in a subprocess
 def main() -> int:
     for signum in MESSAGES:
         signal.signal(signum, _now)
+    # numpy's OpenBLAS starts a thread per core on import, and they spin a while: about 0.1 s of CPU on every
+    # command that imports numpy, for no work of rubinperf's (its numpy is elementwise; the one BLAS call, a
+    # calibration's least squares over a few columns, runs on one thread at that size). A user's own setting stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from rubinperf.cli import main as run
 
     return run()

@@ -151,9 +151,26 @@ def kept_of_tree(name: str, compute, encode, decode):
             return decode(value)
         except (KeyError, ValueError, TypeError):
             pass
-    value = compute()
+    value = _without_collector(compute)
     if write_kept(path, encode(value)):
         for old in _DIR.glob(f"tree-{slug}-*"):   # the result of a tree before this one (a megabyte or two)
             if old.name != path.name and not old.name.endswith(".tmp"):
                 old.unlink(missing_ok=True)
     return value
+
+
+def _without_collector(compute):
+    """compute() with Python's cyclic garbage collector paused: a result of the tree is built of tens of thousands of
+    small dicts and lists that all live on (the ledger's rows, the points' records), and the collector would walk
+    them again and again as they age (about a tenth of a first `validate`). Nothing is lost: cycles made meanwhile
+    are collected once it runs again."""
+    import gc
+
+    if not gc.isenabled():
+        return compute()
+    gc.disable()
+    try:
+        return compute()
+    finally:
+        gc.enable()
+

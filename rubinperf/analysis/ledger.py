@@ -149,21 +149,30 @@ def verdict(s: dict) -> str:
 # ---------------------------------------------------------------- kernel families
 
 
-def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None) -> list[dict]:
+def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None,
+                 described: dict | None = None) -> list[dict]:
+    """`kernels_of` and `described` keep each call's kernels and description (fit.call_key) for the same call in
+    another table."""
     import numpy as np
 
-    from rubinperf.calibrate.fit import Stacked, _describe, measured, timed_rows
+    from rubinperf.calibrate.fit import Stacked, _describe, call_key, measured, timed_rows
 
     timed = timed_rows(rows)
     if not timed:
         return []
     meas = measured(timed)
+    described = {} if described is None else described
+    ids, calls = [], [call_key(r) for r in timed]
+    for r, call in zip(timed, calls):
+        text = described.get(call)
+        if text is None:
+            text = described[call] = _describe(r)
+        ids.append(prefix + text)
     if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
-        return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": None, "held_out": False}
-                for r, m in zip(timed, meas)]
-    pred = Stacked(timed, kernels_of).times(hw)
-    return [{"id": f"{prefix}{_describe(r)}", "measured": float(m), "predicted": float(p), "held_out": held_out}
-            for r, m, p in zip(timed, meas, np.asarray(pred))]
+        return [{"id": i, "measured": float(m), "predicted": None, "held_out": False} for i, m in zip(ids, meas)]
+    pred = Stacked(timed, kernels_of, calls).times(hw)
+    return [{"id": i, "measured": float(m), "predicted": float(p), "held_out": held_out}
+            for i, m, p in zip(ids, meas, np.asarray(pred))]
 
 
 def h200_families() -> list[Family]:
@@ -198,6 +207,7 @@ def aiconfigurator_families() -> list[Family]:
     here = data_root() / "calibration/aiconfigurator"
     out = []
     kernels_of: dict = {}   # each call's kernels, for the same call in another system's table
+    described: dict = {}    # and its description
     notes = {"vllm": "vLLM 0.24.0's FP8 block GEMMs and mHC, not the October 2026 posts' kernels the stack describes"}
     for framework, stack, fitted, systems in AIC_FITS:
         for system in systems:
@@ -216,7 +226,7 @@ def aiconfigurator_families() -> list[Family]:
             out.append(Family(
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
-                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of),
+                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of, described),
                 note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 
@@ -244,10 +254,12 @@ def aiconfigurator_step_family() -> Family:
     with path.open() as f:
         rows = [r for r in csv.DictReader(f) if r["model"] == "deepseek-v4-flash"]
     m = load_model("deepseek-v4-flash")
-    out, racks = [], []
+    out, racks, platforms = [], [], {}
     for r in rows:
         rack = {"gb300": "gb300-nvl72", "gb200": "gb200-nvl72"}[r["system"]]
-        hw = load_platform(rack, "sglang-blackwell")
+        if rack not in platforms:   # (one platform per rack for its rows)
+            platforms[rack] = load_platform(rack, "sglang-blackwell")
+        hw = platforms[rack]
         lay = parse_layout(r["layout"])
         res = step(m, hw, lay, make_point(m, hw, lay, phase="decode", batch=int(r["batch"]),
                                           context=int(r["context"]), draft_tokens=0))
@@ -280,26 +292,34 @@ def point_families(records: list[dict]) -> list[Family]:
             lambda r: r["metric"] == "simulated_request_rate",
     }
     out = []
+    stacks: dict = {}   # each rack's default stack, loaded once
     for name, pick in groups.items():
         rs = [r for r in records if pick(r)]
         level = name.split(" ", 1)[0].rstrip(":")
         level = {"steps": "step", "mechanisms": "mechanism"}.get(level, level)
         out.append(Family(name, level, "validation/published.toml", tuple(dict.fromkeys(r["hardware"] for r in rs)),
-                          tuple(dict.fromkeys(r["stack"] or _default_stack(r["hardware"]) for r in rs)),
+                          tuple(dict.fromkeys(r["stack"] or _default_stack(r["hardware"], stacks) for r in rs)),
                           tuple(dict.fromkeys(r["model"] for r in rs)),
                           [{"id": r["id"], "measured": r["published"], "predicted": r["predicted"],
                             "held_out": not r["fitted"], "hardware": r["hardware"],
-                            "stack": r["stack"] or _default_stack(r["hardware"]), "model": r["model"]} for r in rs]))
+                            "stack": r["stack"] or _default_stack(r["hardware"], stacks), "model": r["model"]}
+                           for r in rs]))
     return out
 
 
-def _default_stack(rack: str) -> str:
+def _default_stack(rack: str, memo: dict | None = None) -> str:
+    """The rack's default stack (`memo`: the answer kept per rack for the other records of the same call)."""
     from rubinperf.specs.hardware import load_hardware
 
+    if memo is not None and ("default stack", rack) in memo:
+        return memo[("default stack", rack)]
     try:
-        return load_hardware(rack).default_stack
+        stack = load_hardware(rack).default_stack
     except Exception:   # a user's points file naming a rack by path: shown as given
-        return "?"
+        stack = "?"
+    if memo is not None:
+        memo[("default stack", rack)] = stack
+    return stack
 
 
 # ---------------------------------------------------------------- bands
@@ -326,8 +346,10 @@ def kernel_error(families: list[Family], rack: str, stack: str | None) -> tuple[
     return None, "no kernel evidence"
 
 
-def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], str]:
-    """(low, high) for predicted/published of one validate record from the evidence beneath it, and how."""
+def point_band(rec: dict, families: list[Family], kernel_errors: dict | None = None) -> tuple[tuple[float, float], str]:
+    """(low, high) for predicted/published of one validate record from the evidence beneath it, and how.
+    `kernel_errors` keeps kernel_error's answer per (rack, stack), and each rack's default stack, for the other
+    records over the same families."""
     stated = tuple(rec["band"])
     metric = rec["metric"]
     if metric in EXACT_METRICS:
@@ -339,10 +361,16 @@ def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], 
             parts.append((quantile(e, 0.9), f"mechanisms: 90th percentile of {len(e)} other points"))
     else:
         racks = [rec["hardware"]] + ([rec["baseline_hardware"]] if rec.get("baseline_hardware") else [])
-        stacks = [rec["stack"] or _default_stack(rec["hardware"])] + (
-            [rec.get("baseline_stack") or _default_stack(rec["baseline_hardware"])] if rec.get("baseline_hardware") else [])
+        stacks = [rec["stack"] or _default_stack(rec["hardware"], kernel_errors)] + (
+            [rec.get("baseline_stack") or _default_stack(rec["baseline_hardware"], kernel_errors)]
+            if rec.get("baseline_hardware") else [])
         for rack, st in zip(racks, stacks):
-            k, why = kernel_error(families, rack, st)
+            if kernel_errors is None:
+                k, why = kernel_error(families, rack, st)
+            else:
+                if (rack, st) not in kernel_errors:
+                    kernel_errors[(rack, st)] = kernel_error(families, rack, st)
+                k, why = kernel_errors[(rack, st)]
             if k is not None:
                 parts.append((k, f"{rack}: {why}"))
         if metric not in ("kernel_error_unseen",):
@@ -360,8 +388,9 @@ def point_band(rec: dict, families: list[Family]) -> tuple[tuple[float, float], 
 
 def apply_bands(records: list[dict], families: list[Family]) -> list[dict]:
     """Each record's band from the evidence beneath it (point_band); `stated_band` keeps the file's."""
+    kernel_errors: dict = {}   # (rack, stack) -> kernel_error over these families
     for r in records:
-        band, why = point_band(r, families)
+        band, why = point_band(r, families, kernel_errors)
         r["stated_band"] = list(r["band"])
         r["band"] = [band[0], band[1]]
         r["band_low"], r["band_high"] = band

@@ -156,12 +156,11 @@ def _step(p: RefPoint, before: dict | None = None, **changes):
     """The point's step; `before` replaces spec fields (the model's, or its rack's hardware or stack) first."""
     import dataclasses
 
-    from rubinperf.specs.select import load_specs
     from rubinperf.specs.layout import parse_layout
     from rubinperf.step.point import make_point
     from rubinperf.step.timing import step
 
-    m, (hw,) = load_specs(p.model, [p.hardware], sets=list(p.set) or None, stacks=[p.stack] if p.stack else None)
+    m, (hw,) = _load_specs(p.model, [p.hardware], sets=list(p.set) or None, stacks=[p.stack] if p.stack else None)
     if before:  # checked as --set checks an override: the field's type and range, the spec's own rules
         from rubinperf.specs.overrides import apply_overrides
 
@@ -196,11 +195,12 @@ def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
     why = f"step {fmt_time(float(r.expected_s))}, bound {r.bound}"
     if p.interactivity_stat in (None, "mean"):
         return mean, why
-    from rubinperf.serving.interactivity import speed_factors
+    from rubinperf.serving.interactivity import speed_factor
 
     pt, hw = r.point, r.hw
     nu = 1e12 if p.fixed_acceptance else float(hw.acceptance_concentration)
-    f = speed_factors(int(pt.k(r.model)), float(pt.accepted(r.model)), nu, float(hw.step_time_spread))[p.interactivity_stat]
+    # (the one statistic asked for: speed_factors' entry for it, without the other statistics' solves)
+    f = speed_factor(int(pt.k(r.model)), float(pt.accepted(r.model)), nu, float(hw.step_time_spread), p.interactivity_stat)
     return mean * f, (f"{why}; {p.interactivity_stat.upper()} = {f:.3f} x mean {mean:,.0f}"
                       + (" (fixed acceptance: step spread only)" if p.fixed_acceptance else ""))
 
@@ -353,7 +353,6 @@ def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
     concurrency: past what the engine holds, the rest of the requests queue."""
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
     from rubinperf.specs.layout import check_layout, parse_layout
-    from rubinperf.specs.select import load_specs
     from rubinperf.specs.workload import load_workload
     from rubinperf.step.capacity import capacity
 
@@ -361,7 +360,7 @@ def _offline_tokens_per_s_per_gpu(p: RefPoint) -> tuple[float, str]:
         raise SpecError(f"point {p.id}: {p.metric} needs input_tokens, output_tokens, batch (the engine's max batch "
                         f"size) and concurrency (the requests sent at once)")
     sets = list(p.set) + _sets(p.run_with)
-    m, (hw,) = load_specs(p.model, [p.hardware], sets=sets or None, stacks=[p.stack] if p.stack else None)
+    m, (hw,) = _load_specs(p.model, [p.hardware], sets=sets or None, stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     check_layout(lay, m, hw)
     reserve = load_workload(p.workload or "chat-8k1k").runtime_reserve_bytes
@@ -388,21 +387,55 @@ def _sets(fields: dict) -> list[str]:
             for k, v in fields.items()]
 
 
+# Fields of a point that say which figure it compares and where that figure comes from, not what is run: points equal
+# in every other field run the same benchmark (one run's TTFT and its throughput), run once in a validate (_records).
+_NOT_RUN = {"id": "", "source": "", "published": 1.0, "band": (1.0, 1.0), "note": "", "fitted": False, "previous": None,
+            "changed": "", "quantity": None}
+_RUNS: dict = {}
+_SHARING = [False]   # inside _records: runs and spec loads are shared by its points
+
+
+def _load_specs(model: str, hardware: list, sets=None, stacks=None):
+    """select.load_specs, loaded once in a validate for the points that name the same specs and overrides (records
+    frozen: each point reads them, none changes them)."""
+    from rubinperf.specs.select import load_specs
+
+    key = ("specs", model, tuple(hardware), tuple(sets or ()), tuple(stacks or ()))
+    if not _SHARING[0]:
+        return load_specs(model, hardware, sets=sets, stacks=stacks)
+    if key not in _RUNS:
+        _RUNS[key] = load_specs(model, hardware, sets=sets, stacks=stacks)
+    return _RUNS[key]
+
+
+def _run_once(p: RefPoint, run):
+    """run(), or what it gave for a point that differs from `p` only in _NOT_RUN's fields earlier in this validate
+    (_records; outside it, run())."""
+    import dataclasses
+
+    if not _SHARING[0]:
+        return run()
+    key = (p.metric, repr(dataclasses.replace(p, **_NOT_RUN)))
+    if key not in _RUNS:
+        _RUNS[key] = run()
+    return _RUNS[key]
+
+
 def _serve(p: RefPoint) -> tuple[float, str]:
     """One closed-loop benchmark point of an aggregated engine, through the path `rubinperf serve` takes."""
     from rubinperf.serving.aggregated import RequestMix, closed_loop, engine
     from rubinperf.specs.layout import check_layout, parse_layout
-    from rubinperf.specs.select import load_specs
 
     if not (p.quantity and p.concurrency and p.isl and p.osl):
         raise SpecError(f"point {p.id}: serve needs quantity, concurrency, isl and osl")
-    m, (hw,) = load_specs(p.model, [p.hardware], _sets(p.run_with), stacks=[p.stack] if p.stack else None)
+    m, (hw,) = _load_specs(p.model, [p.hardware], _sets(p.run_with), stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     check_layout(lay, m, hw)
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    rec = closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), [p.concurrency]).records()[0]
+    rec = _run_once(p, lambda: closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance),
+                                           [p.concurrency]).records()[0])
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the serve record")
     return float(rec[p.quantity]), (f"batch {rec['running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of "
@@ -420,23 +453,22 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
     from rubinperf.serving.aggregated import RequestMix, engine
     from rubinperf.serving import simulate as sim
     from rubinperf.specs.layout import check_layout, parse_layout
-    from rubinperf.specs.select import load_specs
 
     if not (p.quantity and p.request_rate and p.num_requests and p.isl and p.osl):
         raise SpecError(f"point {p.id}: simulated_request_rate needs quantity, request_rate, num_requests, isl and osl")
     if p.num_requests != int(p.num_requests) or (p.seed is not None and p.seed != int(p.seed)):
         raise SpecError(f"point {p.id}: num_requests and seed: expected whole numbers")
-    m, (hw,) = load_specs(p.model, [p.hardware], _sets(p.run_with) + list(p.set),
+    m, (hw,) = _load_specs(p.model, [p.hardware], _sets(p.run_with) + list(p.set),
                           stacks=[p.stack] if p.stack else None)
     lay = parse_layout(p.layout)
     check_layout(lay, m, hw)
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    e = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
     pcts = (50.0, 90.0, 95.0, 99.0)
-    rec, = sim.serve_records(e, rates=[p.request_rate], num_requests=int(p.num_requests), seed=int(p.seed or 0),
-                             burstiness=p.burstiness or 1.0, percentiles=pcts)
+    rec, = _run_once(p, lambda: sim.serve_records(
+        engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
+        num_requests=int(p.num_requests), seed=int(p.seed or 0), burstiness=p.burstiness or 1.0, percentiles=pcts))
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)) or not isinstance(rec[p.quantity], (int, float)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the simulated serve record")
     return float(rec[p.quantity]), (
@@ -496,6 +528,16 @@ def validate(points: list[RefPoint], stack: str | None = None) -> list[dict]:
 
 
 def _records(points: list[RefPoint], stack: str | None) -> list[dict]:
+    _RUNS.clear()   # (a benchmark's run is shared by the points of one validate only: a spec file may change after)
+    _SHARING[0] = True
+    try:
+        return _records_of(points, stack)
+    finally:
+        _SHARING[0] = False
+        _RUNS.clear()
+
+
+def _records_of(points: list[RefPoint], stack: str | None) -> list[dict]:
     import dataclasses
 
     records = []

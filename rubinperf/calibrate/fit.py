@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 import types
 import math
 import sys
@@ -78,25 +79,19 @@ class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
 
-    def __init__(self, rows: list[dict], kernels_of: dict | None = None):
-        """`kernels_of`, when given, keeps each row's kernels by what it says of the call (every column but the
-        measurement's: MEASURED_COLUMNS), for other rows of the same call (other systems' tables of one op sweep)."""
+    def __init__(self, rows: list[dict], kernels_of: dict | None = None, calls: list | None = None):
+        """`kernels_of`, when given, keeps each row's kernels (with their groups) by what it says of the call
+        (call_key, or `calls`: the rows' call keys), for other rows of the same call (other systems' tables of one
+        op sweep); rows of one call in `rows` build their kernels once either way."""
         self.n = len(rows)
         groups: dict[tuple, list] = {}
-        for i, r in enumerate(rows):
-            if kernels_of is None:
-                kernels = row_kernels(r)
-            else:
-                call = tuple(item for item in r.items() if item[0] not in MEASURED_COLUMNS)
-                kernels = kernels_of.get(call)
-                if kernels is None:
-                    kernels = kernels_of[call] = row_kernels(r)
-            for k, waits_on_host in kernels:
-                # The call's first kernel is launched as the row says; the library's later kernels start behind it
-                # in the same stream (or graph).
-                mode = row_mode(r) if waits_on_host or row_mode(r) == "graph" else "eager"
-                # one group per family, launch and set of fields given (each a numpy array of the group's values)
-                key = (mode, *group_key(k))
+        if kernels_of is None:
+            kernels_of = {}
+        for i, (r, call) in enumerate(zip(rows, calls or map(call_key, rows))):
+            grouped = kernels_of.get(call)
+            if grouped is None:
+                grouped = kernels_of[call] = _grouped_kernels(r)
+            for key, k in grouped:
                 groups.setdefault(key, []).append((i, k))
         self.groups = []
         for key, items in groups.items():
@@ -127,6 +122,35 @@ class Stacked:
                     memo[(g, what)] = (reads.read, values)
             np.add.at(out, (Ellipsis, idx), np.broadcast_to(values, shape + idx.shape))
         return out
+
+
+def _grouped_kernels(row: dict) -> tuple:
+    """The row's kernels (row_kernels), each with the key of the group it is stacked into: one group per launch,
+    family and set of fields given (each a numpy array of the group's values)."""
+    out = []
+    for k, waits_on_host in row_kernels(row):
+        # The call's first kernel is launched as the row says; the library's later kernels start behind it in the
+        # same stream (or graph).
+        mode = row_mode(row) if waits_on_host or row_mode(row) == "graph" else "eager"
+        out.append(((mode, *group_key(k)), k))
+    return tuple(out)
+
+
+_CALL_COLUMNS: dict = {}   # a row's columns, in order -> (those that say which call it was, a getter of their values)
+
+
+def call_key(row: dict) -> tuple:
+    """What a measured row says of the call it timed, hashable: every column but the measurement's
+    (MEASURED_COLUMNS), names and values, in the row's order (rows of one call are equal here; row_kernels and
+    _describe read nothing else)."""
+    columns = tuple(row)
+    known = _CALL_COLUMNS.get(columns)
+    if known is None:
+        names = tuple(c for c in columns if c not in MEASURED_COLUMNS)
+        known = _CALL_COLUMNS[columns] = (names, (lambda r: ()) if not names else
+                                          operator.itemgetter(*names) if len(names) > 1 else
+                                          (lambda r, c=names[0]: (r[c],)))
+    return known[0], known[1](row)
 
 
 def _same(a, b) -> bool:

@@ -197,8 +197,13 @@ def stacked(kernels: list) -> Kernel:
     first = kernels[0]
     costs = np.array([_cost_values(k.cost) for k in kernels], dtype=float).reshape(len(kernels), len(_COST_FIELDS))
     cost = Cost(**{f: costs[:, j].copy() for j, f in enumerate(_COST_FIELDS)})
-    shape = {f: getattr(first, f) if _discrete(getattr(first, f)) else np.array([float(getattr(k, f)) for k in kernels])
-             for f in KERNEL_SHAPE_FIELDS}
+    given = _shape_values(first)
+    numeric = [j for j, v in enumerate(given) if not _discrete(v)]   # (the group's kernels give the same fields)
+    shape = {f: v for f, v in zip(KERNEL_SHAPE_FIELDS, given)}
+    if numeric:   # each numeric field's values as floats (as numpy makes them), a column of one array
+        pick = operator.itemgetter(*numeric)
+        values = np.array([pick(_shape_values(k)) for k in kernels], dtype=float).reshape(len(kernels), len(numeric))
+        shape.update({KERNEL_SHAPE_FIELDS[j]: values[:, i].copy() for i, j in enumerate(numeric)})
     return Kernel(first.family, cost, **shape)
 
 

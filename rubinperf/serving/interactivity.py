@@ -114,20 +114,19 @@ def step_mixture_percentiles(times, weights, spread: float, percentiles) -> np.n
     sum_j w_j Phi(ln(x / t_j) / spread), inverted by bisection in ln x (spread 0: the step CDF, its left limit)."""
     t = np.asarray(times, dtype=float)            # (J, ...) step times
     w = np.asarray(weights, dtype=float)          # (J, ...) shares, summing to 1 over J
-    out = []
     log_t = np.log(t)                             # (the same in every bisection)
     lo0 = np.log(np.min(t, axis=0)) - 6 * spread - 1e-9
     hi0 = np.log(np.max(t, axis=0)) + 6 * spread + 1e-9
-    for p in percentiles:
-        q = p / 100.0
-        lo, hi = lo0.copy(), hi0.copy()
-        for _ in range(BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            if spread > 0:
-                cdf = np.sum(w * _phi((mid - log_t) / spread), axis=0)
-            else:
-                cdf = np.sum(w * (log_t <= mid), axis=0)
-            below = cdf < q
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        out.append(np.exp(0.5 * (lo + hi)))
-    return np.array(out)
+    # every percentile's bisection at once, along a first axis (each element's operations as for that percentile alone)
+    q = (np.array([float(p) for p in percentiles]) / 100.0).reshape((-1,) + (1,) * lo0.ndim)
+    lo = np.broadcast_to(lo0, q.shape[:1] + lo0.shape).copy()
+    hi = np.broadcast_to(hi0, q.shape[:1] + hi0.shape).copy()
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if spread > 0:
+            cdf = np.sum(w * _phi((mid[:, None] - log_t) / spread), axis=1)
+        else:
+            cdf = np.sum(w * (log_t <= mid[:, None]), axis=1)
+        below = cdf < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return np.exp(0.5 * (lo + hi))

@@ -30,6 +30,7 @@ and the 10.8 -> 1.5 ms fix moves the step by the host path's excess over the GPU
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -42,6 +43,8 @@ from rubinperf.mathops import sadd, sscale, ssum
 from rubinperf.roofline import BOUNDS, KernelTime, binding_term, exposed_host, host_path, split_kv_reduction
 from rubinperf.specs.model import Model
 
+_BOUND_FIELDS = tuple(f"{b}_s" for b in BOUNDS)   # KernelTime's field of each bound
+_BOUND_AT_ONCE = 1 << 16   # terms (ops x bounds x points) a step's bound array is found from at once; more: op by op
 
 @dataclass(frozen=True)
 class OpTime:
@@ -137,15 +140,27 @@ class StepResult:
 
         shape = np.shape(self.expected_s)
         kinds = np.arange(len(BOUNDS)).reshape((-1,) + (1,) * len(shape))
-        like = np.empty(shape)
-        shares = np.zeros((len(BOUNDS),) + shape)
-        for o in self.ops:
-            if o.op.part == "cpu":
-                continue
-            t = o.time
-            terms = np.broadcast_arrays(*(np.asarray(getattr(t, f"{b}_s"), dtype=float) for b in BOUNDS), like)[:-1]
-            which = np.argmax(np.stack(terms), axis=0)    # the op's bound: its largest term (first in BOUNDS on a tie)
-            shares += np.where(which == kinds, np.asarray(o.expected_s, dtype=float), 0.0)
+        gpu = [o for o in self.ops if o.op.part != "cpu"]
+        if gpu and len(gpu) * len(BOUNDS) * math.prod(shape) <= _BOUND_AT_ONCE:
+            # every op at once: its terms (each broadcast over the points), its bound (its largest term, first in
+            # BOUNDS on a tie), and each bound's share of GPU time added op after op, in the order of the ops
+            terms = np.empty((len(gpu), len(BOUNDS)) + shape)
+            spent = np.empty((len(gpu), 1) + shape)
+            for i, o in enumerate(gpu):
+                t = o.time
+                for j, b in enumerate(_BOUND_FIELDS):
+                    terms[i, j] = getattr(t, b)
+                spent[i, 0] = o.expected_s
+            which = np.argmax(terms, axis=1)[:, None]
+            shares = np.add.accumulate(np.where(which == kinds, spent, 0.0), axis=0)[-1]
+        else:
+            like = np.empty(shape)
+            shares = np.zeros((len(BOUNDS),) + shape)
+            for o in gpu:
+                t = o.time
+                terms = np.broadcast_arrays(*(np.asarray(getattr(t, b), dtype=float) for b in _BOUND_FIELDS), like)[:-1]
+                which = np.argmax(np.stack(terms), axis=0)    # the op's bound: its largest term (first in BOUNDS on a tie)
+                shares += np.where(which == kinds, np.asarray(o.expected_s, dtype=float), 0.0)
         names = np.array(BOUNDS, dtype=object)[np.argmax(shares, axis=0)]
         zero = np.zeros(shape)
         exposed = np.asarray(self.exposed_s, dtype=float) + zero

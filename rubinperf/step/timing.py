@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import TYPE_CHECKING
 
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
@@ -112,7 +113,7 @@ def _op_key(o: Op):
         parts.append(k.family)
         values = _values_of(k)
         if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
-            values = tuple(v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values)
+            values = tuple([v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values])
             if _NO_KEY in values:
                 return None
         parts.append(values)
@@ -132,8 +133,10 @@ _NO_KEY = object()
 
 def _values_of(k) -> tuple:
     """A kernel's cost values, then its shape fields."""
-    d = k.__dict__
-    return (*k.cost.__dict__.values(), *[d[f] for f in KERNEL_SHAPE_FIELDS])
+    return (*k.cost.__dict__.values(), *_shape_fields_of(k.__dict__))
+
+
+_shape_fields_of = operator.itemgetter(*KERNEL_SHAPE_FIELDS)   # a Kernel's __dict__ -> its shape fields, in order
 
 
 # ---------------------------------------------------------------- reusing graphs
@@ -204,10 +207,17 @@ def _same_kernel(x, y) -> bool:
         return False
     u, v = _values_of(x), _values_of(y)
     if _SCALAR_TYPES.issuperset(map(type, u)):
-        # numbers: equal, and equal as written (repr tells -0.0 from 0.0 and 1 from 1.0; a nan is equal
-        # in the tuples only as the same object)
-        return u == v and repr(u) == repr(v)
+        # numbers: equal, and equal as written: of one type each (1 is not 1.0, nor True), a zero of one sign (-0.0
+        # is not 0.0); equal numbers of one type are written alike, and a nan is equal in the tuples only as the
+        # same object
+        return u == v and all(map(_same_number, u, v))
     return all(map(_same_value, u, v))
+
+
+def _same_number(a, b) -> bool:
+    """Two equal numbers (or Nones) written alike: the same object, or of one type and, for a zero float, one sign."""
+    return a is b or type(a) is type(b) and (a != 0 or type(a) is not float
+                                             or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
 def _same_value(u, v) -> bool:

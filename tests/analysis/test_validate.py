@@ -232,3 +232,26 @@ def test_a_request_rate_row_names_an_unknown_quantity():
     p = dataclasses.replace(RATE_POINTS[0], quantity="no_such_field")
     with pytest.raises(SpecError, match="quantity"):
         validate([p])
+
+
+def test_points_of_one_run_share_it_and_give_what_each_gives_alone(monkeypatch):
+    """Two points that differ only in the figure they compare (a run's TTFT and its throughput) are one run of the
+    benchmark in a validate (_run_once): each point's prediction is the one it has validated alone."""
+    import rubinperf.analysis.validate as V
+
+    runs = []
+    once = V._run_once
+    monkeypatch.setattr(V, "_run_once", lambda p, run: once(p, lambda: (runs.append(p.id), run())[1]))
+    for metric in ("serve", "simulated_request_rate"):
+        pairs = [(a, b) for a in POINTS for b in POINTS if a.metric == b.metric == metric and a.id < b.id
+                 and dataclasses.replace(a, **V._NOT_RUN) == dataclasses.replace(b, **V._NOT_RUN)]
+        assert pairs, metric   # (the bundled points have such pairs: the check below is not empty)
+        a, b = pairs[0]
+        runs.clear()
+        together = V._records([a, b], None)
+        assert runs == [a.id]   # one run for the two
+        alone = V._records([a], None) + V._records([b], None)
+        assert runs == [a.id, a.id, b.id]
+        assert [r["predicted"] for r in together] == [r["predicted"] for r in alone]
+        assert [r["detail"] for r in together] == [r["detail"] for r in alone]
+        assert not V._RUNS   # nothing outlives the validate that made it

@@ -70,3 +70,47 @@ def test_not_utf8_is_one_line(tmp_path):
     p.write_bytes(p.read_bytes() + b"\xff\xfe\n")
     with pytest.raises(SpecError, match="not UTF-8"):
         read_csv(p)
+
+
+def _row_by_row(path: Path, text: str):
+    """What _parse_csv gives when every row is read by _typed (the path for a CSV with a fault)."""
+    import csv
+    import io
+
+    from rubinperf.calibrate import plan
+
+    header = csv.DictReader(io.StringIO(text)).fieldnames
+    kind = "kernels" if "family" in header else "collectives"
+    return kind, [plan._typed(raw, kind) for raw in csv.DictReader(io.StringIO(text))]
+
+
+@pytest.mark.parametrize("path", sorted(p for p in (REPO / "calibration").rglob("*.csv") if "family" in
+                                        p.read_text().split("\n", 1)[0] and "aiconfigurator/modules" not in str(p))[:12],
+                         ids=lambda p: p.name)
+def test_a_table_read_a_column_at_a_time_is_the_table_read_row_by_row(path):
+    from rubinperf.calibrate import plan
+
+    text = path.read_text()
+    try:
+        want = _row_by_row(path, text)
+    except (ValueError, TypeError):
+        pytest.skip("not a table of measurements")
+    kind, rows = plan._parse_csv(path, text)
+    assert kind == want[0] and len(rows) == len(want[1])
+    for got, ref in zip(rows, want[1]):   # the same keys in the same order, the same values of the same types
+        assert list(got.items()) == list(ref.items())
+        assert [type(v) for v in got.values()] == [type(v) for v in ref.values()]
+
+
+@pytest.mark.parametrize("cell, words", [("abc", "could not convert"), ("-3", "expected a count"),
+                                         ("nan", "expected a count"), ("1e400", "expected a count")])
+def test_a_table_with_a_bad_cell_names_its_line_as_the_row_reader_does(tmp_path, cell, words):
+    lines = CSV.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[header.index("k")] = cell
+    lines[3] = ",".join(cells)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpecError, match=f"line 4: k: .*{words}|line 4: .*{words}"):
+        read_csv(bad)

@@ -56,3 +56,27 @@ def test_the_tree_digest_sees_a_spec_file_of_the_working_directory(tmp_path, mon
         assert kept._tree_digest() != plain
     finally:
         kept._tree_digest.cache_clear()
+
+
+def test_a_result_of_the_tree_is_computed_with_the_collector_paused_and_it_runs_again_after(tmp_path, monkeypatch):
+    import gc
+
+    monkeypatch.setattr(kept, "_DIR", tmp_path)
+    monkeypatch.setattr(kept, "_tree_digest", lambda: b"gc")
+    seen = []
+
+    def compute():
+        seen.append(gc.isenabled())
+        return [1]
+
+    def fails():
+        raise ValueError("no result")
+
+    assert gc.isenabled()
+    assert kept.kept_of_tree("g", compute, lambda v: v, lambda v: v) == [1]
+    assert seen == [False] and gc.isenabled()
+    try:
+        kept.kept_of_tree("h", fails, lambda v: v, lambda v: v)
+    except ValueError:
+        pass
+    assert gc.isenabled()   # (also when the computation fails)

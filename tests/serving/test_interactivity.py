@@ -218,3 +218,21 @@ def test_sensitivity_ranks_the_p90_spreads(cli):
     assert rows["hbm_bandwidth_bytes_per_s"]["elasticity"] == pytest.approx(hbm["elasticity"], rel=1e-12)
     bad = cli("sensitivity", "-l", "dep2", "--phase", "prefill", "--metric", "tokens-per-user-p90")
     assert bad.code == 2 and bad.err.count("\n") == 1
+
+
+def test_step_mixture_percentiles_at_once_are_each_percentile_alone():
+    """All percentiles bisected together (one array axis) give, bit for bit, what each gives bisected alone; the
+    median of one step time without spread is that time."""
+    from rubinperf.serving.interactivity import step_mixture_percentiles
+
+    rng = np.random.default_rng(7)
+    t = rng.uniform(1e-3, 0.1, (2, 9))
+    w = rng.uniform(0, 1, 9)
+    w = np.stack([1 - w, w])
+    for spread in (0.0, 0.02, 0.4):
+        together = step_mixture_percentiles(t, w, spread, (50.0, 90.0, 99.0))
+        alone = np.concatenate([step_mixture_percentiles(t, w, spread, (p,)) for p in (50.0, 90.0, 99.0)])
+        assert together.tobytes() == alone.tobytes()
+        assert (np.diff(together, axis=0) >= 0).all()   # percentiles in order at every point
+    one = step_mixture_percentiles(np.array([[0.02]]), np.array([[1.0]]), 0.0, (50.0,))
+    assert one[0, 0] == pytest.approx(0.02, rel=1e-9)

@@ -422,3 +422,27 @@ def test_array_bound_is_the_scalar_bound_element_by_element(hw, layout):
     for i, b in enumerate(batches):
         one = step(V41, hw, lay, dataclasses.replace(point, batch=float(b)))
         assert bounds[i] == one.bound
+
+
+@pytest.mark.parametrize("hw, layout, phase", [(GB300, "dep16", "decode"), (GB300, "tp8", "prefill"),
+                                               (VR, "tp8", "decode"), (load_platform("h200"), "tp8", "decode")])
+def test_the_bound_of_an_array_point_at_once_is_the_bound_op_by_op_and_at_each_point(monkeypatch, hw, layout, phase):
+    """StepResult.bound over arrays: found at once for small arrays, op by op for large ones: the same names, and
+    each the bound of the scalar step at that point."""
+    import numpy as np
+
+    import rubinperf.step.result as R
+
+    lay = parse_layout(layout)
+    batch = np.array([1.0, 3.0, 16.0, 64.0, 256.0, 1024.0])
+    context = np.array([[1.0], [8192.0], [1e6]]) if phase == "decode" else 4096.0
+    p = dataclasses.replace(make_point(V41, hw, lay, phase=phase), batch=batch, context=context)
+    r = step(V41, hw, lay, p)
+    at_once = r.bound
+    monkeypatch.setattr(R, "_BOUND_AT_ONCE", 0)
+    op_by_op = r._bound_array()
+    assert at_once.shape == op_by_op.shape and (at_once == op_by_op).all()
+    for i in (0, 3, 5):
+        one = step(V41, hw, lay, dataclasses.replace(p, batch=float(batch[i]),
+                                                     context=float(np.ravel(context)[-1])))
+        assert at_once[..., i].ravel()[-1] == one.bound
