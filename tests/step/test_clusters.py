@@ -255,14 +255,16 @@ def test_the_public_v3_points_land_in_their_bands():
     recs = {r["id"]: r for r in validate(pts)}
     # The decode nodes within their evidence bands; the H100 prefill node within the band its point states (+-30%).
     # DeepSeek's own profile of its prefill engine (perfectly balanced routing) and SGLang's balanced run of the same
-    # shape within their evidence bands; the H800 production day-average lands high (1.58): that average is half the
+    # shape within their evidence bands; the H800 production day-average lands high (1.51): that average is half the
     # same engine's profile (README, "Prefill nodes").
     for name in ("deepseek-h800-decode-node", "sglang-h100-decode-node", "deepseek-h800-prefill-profile",
                  "sglang-h100-prefill-4k-balanced", "deepseek-h800-decode-profile"):
         assert recs[name]["in_band"], name
     assert 0.7 <= recs["sglang-h100-prefill-node"]["ratio"] <= 1.3
     assert recs["deepseek-h800-prefill-node"]["ratio"] > 1.3
-    # real routing (the stack's balancedness 0.94) is slower than balanced routing by the stretch of the experts and
-    # both exchanges; the post measured more (0.848): the default row lands above the balanced one
+    # real routing is slower than balanced routing by the stretch of the experts and both exchanges; the stack's
+    # balancedness is fitted to the two rows' ratio, so the default row lands where the balanced one does
     assert recs["sglang-h100-prefill-4k-default"]["predicted"] < recs["sglang-h100-prefill-4k-balanced"]["predicted"]
-    assert recs["sglang-h100-prefill-4k-default"]["ratio"] > recs["sglang-h100-prefill-4k-balanced"]["ratio"]
+    assert recs["sglang-h100-prefill-4k-default"]["ratio"] == pytest.approx(
+        recs["sglang-h100-prefill-4k-balanced"]["ratio"], rel=0.003)
+    assert recs["sglang-h100-prefill-4k-default"]["in_band"]
