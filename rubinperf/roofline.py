@@ -235,6 +235,9 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
         compute = sadd(compute, store)
     if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
         compute = smax(compute, serial_chain(kern, hw, ctas))
+    if _deepgemm_sm90(kern, hw) and _nonzero(hw.deepgemm_sm90_kblock_cycles):
+        compute = smax(compute, _when_set(hw.deepgemm_sm90_kblock_cycles,
+                                          lambda: _fp8_only(kern, sm90_gemm_chain(kern, hw), 0.0), 0.0))
 
     host_rate = smin(hw.host_memory_bandwidth_bytes_per_s, hw.c2c_bandwidth_bytes_per_s)
     other_bytes = sadd(cost.activation_bytes, cost.kv_bytes, cost.table_bytes)   # HBM bytes besides weights
@@ -318,6 +321,30 @@ def serial_chain(kern: Kernel, hw: Platform, ctas):
     return waves * kern.serial_steps * hw.hc_prenorm_step_cycles / hw.sm_clock_hz
 
 
+def sm90_gemm_chain(kern: Kernel, hw: Platform):
+    """Seconds of DeepGEMM's SM90 FP8 GEMM as each CTA's chain of K blocks (deep_gemm/include/deep_gemm/impls/
+    sm90_fp8_gemm_1d2d.cuh @ 54e22612409371d6364144b69086735beb54e98b, lines 283-348): per K block of 128 values the
+    math warpgroup waits for the stage's TMA barrier, issues four WGMMAs, waits for them (warpgroup_wait<0>) and promotes
+    their FP32 accumulators with the block's scales on CUDA cores before it issues the next block's WGMMAs. One K block
+    takes deepgemm_sm90_kblock_cycles (the barrier, the WGMMAs' issue and latency, the wait, the scale loads: fitted)
+    at the SM clock, + its WGMMAs' FLOPs at one SM's FP8 peak + its promotion's FLOPs at one SM's FP32 peak
+    (kernels.deepgemm.sm90_fp8_gemm_kblock_flops). The persistent grid of num_sms CTAs hands CTA i the blocks i, i +
+    SMs, ... (scheduler/gemm.cuh line 198): a CTA runs ceil(blocks / SMs) blocks of ceil(k / 128) K blocks each, and
+    loads each later block's B scales from global memory before its K loop (lines 241-251: one HBM latency a block; the
+    first is in the launch's dependent loads). A floor under the kernel's compute: at decode sizes, where each CTA's
+    weights would stream faster than its chain consumes them, it sets the time."""
+    from rubinperf.kernels.deepgemm import SM90_GEMM_BLOCK_K, sm90_fp8_gemm_blocks, sm90_fp8_gemm_kblock_flops
+
+    sms = hw.sm_count
+    block_m, block_n = sm90_fp8_gemm_blocks(kern.rows, kern.n, sms)
+    blocks = kern.groups * sceil(kern.rows / block_m) * sceil(kern.n / block_n)
+    per_cta = sceil(blocks / sms - 1e-9)
+    mma, promotion = sm90_fp8_gemm_kblock_flops(block_m, block_n)
+    step = (hw.deepgemm_sm90_kblock_cycles / hw.sm_clock_hz + mma * sms / hw.peak_flops("fp8")
+            + promotion * sms / hw.peak_flops("fp32"))
+    return per_cta * sceil(kern.k / SM90_GEMM_BLOCK_K) * step + (per_cta - 1) * hw.hbm_latency_s
+
+
 def tile_overhead(kern: Kernel, hw: Platform):
     """Seconds a causal flash kernel's tiles add beyond their MMAs: each of its CTAs (one per query tile) pays
     attention_tile_overhead_cycles at the SM clock (its query and first key loads, softmax epilogue, output store),
@@ -370,7 +397,15 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
             stages, stage_bytes = sm100_fp8_gemm_pipeline(int(hw.mma_tile_rows))
             per_sm = stages * stage_bytes
         if _deepgemm_sm90(kern, hw):
-            per_sm = _fp8_only(kern, hw.deepgemm_sm90_bytes_in_flight_per_sm, per_sm)
+            def stages():   # with the chain: the stages its heuristic fits in shared memory
+                from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks, sm90_fp8_gemm_pipeline
+
+                count, stage_bytes = sm90_fp8_gemm_pipeline(*sm90_fp8_gemm_blocks(kern.rows, kern.n, hw.sm_count),
+                                                            kern.k)
+                return count * stage_bytes
+
+            per_sm = _fp8_only(kern, _when_set(hw.deepgemm_sm90_kblock_cycles, stages,
+                                               hw.deepgemm_sm90_bytes_in_flight_per_sm), per_sm)
         return smin(ctas, hw.sm_count) * per_sm * distinct_share(kern, hw, ctas)
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
@@ -412,6 +447,14 @@ def distinct_share(kern: Kernel, hw: Platform, ctas):
 def _deepgemm_sm90(kern: Kernel, hw: Platform) -> bool:
     """A dense GEMM on a stack whose FP8 dense GEMMs are DeepGEMM's SM90 kernel (dense_gemm_library "deepgemm-sm90")."""
     return _dense(kern) and hw.dense_gemm_library == "deepgemm-sm90"
+
+
+def _when_set(field, on, off):
+    """`on()` where a stack field that switches a mechanism on is set (above 0), `off` where it is 0: plain numbers
+    choose at once; a symbol (explain's formulas) gives both, in a piecewise on the field."""
+    if type(field) in (int, float):
+        return on() if field > 0 else off
+    return sstep(field, (0,), (off, on()))
 
 
 def _fp8_only(kern: Kernel, fp8_value, other):

@@ -48,9 +48,14 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # SM, 494 TFLOP/s / 132 SMs / 1.98 GHz = 1,890 FLOP a cycle: 139 cycles) to ten times that.
 # deepgemm_sm90_bytes_in_flight_per_sm: from one 2 KB stage (16 weight rows x 128 FP8 values, the narrowest
 # block) to the 54.5 KB the H200 calibration gave cuBLAS's GEMMs (stacks/pytorch-2.11.toml).
+# deepgemm_sm90_kblock_cycles: the SM90 FP8 GEMM's chain of K blocks, a candidate fitted by scripts/sm90_gemm_chain.py
+# and not adopted (docs/deepseek-kernels.md, "The SM90 FP8 GEMM's chain of K blocks"): from a barrier wait and four
+# WGMMAs' issue (tens of cycles) to 2,000 cycles. hbm_stream_efficiency, fitted there as the candidate's GPU-wide share
+# of the HBM rate: 0.3 to the whole datasheet rate.
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
               "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
-              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0)}
+              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0),
+              "deepgemm_sm90_kblock_cycles": (20.0, 2000.0), "hbm_stream_efficiency": (0.3, 1.0)}
 
 
 # FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
@@ -237,12 +242,12 @@ def _stats(kernel, gpu, split, rs) -> dict:
             "worst_row": worst["id"]}
 
 
-def fit_family(rows, kernel: str, generation: str, start: dict | None = None):
-    """Least absolute log error of FIT_FIELDS[(kernel, generation)] on that family's fit rows (a coordinate search in
-    log space, each field held to FIT_RANGES): (fields -> values, the fit rows' median |ln|). The search stalls on the
-    kinks of an absolute error, so it runs from the stack's values (or `start`) and from each corner and the middle
-    (geometric) of the ranged fields' ranges, and keeps the lowest error. Deterministic."""
-    fields = FIT_FIELDS[(kernel, generation)]
+def fit_family(rows, kernel: str, generation: str, start: dict | None = None, fields: tuple | None = None):
+    """Least absolute log error of FIT_FIELDS[(kernel, generation)] (or `fields`: a candidate model's) on that family's
+    fit rows (a coordinate search in log space, each field held to FIT_RANGES): (fields -> values, the fit rows' median
+    |ln|). The search stalls on the kinks of an absolute error, so it runs from the stack's values (or `start`) and from
+    each corner and the middle (geometric) of the ranged fields' ranges, and keeps the lowest error. Deterministic."""
+    fields = FIT_FIELDS[(kernel, generation)] if fields is None else tuple(fields)
     fit = [r for r in rows if r.kernel == kernel and GENERATION[r.gpu] == generation and is_fit_row(r)]
     hws = {r.gpu: platform_of(r) for r in fit}
     given = {f: float((start or {}).get(f, getattr(next(iter(hws.values())), f))) for f in fields}

@@ -154,3 +154,44 @@ def sm90_fp8_gemm_blocks(m, n, sms):
     block_n = smin(smax(SM90_GEMM_BLOCK_N_STEP * sceil(m_blocks * n / (SM90_GEMM_BLOCK_N_STEP * sms * waves)),
                         SM90_GEMM_BLOCK_N_STEP), SM90_GEMM_MAX_BLOCK_N)
     return block_m, block_n
+
+
+# The SM90 FP8 GEMM's main loop (deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh @ DEEPGEMM_COMMIT): per K block
+# of 128 values (line 58) the math warpgroup(s) wait for the stage's TMA barrier (line 294), issue 128 / 32 = 4 WGMMAs
+# m64 x block_n x k32 (FP8MMASelector, mma/sm90.cuh lines 26-29; lines 310-317), wait for them (`warpgroup_wait<0>`,
+# line 321), free the stage (line 325) and promote the FP32 accumulators with the per-128 scales on CUDA cores (one FMA
+# per accumulator, 64 x block_n per warpgroup, lines 333-347) before the next K block's WGMMAs: a chain per CTA. The TMA
+# producer (one thread, lines 173-206) keeps up to `stages` K blocks of A, SFA and B ahead.
+SM90_GEMM_BLOCK_K = 128
+SM90_WGMMA_M = 64
+SM90_SMEM_CAPACITY_BYTES = 232448   # SM90ArchSpec::smem_capacity (sm90.hpp line 14)
+SM90_GEMM_MAX_STAGES = 16           # kNumMaxStages (sm90.hpp line 149)
+
+
+def sm90_fp8_gemm_kblock_flops(block_m, block_n):
+    """(tensor-core FLOPs, CUDA-core FLOPs) one CTA spends on one K block of DeepGEMM's SM90 FP8 GEMM: its WGMMAs run
+    on max(block_m, 64) rows (a block of 16 or 32 rows pads to the WGMMA's 64; 128 rows are two warpgroups of 64) x
+    block_n x 128 values; the promotion is one FMA (2 FLOPs) per accumulator, max(block_m, 64) x block_n. At 16 x 16:
+    262,144 and 2,048."""
+    rows = smax(block_m, SM90_WGMMA_M)
+    return 2 * rows * block_n * SM90_GEMM_BLOCK_K, 2 * rows * block_n
+
+
+def sm90_fp8_gemm_pipeline(block_m, block_n, k):
+    """(stages, weight bytes of one stage) of DeepGEMM's SM90 FP8 GEMM (get_pipeline_config, sm90.hpp lines 148-187,
+    1D2D kernel, BF16 output): a stage holds block_m x 128 FP8 activations, block_n x 128 FP8 weights and block_m FP32
+    scales aligned to 128 B; besides the stages, the output tile (block_m x block_n BF16, aligned to 1 KB), 16 stages'
+    barriers and the B scales of every K block (one or two FP32 a block, as block_n divides 128 or not, aligned to 8).
+    At 16 x 16 and k 5120: 16 stages of 2,048 weight bytes; at 16 x 128: 12 of 16,384."""
+    k_blocks = sceil(k / SM90_GEMM_BLOCK_K)
+    two_sfb = smin(1, SM90_GEMM_BLOCK_K % block_n)       # 0 where block_n divides 128 (one B scale a K block), else 1
+    extra = (_align_up(block_m * block_n * 2, SMEM_ALIGN) + SM90_GEMM_MAX_STAGES * 8 * 2
+             + _align_up(k_blocks * 4 * (1 + two_sfb), 8))
+    stage = block_m * SM90_GEMM_BLOCK_K + block_n * SM90_GEMM_BLOCK_K + _align_up(block_m * 4, 128)
+    stages = smin(sfloor((SM90_SMEM_CAPACITY_BYTES - extra) / stage), SM90_GEMM_MAX_STAGES)
+    return stages, block_n * SM90_GEMM_BLOCK_K
+
+
+def _align_up(x, a):
+    """x rounded up to a multiple of a (numbers, arrays or expressions)."""
+    return sceil(x / a) * a

@@ -6,6 +6,7 @@ K blocks (the one mechanism fitted to these rows) has its hand-derived value."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 
 import pytest
@@ -144,3 +145,77 @@ def test_sm90_gemm_fit_gives_the_stack_value_back():
     assert found["deepgemm_sm90_bytes_in_flight_per_sm"] == pytest.approx(H200.deepgemm_sm90_bytes_in_flight_per_sm,
                                                                           rel=0.01)
     assert err < 0.1
+
+
+# DeepGEMM's SM90 FP8 GEMM at decode sizes from its code (deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh and
+# csrc/jit_kernels/heuristics/sm90.hpp @ 54e2261): the per-CTA chain of K blocks and the stages, a candidate that was
+# fitted and not adopted (docs/deepseek-kernels.md, "The SM90 FP8 GEMM's chain of K blocks")
+
+
+@pytest.mark.parametrize("m, n, k, stages, stage_bytes", [
+    # 16 x 16 at k 5120: a stage of 16 x 128 A + 16 x 128 B + 128 B of A scales = 4,224 B; besides the stages 1,024 B of
+    # output tile, 256 B of barriers, 40 B scales (one a K block: 16 divides 128) = 1,440 B; 231,008 / 4,224 = 54 > 16
+    (1, 128, 5120, 16, 2048),
+    # 16 x 128 at k 8192: 2,048 + 16,384 + 128 = 18,560 B a stage; 4,096 + 256 + 256 B besides; 227,840 / 18,560 = 12
+    (1, 16384, 8192, 12, 16384),
+    # 64 x 112 at k 2048 (two B scales a K block): 8,192 + 14,336 + 256 = 22,784; 14,336 + 256 + 128; 217,728 / 22,784 = 9
+    (128, 7168, 2048, 9, 14336)])
+def test_sm90_stages_by_hand(m, n, k, stages, stage_bytes):
+    from rubinperf.kernels.deepgemm import sm90_fp8_gemm_blocks, sm90_fp8_gemm_pipeline
+
+    assert sm90_fp8_gemm_pipeline(*sm90_fp8_gemm_blocks(m, n, 132), k) == (stages, stage_bytes)
+
+
+def test_sm90_chain_by_hand():
+    from rubinperf.kernels import gemm
+    from rubinperf.roofline import sm90_gemm_chain
+
+    hw = dataclasses.replace(H200, deepgemm_sm90_kblock_cycles=229)
+    # one token x 128 columns x 8192: 8 CTAs of 16 x 16, one block each, 64 K blocks; a K block: 229 cycles at 1.98 GHz
+    # + four WGMMAs m64 n16 k32 (2 x 64 x 16 x 128 = 262,144 FLOP at one SM's FP8 peak, 1979e12 / 132) + one FMA per
+    # accumulator (2 x 64 x 16 = 2,048 FLOP at one SM's FP32 peak, 67e12 / 132): 115.7 + 17.5 + 4.0 = 137.2 ns
+    step = 229 / 1.98e9 + 262144 / (1979e12 / 132) + 2048 / (67e12 / 132)
+    assert step == pytest.approx(137.2e-9, rel=1e-3)
+    k = gemm(1, 128, 8192, weight="fp8", act="fp8")
+    assert sm90_gemm_chain(k, hw) == pytest.approx(64 * step)
+    assert kernel_time(k, hw).compute_s == pytest.approx(64 * step)
+    # 32768 columns x 1280: 256 blocks of 16 x 128, two a CTA (the persistent grid's blocks i and i + 132), 10 K blocks
+    # each, and the second block's B scales loaded from global memory before its K loop (one HBM latency)
+    wide = gemm(1, 32768, 1280, weight="fp8", act="fp8")
+    step = 229 / 1.98e9 + 2 * 64 * 128 * 128 / (1979e12 / 132) + 2 * 64 * 128 / (67e12 / 132)
+    assert sm90_gemm_chain(wide, hw) == pytest.approx(2 * 10 * step + H200.hbm_latency_s)
+    # with the chain on, each CTA keeps its heuristic's stages in flight (16 x 2,048 B), not the fitted figure
+    from rubinperf.roofline import bytes_in_flight
+
+    assert bytes_in_flight(k, hw, 8) == pytest.approx(8 * 16 * 2048)
+    # no stack turns it on: the stack's FP8 GEMM keeps the fitted bytes in flight and no chain
+    assert H200.deepgemm_sm90_kblock_cycles == 0
+    assert bytes_in_flight(k, H200, 8) == pytest.approx(8 * H200.deepgemm_sm90_bytes_in_flight_per_sm)
+
+
+FP8_RECORDS = [r for r in KE.kernel_records(KE.evidence_rows()) if r["kernel"] == "fp8_gemm"]
+
+
+@pytest.mark.parametrize("gpu, median, worst", [
+    # the held-out FP8 GEMM rows as committed: H200 (wkv, wo_b, idx_wk, shared_w2) 0.064 / 0.333; H800 (DeepGEMM's
+    # README) 0.088 / 0.408; H100 (the one-token probe) 0.124 / 0.386
+    ("h200", 0.07, 0.34), ("h800", 0.095, 0.41), ("h100", 0.13, 0.39)])
+def test_sm90_gemm_held_out_error_per_gpu(gpu, median, worst):
+    held = [r["abs_log"] for r in FP8_RECORDS if r["gpu"] == gpu and r["split"] == "held-out"]
+    assert len(held) >= 18 and statistics.median(held) <= median and max(held) <= worst
+
+
+def test_sm90_chain_alone_is_no_better_on_held_out_rows():
+    """The chain of K blocks alone, fitted to the stack's fit rows (scripts/sm90_gemm_chain.py: 167 cycles), against
+    the fitted bytes in flight: every held-out FP8 GEMM row (H200, H800, H100) lands worse in the median (0.099 against
+    0.081) and the worst (0.433 against 0.408): the many-CTA rows stream below what the chain allows. Not adopted."""
+    rows = [r for r in KE.evidence_rows() if r.kernel == "fp8_gemm" and not KE.is_fit_row(r)]
+    platforms = {gpu: KE.platform_of(next(r for r in rows if r.gpu == gpu)) for gpu in {r.gpu for r in rows}}
+
+    def errors(values):
+        out = [abs(math.log(r.measured_s / KE.predict(r, dataclasses.replace(platforms[r.gpu], **values))[0]))
+               for r in rows]
+        return statistics.median(out), max(out)
+
+    stack, candidate = errors({}), errors({"deepgemm_sm90_kblock_cycles": 167})
+    assert candidate[0] > stack[0] and candidate[1] > stack[1]
