@@ -57,6 +57,9 @@ FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0
 FLASHMLA_SPARSE_ENTRY_BYTES = 512 + 4 * 4 + 64 * 2
 FLASHMLA_SPARSE_HEADS_PER_CTA = 64
 FLASHMLA_SPARSE_FP8_VALUES = 512
+# ... and of its MODEL1 (V4) format: 448 FP8 + 64 BF16 RoPE values + 7 UE8M0 scales + 1 pad byte (csrc/api/sparse_decode.h)
+FLASHMLA_MODEL1_ENTRY_BYTES = 448 + 64 * 2 + 7 + 1
+FLASHMLA_MODEL1_FP8_VALUES = 448
 
 # The accuracy bar the project sets for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
 HELD_OUT_MEDIAN_MAX = 0.15
@@ -79,10 +82,12 @@ OWN_PRIMARY_METHOD = "kineto"
 
 
 def own_rows(path=None) -> list:
-    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv): one per case."""
-    from rubinperf.analysis.evidence import load_evidence, own_path
+    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv and
+    calibration/hopper/flashmla/flashmla_sm90_evidence.csv, or the file `path`): one per case."""
+    from rubinperf.analysis.evidence import load_evidence, own_paths
 
-    rows = load_evidence(path if path is not None else own_path(), own_runs=True)
+    paths = [path] if path is not None else own_paths()
+    rows = [r for p in paths for r in load_evidence(p, own_runs=True)]
     return [r for r in rows if r.id.endswith(":" + OWN_PRIMARY_METHOD)]
 
 
@@ -165,16 +170,22 @@ def kernels_of(row, hw):
         return [K.hc_prenorm_gemm(s["m"], s["k"], s["n"], a_bytes=2, splits=s.get("num_splits", 1))]
     if row.kernel == "sparse_mla_decode" and {"batch", "heads", "seq_q", "topk_tokens"} <= set(s):
         # FlashMLA's SM90 sparse FP8 decode (github deepseek-ai/FlashMLA @ 9241ae3, csrc/sm90/decode/sparse_fp8/
-        # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), 656-byte FP8 entries
-        # (components/config.h NUM_BYTES_PER_TOKEN: 512 FP8 + 4 FP32 scales + 64 BF16 RoPE) gathered by top-k index,
-        # dequantised to BF16 for BF16 WGMMAs; the cached context only has to hold the top-k (taken as 4 x top-k)
+        # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), FP8 entries gathered
+        # by top-k index, dequantised to BF16 for BF16 WGMMAs. Two cache formats (csrc/api/sparse_decode.h): V3.2's
+        # (head_dim 576: 656-byte entries, 512 FP8 values + 4 FP32 scales + 64 BF16 RoPE) and MODEL1's, V4's (head_dim
+        # 512: 584-byte entries, 448 FP8 values + 64 BF16 RoPE + 7 UE8M0 scales + a pad byte). A sliding window
+        # (window_tokens, the own V4.1 rows) is a second cache whose entries each query token gathers beside its top-k.
+        # The cached context only has to hold the top-k: where the row does not state it, taken as 4 x top-k.
         b, sq, topk = s["batch"], s["seq_q"], s["topk_tokens"]
-        return [K.sparse_attention(b * sq, b, sq, 4 * topk, s["heads"], 1, topk, 0, FLASHMLA_SPARSE_ENTRY_BYTES,
-                                   s["head_dim"], s["head_dim_v"], False, hw.attention_mma_dtype,
-                                   hw.sparse_entries_in_flight_per_cta,
+        model1 = s.get("head_dim", 576) == 512
+        entry, values = (FLASHMLA_MODEL1_ENTRY_BYTES, FLASHMLA_MODEL1_FP8_VALUES) if model1 else \
+            (FLASHMLA_SPARSE_ENTRY_BYTES, FLASHMLA_SPARSE_FP8_VALUES)
+        return [K.sparse_attention(b * sq, b, sq, s.get("context", 4 * topk), s["heads"], 1, topk,
+                                   s.get("window_tokens", 0), entry, s["head_dim"], s["head_dim_v"], False,
+                                   hw.attention_mma_dtype, hw.sparse_entries_in_flight_per_cta,
                                    tokens_per_cta=FLASHMLA_SPARSE_HEADS_PER_CTA / s["heads"],
                                    dequant_flops_per_value=hw.sparse_dequant_flops_per_value,
-                                   quantised_values_per_entry=FLASHMLA_SPARSE_FP8_VALUES)]
+                                   quantised_values_per_entry=values)]
     return f"no predictor for {row.kernel} in this version"
 
 
