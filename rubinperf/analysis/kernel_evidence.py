@@ -32,11 +32,13 @@ GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm10
 # every m; held out: the other four linears (wkv, wo_b, idx_wk, shared_w2) and the H800 rows of DeepGEMM's README.
 FIT_ROWS = {("mega_moe", "sm100"): r"^dg316-flash-",
             ("hc_prenorm_gemm", "sm90"): r"^own-h200-hc_prenorm_gemm:.*num_splits=0:",
-            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):"}
+            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):",
+            ("sparse_mla_decode", "sm90"): r"^own-h100-sparse_mla_decode:b(1|4|16|64)_"}
 # megamoe_sync_s is the kernel's fixed chain: its floor is the steps DeepGEMM's code times (stacks/*.toml cite each).
 FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency"),
               ("hc_prenorm_gemm", "sm90"): ("hc_prenorm_step_cycles",),
-              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",)}
+              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",),
+              ("sparse_mla_decode", "sm90"): ("sparse_decode_block_cycles",)}
 # The range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
 # megamoe_sync_s: from the steps the code times, 19.5 us (SM offsets ~6.5, source-index writes ~2, two NVLink barriers
 # ~4 each, the combine's one-token reduction ~3: impls/sm100_fp8_fp4_mega_moe.cuh @ 54e2261), to twice that; above
@@ -50,7 +52,8 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # block) to the 54.5 KB the H200 calibration gave cuBLAS's GEMMs (stacks/pytorch-2.11.toml).
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
               "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
-              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0)}
+              "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0),
+              "sparse_decode_block_cycles": (2048.0, 20480.0)}
 
 
 # FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
@@ -185,7 +188,9 @@ def kernels_of(row, hw):
                                    hw.attention_mma_dtype, hw.sparse_entries_in_flight_per_cta,
                                    tokens_per_cta=FLASHMLA_SPARSE_HEADS_PER_CTA / s["heads"],
                                    dequant_flops_per_value=hw.sparse_dequant_flops_per_value,
-                                   quantised_values_per_entry=values)]
+                                   quantised_values_per_entry=values,
+                                   persistent_sms=hw.sm_count if hw.sparse_decode_block_cycles else None,
+                                   block_cycles=hw.sparse_decode_block_cycles or None)]
     return f"no predictor for {row.kernel} in this version"
 
 
