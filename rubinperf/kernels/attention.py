@@ -134,11 +134,15 @@ def flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, sms):
     unit = n + FLASHMLA_FIXED_OVERHEAD_BLOCKS
     payload = sceil(seqs * unit / parts) + FLASHMLA_FIXED_OVERHEAD_BLOCKS
     whole = sfloor(payload / unit)
-    longest = smin(seqs * n, whole * n + smax(payload - whole * unit - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 0))
-    # the most CTAs one request spreads over: its n blocks over CTAs of payload - 5 blocks each, plus the CTA it starts
-    # in, where a CTA holds less than a request (else 1: none or one split, taken as none)
+    rest = smax(payload - whole * unit - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 0)   # blocks of a request a CTA ends on
+    longest = smin(seqs * n, whole * n + rest)
+    # the most CTAs one request spreads over: where a CTA holds less than a request, its n blocks over CTAs of
+    # payload - 5 blocks each, plus the CTA it starts in; else 2 where a CTA ends inside a request (rest > 0), 1 where
+    # none does (at most one more than the loop gives: the test against it)
     per_cta = smax(payload - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 1)
-    splits = smin(sstep(n - per_cta, (0,), (0, 1)) * (sceil(n / per_cta) + 1) + sstep(n - per_cta, (0,), (1, 0)), parts)
+    within = 1 + sstep(rest, (0,), (0, 1)) * sstep(seqs * n - longest, (0,), (0, 1))
+    splits = smin(sstep(n - per_cta, (0,), (0, 1)) * (sceil(n / per_cta) + 1)
+                  + sstep(n - per_cta, (0,), (1, 0)) * within, parts)
     return groups * q_per_seq * parts, longest, splits
 
 
