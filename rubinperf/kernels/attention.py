@@ -116,8 +116,20 @@ FLASHMLA_TOPK_BLOCK = 64
 FLASHMLA_FIXED_OVERHEAD_BLOCKS = 5
 
 
+def _whole(x):
+    """A plain number that is whole as an int (exact fractions in the symbolic form), anything else as it is."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _blocks(x, size):
+    """ceil(x / size): a whole number where x is a plain number (so that the schedule's symbolic form keeps exact
+    fractions, whose floors sympy can decide), else sceil."""
+    return -(-int(x) // size) if isinstance(x, (int, float)) and float(x).is_integer() else sceil(x / size)
+
+
 def flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, sms):
-    """(CTAs, the most 64-entry blocks one CTA runs) of FlashMLA's SM90 sparse decode (constants above).
+    """(CTAs, the most 64-entry blocks one CTA runs, the most CTAs one request spreads over, 1 where some request is
+    split else 0) of FlashMLA's SM90 sparse decode (constants above).
 
     A request (one sequence, at one of its q_per_seq query positions) has n = ceil(window / 64) + ceil(topk / 64)
     blocks: its window (the `k_cache`, padded to whole blocks) then its top-k (the `extra_k_cache`). The grid is
@@ -128,9 +140,10 @@ def flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, sms):
     the most blocks: floor(payload / (n + 5)) whole requests plus the rest of the payload less 5, at most all
     seqs x n blocks (exact against the scheduler's loop for 1-300 sequences, 1-8 positions and top-k 128-2048 with and
     without a window)."""
-    groups = sceil(heads / FLASHMLA_HEADS_PER_CTA)
-    parts = smax(sfloor(sfloor(sms / q_per_seq) / groups), 1)
-    n = sceil(window / FLASHMLA_TOPK_BLOCK) + sceil(topk / FLASHMLA_TOPK_BLOCK)
+    seqs, q_per_seq, sms = _whole(seqs), _whole(q_per_seq), _whole(sms)
+    groups = _blocks(heads, FLASHMLA_HEADS_PER_CTA)
+    parts = smax(sfloor(sms / (q_per_seq * groups)), 1)   # (floor(floor(a / b) / c) = floor(a / (b c)) for whole numbers)
+    n = _blocks(window, FLASHMLA_TOPK_BLOCK) + _blocks(topk, FLASHMLA_TOPK_BLOCK)
     unit = n + FLASHMLA_FIXED_OVERHEAD_BLOCKS
     payload = sceil(seqs * unit / parts) + FLASHMLA_FIXED_OVERHEAD_BLOCKS
     whole = sfloor(payload / unit)
@@ -140,10 +153,10 @@ def flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, sms):
     # payload - 5 blocks each, plus the CTA it starts in; else 2 where a CTA ends inside a request (rest > 0), 1 where
     # none does (at most one more than the loop gives: the test against it)
     per_cta = smax(payload - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 1)
-    within = 1 + sstep(rest, (0,), (0, 1)) * sstep(seqs * n - longest, (0,), (0, 1))
-    splits = smin(sstep(n - per_cta, (0,), (0, 1)) * (sceil(n / per_cta) + 1)
-                  + sstep(n - per_cta, (0,), (1, 0)) * within, parts)
-    return groups * q_per_seq * parts, longest, splits
+    within = sstep(rest, (0,), (0, 1)) * sstep(seqs * n - longest, (0,), (0, 1))   # 1 where a CTA ends inside one
+    longer = sstep(n - per_cta, (0,), (0, 1))                                       # 1 where a request outgrows a CTA
+    splits = smin(longer * (sceil(n / per_cta) + 1) + (1 - longer) * (1 + within), parts)
+    return groups * q_per_seq * parts, longest, splits, smax(longer, within)
 
 
 def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
@@ -204,13 +217,12 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     gather = entries_in_flight_per_cta * entry_bytes if ctas is not None else None
     if persistent_sms is not None and ctas is not None and topk and heads <= FLASHMLA_HEADS_PER_CTA:
         # (more heads: a cluster of CTAs shares each block's gather and dequantisation, a chain not measured here)
-        ctas, longest, splits = flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, persistent_sms)
+        ctas, longest, splits, split = flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, persistent_sms)
         # the combine (csrc/smxx/decode/combine/combine.cu @ 9241ae3, lines 36-37, 68, 78 and 130-145): a request's
         # split count, the splits' LSEs, the first partial output, then each further split's, one after another
         # each CTA ends by storing its last request's output tile, 64 heads x v_dim, and waits for it (splitkv_mla.cuh
         # @ 9241ae3, store_o then cute::tma_store_wait<0>, lines 335-360): FP32 partial outputs where requests split
         # (o_accum), BF16 outputs where none does; the CTAs (at most one per SM) finish together
-        split = sstep(splits, (1,), (0, 1))
         tail = smin(ctas, persistent_sms) * FLASHMLA_HEADS_PER_CTA * v_dim * (ACT_BYTES + split * (4 - ACT_BYTES))
         return Kernel("attention", cost, ctas=ctas, dependent_loads=2, split_kv_groups=1,
                       in_flight_bytes_per_cta=entries_in_flight_per_cta * entry_bytes, serial_steps=longest,

@@ -74,7 +74,7 @@ def _schedule_loop(seqs, n, parts, fixed=5):
 @pytest.mark.parametrize("q_per_seq", [1, 2, 3, 6])
 @pytest.mark.parametrize("topk, window", [(512, 128), (512, 0), (2048, 0), (128, 0), (1024, 128)])
 def test_schedule_closed_form_is_the_schedulers_loop(seqs, q_per_seq, topk, window):
-    ctas, longest, splits = flashmla_sm90_schedule(seqs, q_per_seq, 64, topk, window, 132)
+    ctas, longest, splits, split = flashmla_sm90_schedule(seqs, q_per_seq, 64, topk, window, 132)
     parts = max(132 // q_per_seq, 1)
     n = -(-window // 64) + -(-topk // 64)
     blocks, per_request = _schedule_loop(seqs, n, parts)
@@ -82,6 +82,7 @@ def test_schedule_closed_form_is_the_schedulers_loop(seqs, q_per_seq, topk, wind
     assert longest == max(blocks)
     # the combine's chain: the most splits of a request (1 where none splits), exact or one over
     assert max(per_request) <= splits <= max(per_request) + 1
+    assert split == (max(per_request) > 1)
 
 
 def test_chain_by_hand():
