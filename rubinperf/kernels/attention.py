@@ -186,7 +186,10 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     many SMs (flashmla_sm90_schedule), not one or two tokens per CTA: its CTAs each run their share of the requests'
     64-entry blocks one after another, `block_cycles` SM cycles a block (gather, dequantise, two BF16 WGMMAs and the
     softmax of one block of 64 heads x 64 entries; Kernel.serial_steps, roofline.serial_chain), the CTA with the most
-    blocks setting the time; and its combine kernel always follows (split_kv_groups 1: roofline.launch_latency).
+    blocks setting the time, then the CTAs' last output tiles stored together and waited for (Kernel.tail_store_bytes);
+    and its combine kernel always follows (split_kv_groups 1: roofline.launch_latency), loading a request's splits one
+    after another (Kernel.reduce_loads). Fewer heads than 64 (a TP rank's share) run padded to 64, the same chain;
+    more (a 2-CTA cluster sharing each block) keep the form above.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
@@ -218,11 +221,11 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     if persistent_sms is not None and ctas is not None and topk and heads <= FLASHMLA_HEADS_PER_CTA:
         # (more heads: a cluster of CTAs shares each block's gather and dequantisation, a chain not measured here)
         ctas, longest, splits, split = flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, persistent_sms)
-        # the combine (csrc/smxx/decode/combine/combine.cu @ 9241ae3, lines 36-37, 68, 78 and 130-145): a request's
-        # split count, the splits' LSEs, the first partial output, then each further split's, one after another
         # each CTA ends by storing its last request's output tile, 64 heads x v_dim, and waits for it (splitkv_mla.cuh
         # @ 9241ae3, store_o then cute::tma_store_wait<0>, lines 335-360): FP32 partial outputs where requests split
-        # (o_accum), BF16 outputs where none does; the CTAs (at most one per SM) finish together
+        # (o_accum), BF16 outputs where none does; the CTAs (at most one per SM) finish together.
+        # The combine (csrc/smxx/decode/combine/combine.cu @ 9241ae3, lines 36-37, 68, 78 and 130-145) loads a
+        # request's split count, the splits' LSEs, the first partial output, then each further split's, one after another
         tail = smin(ctas, persistent_sms) * FLASHMLA_HEADS_PER_CTA * v_dim * (ACT_BYTES + split * (4 - ACT_BYTES))
         return Kernel("attention", cost, ctas=ctas, dependent_loads=2, split_kv_groups=1,
                       in_flight_bytes_per_cta=entries_in_flight_per_cta * entry_bytes, serial_steps=longest,
