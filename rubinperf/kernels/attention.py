@@ -188,8 +188,9 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     softmax of one block of 64 heads x 64 entries; Kernel.serial_steps, roofline.serial_chain), the CTA with the most
     blocks setting the time, then the CTAs' last output tiles stored together and waited for (Kernel.tail_store_bytes);
     and its combine kernel always follows (split_kv_groups 1: roofline.launch_latency), loading a request's splits one
-    after another (Kernel.reduce_loads). Fewer heads than 64 (a TP rank's share) run padded to 64, the same chain;
-    more (a 2-CTA cluster sharing each block) keep the form above.
+    after another (Kernel.reduce_loads). FlashMLA takes 64 or 128 heads (an 8-head call was refused on the H100): fewer
+    (a TP rank's share) run padded to 64 (ASSUMPTION: the engine pads), the same chain; more (a 2-CTA cluster sharing
+    each block) keep the form above.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
