@@ -31,6 +31,7 @@ def num(x):
 def main(argv):
     w = csv.writer(sys.stdout, lineterminator='\n')
     w.writerow(HEADER)
+    seen = set()   # (gpu, case): a case timed again in a later call keeps the first call's row
     for env_path, raw_path in zip(argv[1::2], argv[2::2]):
         env = json.load(open(env_path))
         gpu = gpu_tag(env['gpu_name'])
@@ -38,11 +39,10 @@ def main(argv):
                   f"own build: calibration/hopper/flashmla/scripts/setup_sm90.py), CUTLASS {env.get('cutlass_commit', '')[:12]}, "
                   f"torch {env.get('torch')} CUDA {env.get('torch_cuda')}, {env.get('sm_count')} SMs; "
                   f"calibration/hopper/flashmla/scripts/bench_flashmla.py")
-        seen = set()
         for r in csv.DictReader(open(raw_path)):
-            if r.get('status') != 'ok' or r['case_id'] in seen:
+            if r.get('status') != 'ok' or (gpu, r['case_id']) in seen:
                 continue
-            seen.add(r['case_id'])
+            seen.add((gpu, r['case_id']))
             shape = (f"batch={r['batch']};heads={r['heads']};seq_q={r['next_n']};topk_tokens={r['topk']};"
                      f"window_tokens={r['window'] or 0};context={r['context']};head_dim=512;head_dim_v=512")
             shape = shape.replace(';window_tokens=0;', ';')   # (a shape size must be positive: no window, no key)
