@@ -233,7 +233,7 @@ def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, lau
     store = epilogue_store(kern, hw)
     if _nonzero(store):
         compute = sadd(compute, store)
-    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+    if kern.serial_steps is not None and _nonzero(step_cycles(kern, hw)):
         compute = smax(compute, serial_chain(kern, hw, ctas))
     if _deepgemm_sm90(kern, hw) and _nonzero(hw.deepgemm_sm90_kblock_cycles):
         compute = smax(compute, _when_set(hw.deepgemm_sm90_kblock_cycles,
@@ -318,7 +318,18 @@ def serial_chain(kern: Kernel, hw: Platform, ctas):
     block's WGMMAs and issues this block's): the CTAs' waves x steps x hc_prenorm_step_cycles at the SM clock. A floor
     under the kernel's compute: with few CTAs (a decode batch without splits: one CTA over all of K) it sets the time."""
     waves = sceil(ctas / hw.sm_count - 1e-9)
-    return waves * kern.serial_steps * hw.hc_prenorm_step_cycles / hw.sm_clock_hz
+    chain = waves * kern.serial_steps * step_cycles(kern, hw) / hw.sm_clock_hz
+    if kern.tail_store_bytes is None:
+        return chain
+    # the CTAs' last output tiles, stored together and waited for (Kernel.tail_store_bytes), at the HBM write rate
+    rate = hw.hbm_bandwidth_bytes_per_s * hw.hbm_stream_efficiency * hw.hbm_interleaved_bandwidth_factor
+    return chain + kern.tail_store_bytes / rate
+
+
+def step_cycles(kern: Kernel, hw: Platform):
+    """SM cycles of one step of a kernel's serial chain: the kernel's own (Kernel.step_cycles: FlashMLA's SM90 sparse
+    decode, one 64-entry block) or the stack's hc_prenorm_step_cycles (DeepGEMM's SM90 pre-norm GEMM)."""
+    return hw.hc_prenorm_step_cycles if kern.step_cycles is None else kern.step_cycles
 
 
 def sm90_gemm_chain(kern: Kernel, hw: Platform):
@@ -410,7 +421,7 @@ def bytes_in_flight(kern: Kernel, hw: Platform, ctas):
     cap = hw.stream_bytes_in_flight_per_sm
     if kern.in_flight_bytes_per_cta is None:
         return smin(ctas, hw.sm_count) * cap
-    if kern.serial_steps is not None and _nonzero(hw.hc_prenorm_step_cycles):
+    if kern.serial_steps is not None and kern.step_cycles is None and _nonzero(hw.hc_prenorm_step_cycles):
         # the pre-norm GEMM on a stack that prices its SM90 main loop: its CTAs keep their TMA stages in flight, one CTA
         # per SM (elsewhere its loads stay capped as ordinary loads: on the Blackwell stacks the stages made their
         # held-out aiconfigurator rows worse, docs/deepseek-kernels.md)
@@ -600,7 +611,8 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
         # the drain of its stores
         boundary = hw.kernel_launch_graph_s - smin(hw.pdl_hidden_s, hw.kernel_launch_graph_s) if launch == "graph" \
             else hw.kernel_launch_stream_s
-        reduction = split_kv_reduction(kern, hw) * (boundary + (REDUCE_DEPENDENT_LOADS + 1) * hw.hbm_latency_s)
+        loads = REDUCE_DEPENDENT_LOADS if kern.reduce_loads is None else kern.reduce_loads
+        reduction = split_kv_reduction(kern, hw) * (boundary + (loads + 1) * hw.hbm_latency_s)
     # MegaMoE's fixed chain of expert counts, grid syncs and NVLink barriers (docs/deepseek-kernels.md)
     sync = hw.megamoe_sync_s if kern.family == "fused_moe" else 0.0
     return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,

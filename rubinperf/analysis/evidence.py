@@ -78,6 +78,14 @@ def own_path() -> Path:
     return folder("calibration") / "hopper" / "deepgemm_sm90_evidence.csv"
 
 
+def own_paths() -> list[Path]:
+    """Every file of own measurements in this schema: DeepGEMM's SM90 kernels (own_path) and FlashMLA's SM90 sparse
+    decode timed on an H100 / H200 (calibration/hopper/flashmla/)."""
+    from rubinperf.bundled import folder
+
+    return [own_path(), folder("calibration") / "hopper" / "flashmla" / "flashmla_sm90_evidence.csv"]
+
+
 def source_key(url: str) -> str:
     """One name per public source: a GitHub pull request or bug report (`owner/repo#N`), a file in a repository
     (`owner/repo:path`, whatever the commit), else the address without its scheme."""

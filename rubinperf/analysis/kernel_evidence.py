@@ -32,11 +32,13 @@ GENERATION = {"b200": "sm100", "b300": "sm100", "gb200": "sm100", "gb300": "sm10
 # every m; held out: the other four linears (wkv, wo_b, idx_wk, shared_w2) and the H800 rows of DeepGEMM's README.
 FIT_ROWS = {("mega_moe", "sm100"): r"^dg316-flash-",
             ("hc_prenorm_gemm", "sm90"): r"^own-h200-hc_prenorm_gemm:.*num_splits=0:",
-            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):"}
+            ("fp8_gemm", "sm90"): r"^own-h200-fp8_gemm:(wq_a|wq_b|idx_wq_b|shared_w13):",
+            ("sparse_mla_decode", "sm90"): r"^own-h100-sparse_mla_decode:b(1|4|16|64)_"}
 # megamoe_sync_s is the kernel's fixed chain: its floor is the steps DeepGEMM's code times (stacks/*.toml cite each).
 FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_s", "megamoe_compute_efficiency"),
               ("hc_prenorm_gemm", "sm90"): ("hc_prenorm_step_cycles",),
-              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",)}
+              ("fp8_gemm", "sm90"): ("deepgemm_sm90_bytes_in_flight_per_sm",),
+              ("sparse_mla_decode", "sm90"): ("sparse_decode_block_cycles",)}
 # The range each fitted field is held to (a fit that ends on a bound says so in docs/deepseek-kernels.md).
 # megamoe_sync_s: from the steps the code times, 19.5 us (SM offsets ~6.5, source-index writes ~2, two NVLink barriers
 # ~4 each, the combine's one-token reduction ~3: impls/sm100_fp8_fp4_mega_moe.cuh @ 54e2261), to twice that; above
@@ -55,13 +57,17 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
               "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
               "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0),
-              "deepgemm_sm90_kblock_cycles": (20.0, 2000.0), "hbm_stream_efficiency": (0.3, 1.0)}
+              "deepgemm_sm90_kblock_cycles": (20.0, 2000.0), "hbm_stream_efficiency": (0.3, 1.0),
+              "sparse_decode_block_cycles": (2048.0, 20480.0)}
 
 
 # FlashMLA's SM90 sparse FP8 decode (@ 9241ae3): bytes of one cached entry, heads one CTA holds
 FLASHMLA_SPARSE_ENTRY_BYTES = 512 + 4 * 4 + 64 * 2
 FLASHMLA_SPARSE_HEADS_PER_CTA = 64
 FLASHMLA_SPARSE_FP8_VALUES = 512
+# ... and of its MODEL1 (V4) format: 448 FP8 + 64 BF16 RoPE values + 7 UE8M0 scales + 1 pad byte (csrc/api/sparse_decode.h)
+FLASHMLA_MODEL1_ENTRY_BYTES = 448 + 64 * 2 + 7 + 1
+FLASHMLA_MODEL1_FP8_VALUES = 448
 
 # The accuracy bar the project sets for the held-out rows: median |ln(measured / predicted)| at most this, worst at most that.
 HELD_OUT_MEDIAN_MAX = 0.15
@@ -84,10 +90,12 @@ OWN_PRIMARY_METHOD = "kineto"
 
 
 def own_rows(path=None) -> list:
-    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv): one per case."""
-    from rubinperf.analysis.evidence import load_evidence, own_path
+    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv and
+    calibration/hopper/flashmla/flashmla_sm90_evidence.csv, or the file `path`): one per case."""
+    from rubinperf.analysis.evidence import load_evidence, own_paths
 
-    rows = load_evidence(path if path is not None else own_path(), own_runs=True)
+    paths = [path] if path is not None else own_paths()
+    rows = [r for p in paths for r in load_evidence(p, own_runs=True)]
     return [r for r in rows if r.id.endswith(":" + OWN_PRIMARY_METHOD)]
 
 
@@ -170,16 +178,24 @@ def kernels_of(row, hw):
         return [K.hc_prenorm_gemm(s["m"], s["k"], s["n"], a_bytes=2, splits=s.get("num_splits", 1))]
     if row.kernel == "sparse_mla_decode" and {"batch", "heads", "seq_q", "topk_tokens"} <= set(s):
         # FlashMLA's SM90 sparse FP8 decode (github deepseek-ai/FlashMLA @ 9241ae3, csrc/sm90/decode/sparse_fp8/
-        # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), 656-byte FP8 entries
-        # (components/config.h NUM_BYTES_PER_TOKEN: 512 FP8 + 4 FP32 scales + 64 BF16 RoPE) gathered by top-k index,
-        # dequantised to BF16 for BF16 WGMMAs; the cached context only has to hold the top-k (taken as 4 x top-k)
+        # config.h): BLOCK_M = 64 heads per CTA (a cluster of heads / 64 CTAs per query token), FP8 entries gathered
+        # by top-k index, dequantised to BF16 for BF16 WGMMAs. Two cache formats (csrc/api/sparse_decode.h): V3.2's
+        # (head_dim 576: 656-byte entries, 512 FP8 values + 4 FP32 scales + 64 BF16 RoPE) and MODEL1's, V4's (head_dim
+        # 512: 584-byte entries, 448 FP8 values + 64 BF16 RoPE + 7 UE8M0 scales + a pad byte). A sliding window
+        # (window_tokens, the own V4.1 rows) is a second cache whose entries each query token gathers beside its top-k.
+        # The cached context only has to hold the top-k: where the row does not state it, taken as 4 x top-k.
         b, sq, topk = s["batch"], s["seq_q"], s["topk_tokens"]
-        return [K.sparse_attention(b * sq, b, sq, 4 * topk, s["heads"], 1, topk, 0, FLASHMLA_SPARSE_ENTRY_BYTES,
-                                   s["head_dim"], s["head_dim_v"], False, hw.attention_mma_dtype,
-                                   hw.sparse_entries_in_flight_per_cta,
+        model1 = s.get("head_dim", 576) == 512
+        entry, values = (FLASHMLA_MODEL1_ENTRY_BYTES, FLASHMLA_MODEL1_FP8_VALUES) if model1 else \
+            (FLASHMLA_SPARSE_ENTRY_BYTES, FLASHMLA_SPARSE_FP8_VALUES)
+        return [K.sparse_attention(b * sq, b, sq, s.get("context", 4 * topk), s["heads"], 1, topk,
+                                   s.get("window_tokens", 0), entry, s["head_dim"], s["head_dim_v"], False,
+                                   hw.attention_mma_dtype, hw.sparse_entries_in_flight_per_cta,
                                    tokens_per_cta=FLASHMLA_SPARSE_HEADS_PER_CTA / s["heads"],
                                    dequant_flops_per_value=hw.sparse_dequant_flops_per_value,
-                                   quantised_values_per_entry=FLASHMLA_SPARSE_FP8_VALUES)]
+                                   quantised_values_per_entry=values,
+                                   persistent_sms=hw.sm_count if hw.sparse_decode_block_cycles else None,
+                                   block_cycles=hw.sparse_decode_block_cycles or None)]
     return f"no predictor for {row.kernel} in this version"
 
 

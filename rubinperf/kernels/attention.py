@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rubinperf.kernels.cost import Cost, Kernel
 from rubinperf.kernels.gemm import gemm
-from rubinperf.mathops import sadd, scap, sceil, smax, smin, sscale, sstep
+from rubinperf.mathops import sadd, scap, sceil, sfloor, smax, smin, sscale, sstep
 from rubinperf.specs.precision import ACT_BYTES, LOGIT_BYTES, PRECISIONS  # BF16 queries and outputs, FP32 indexer scores
 
 # Queries of one CTA of a flash prefill kernel (FlashAttention-2/3 and cuDNN's fused attention on Hopper: 128-query
@@ -105,9 +105,64 @@ def visible_positions(context, q_per_seq, prefill: bool):
     return context + ((q_per_seq + 1) / 2 if prefill else q_per_seq)
 
 
+# FlashMLA's SM90 sparse FP8 decode (github.com/deepseek-ai/FlashMLA @ 9241ae3ef9bac614dd25e45e507e089f888280e0), a
+# persistent split-KV kernel: csrc/sm90/decode/sparse_fp8/config.h (BLOCK_M = 64 heads a CTA, TOPK_BLOCK_SIZE = 64
+# entries a block, NUM_K_BUFS = 2), csrc/api/sparse_decode.h (Decode_Sm90_Impl::get_meta: num_sm_parts =
+# max(num_sms / s_q / (h_q / 64), 1), fixed_overhead_num_blocks = 5, block_size_topk = 64),
+# csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu (the schedule) and splitkv_mla.cuh (the grid:
+# dim3(h_q / 64, s_q, num_sm_parts)).
+FLASHMLA_HEADS_PER_CTA = 64
+FLASHMLA_TOPK_BLOCK = 64
+FLASHMLA_FIXED_OVERHEAD_BLOCKS = 5
+
+
+def _whole(x):
+    """A plain number that is whole as an int (exact fractions in the symbolic form), anything else as it is."""
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _blocks(x, size):
+    """ceil(x / size): a whole number where x is a plain number (so that the schedule's symbolic form keeps exact
+    fractions, whose floors sympy can decide), else sceil."""
+    return -(-int(x) // size) if isinstance(x, (int, float)) and float(x).is_integer() else sceil(x / size)
+
+
+def flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, sms):
+    """(CTAs, the most 64-entry blocks one CTA runs, the most CTAs one request spreads over, 1 where some request is
+    split else 0) of FlashMLA's SM90 sparse decode (constants above).
+
+    A request (one sequence, at one of its q_per_seq query positions) has n = ceil(window / 64) + ceil(topk / 64)
+    blocks: its window (the `k_cache`, padded to whole blocks) then its top-k (the `extra_k_cache`). The grid is
+    heads / 64 x q_per_seq x num_sm_parts CTAs, num_sm_parts = max(sms // q_per_seq // (heads / 64), 1); every CTA of a
+    query position takes the next `payload` = ceil(seqs x (n + 5) / num_sm_parts) + 5 units of the requests in order,
+    a request costing its blocks + 5 (the scheduler's fixed overhead); a request that does not fit whole is split, its
+    first blocks here, the rest in the next CTA (whose partial outputs the combine kernel merges). The first CTA runs
+    the most blocks: floor(payload / (n + 5)) whole requests plus the rest of the payload less 5, at most all
+    seqs x n blocks (exact against the scheduler's loop for 1-300 sequences, 1-8 positions and top-k 128-2048 with and
+    without a window)."""
+    seqs, q_per_seq, sms = _whole(seqs), _whole(q_per_seq), _whole(sms)
+    groups = _blocks(heads, FLASHMLA_HEADS_PER_CTA)
+    parts = smax(sfloor(sms / (q_per_seq * groups)), 1)   # (floor(floor(a / b) / c) = floor(a / (b c)) for whole numbers)
+    n = _blocks(window, FLASHMLA_TOPK_BLOCK) + _blocks(topk, FLASHMLA_TOPK_BLOCK)
+    unit = n + FLASHMLA_FIXED_OVERHEAD_BLOCKS
+    payload = sceil(seqs * unit / parts) + FLASHMLA_FIXED_OVERHEAD_BLOCKS
+    whole = sfloor(payload / unit)
+    rest = smax(payload - whole * unit - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 0)   # blocks of a request a CTA ends on
+    longest = smin(seqs * n, whole * n + rest)
+    # the most CTAs one request spreads over: where a CTA holds less than a request, its n blocks over CTAs of
+    # payload - 5 blocks each, plus the CTA it starts in; else 2 where a CTA ends inside a request (rest > 0), 1 where
+    # none does (at most one more than the loop gives: the test against it)
+    per_cta = smax(payload - FLASHMLA_FIXED_OVERHEAD_BLOCKS, 1)
+    within = sstep(rest, (0,), (0, 1)) * sstep(seqs * n - longest, (0,), (0, 1))   # 1 where a CTA ends inside one
+    longer = sstep(n - per_cta, (0,), (0, 1))                                       # 1 where a request outgrows a CTA
+    splits = smin(longer * (sceil(n / per_cta) + 1) + (1 - longer) * (1 + within), parts)
+    return groups * q_per_seq * parts, longest, splits, smax(longer, within)
+
+
 def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, window, entry_bytes, qk_dim, v_dim,
                      prefill: bool, mma_dtype: str = "bf16", entries_in_flight_per_cta=128, tokens_per_cta=2,
-                     dequant_flops_per_value=0.0, quantised_values_per_entry=None) -> Kernel:
+                     dequant_flops_per_value=0.0, quantised_values_per_entry=None, persistent_sms=None,
+                     block_cycles=None) -> Kernel:
     """MegaAttn over a compressed KV cache: each query attends its indexer's `topk` compressed
     entries (None: every compressed entry, or none when `ratio` is 0) plus a sliding `window`.
 
@@ -126,6 +181,16 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     part), once per query token and attended entry (the CTAs of one token's heads share it: FlashMLA's SM90 sparse
     FP8 decode, docs/20250929-hopper-fp8-sparse-deep-dive.md @ 9241ae3, 'crossover'), in a top-k decode kernel only;
     it adds to the MMAs' time.
+
+    `persistent_sms` (a top-k decode kernel only): the kernel is FlashMLA's SM90 persistent split-KV decode over that
+    many SMs (flashmla_sm90_schedule), not one or two tokens per CTA: its CTAs each run their share of the requests'
+    64-entry blocks one after another, `block_cycles` SM cycles a block (gather, dequantise, two BF16 WGMMAs and the
+    softmax of one block of 64 heads x 64 entries; Kernel.serial_steps, roofline.serial_chain), the CTA with the most
+    blocks setting the time, then the CTAs' last output tiles stored together and waited for (Kernel.tail_store_bytes);
+    and its combine kernel always follows (split_kv_groups 1: roofline.launch_latency), loading a request's splits one
+    after another (Kernel.reduce_loads). FlashMLA takes 64 or 128 heads (an 8-head call was refused on the H100): fewer
+    (a TP rank's share) run padded to 64 (ASSUMPTION: the engine pads), the same chain; more (a 2-CTA cluster sharing
+    each block) keep the form above.
     """
     seen = visible_positions(context, q_per_seq, prefill)
     win = scap(seen, window) if window else 0
@@ -154,6 +219,18 @@ def sparse_attention(tokens, seqs, q_per_seq, context, heads, ratio, topk, windo
     # a dense decode pass splits the KV when its (sequence, query tile) groups are too few, then reduces the splits
     groups = seqs * sceil(q_per_seq * heads / FLASH_QUERY_TILE) if dense and not prefill else None
     gather = entries_in_flight_per_cta * entry_bytes if ctas is not None else None
+    if persistent_sms is not None and ctas is not None and topk and heads <= FLASHMLA_HEADS_PER_CTA:
+        # (more heads: a cluster of CTAs shares each block's gather and dequantisation, a chain not measured here)
+        ctas, longest, splits, split = flashmla_sm90_schedule(seqs, q_per_seq, heads, topk, window, persistent_sms)
+        # each CTA ends by storing its last request's output tile, 64 heads x v_dim, and waits for it (splitkv_mla.cuh
+        # @ 9241ae3, store_o then cute::tma_store_wait<0>, lines 335-360): FP32 partial outputs where requests split
+        # (o_accum), BF16 outputs where none does; the CTAs (at most one per SM) finish together.
+        # The combine (csrc/smxx/decode/combine/combine.cu @ 9241ae3, lines 36-37, 68, 78 and 130-145) loads a
+        # request's split count, the splits' LSEs, the first partial output, then each further split's, one after another
+        tail = smin(ctas, persistent_sms) * FLASHMLA_HEADS_PER_CTA * v_dim * (ACT_BYTES + split * (4 - ACT_BYTES))
+        return Kernel("attention", cost, ctas=ctas, dependent_loads=2, split_kv_groups=1,
+                      in_flight_bytes_per_cta=entries_in_flight_per_cta * entry_bytes, serial_steps=longest,
+                      step_cycles=block_cycles, reduce_loads=2 + splits, tail_store_bytes=tail)
     return Kernel("attention", cost, ctas=ctas, dependent_loads=2 if topk else 1, split_kv_groups=groups,
                   in_flight_bytes_per_cta=gather)
 

@@ -170,6 +170,17 @@ class Kernel:
     # TF32 pre-norm GEMM: its K blocks, one math warpgroup): the CTAs' waves x steps x the stack's cycles per step
     # (hc_prenorm_step_cycles) is a floor under its compute (roofline.serial_chain). None: no such chain.
     serial_steps: Any = None
+    # SM cycles of one of those steps where the kernel states them (FlashMLA's SM90 sparse decode: one 64-entry block of
+    # a CTA's chain, the stack's sparse_decode_block_cycles). None: the stack's hc_prenorm_step_cycles.
+    step_cycles: Any = None
+    # A split-KV kernel whose reduction reads its splits one after another (FlashMLA's combine: a warp per head loops over
+    # its request's splits, each split's partial output loaded after the last was summed): the reduction's dependent
+    # loads. None: REDUCE_DEPENDENT_LOADS (roofline.launch_parts).
+    reduce_loads: Any = None
+    # Of a kernel with a serial chain (serial_steps), the bytes its CTAs store together at the chain's end and wait for
+    # before they finish (FlashMLA's SM90 sparse decode: each CTA's last output tile, tma_store_wait<0>): they add to
+    # the chain at the HBM write rate (roofline.serial_chain). None: no such store.
+    tail_store_bytes: Any = None
 
     @property
     def store_bytes(self):

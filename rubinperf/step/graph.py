@@ -234,7 +234,8 @@ def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, 
         topk = m.indexer_topk if ratio and layer in m.topk_layers else None
         att = made(K.sparse_attention, tokens, seqs, q_per_seq, p.context, heads, ratio, topk, m.sliding_window_tokens,
                    m.cache_entry_bytes, m.qk_head_dim, m.v_head_dim, prefill, p.attention_mma_dtype,
-                   p.sparse_entries_in_flight_per_cta, SPARSE_TOKENS_PER_CTA, p.sparse_dequant_flops_per_value)
+                   p.sparse_entries_in_flight_per_cta, SPARSE_TOKENS_PER_CTA, p.sparse_dequant_flops_per_value, None,
+                   p.sparse_decode_sms, p.sparse_decode_block_cycles or None)
         ops.append(Op("MegaAttn (sparse attention)" if m.attention_kind != "mla" else "MLA attention", att, part=part))
 
     if m.attention_kind == "mla" or not m.o_groups:

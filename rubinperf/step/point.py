@@ -59,6 +59,10 @@ class Point:
     attention_mma_dtype: str = "bf16"   # attention's QK and PV MMA format (a quantised KV cache dequantised to it)
     sparse_entries_in_flight_per_cta: object = 128   # top-k entries one sparse decode CTA keeps in flight
     sparse_dequant_flops_per_value: object = 0.0   # CUDA-core work to dequantise one cached value (FP32 FLOP equivalents)
+    # FlashMLA's SM90 sparse decode (stack sparse_decode_block_cycles): SM cycles of one CTA's 64-entry block and the
+    # SMs its persistent split-KV grid spans (None: MegaAttn's one or two tokens per CTA)
+    sparse_decode_block_cycles: object = 0.0
+    sparse_decode_sms: object = None
     mla_prefill_form: str = "absorbed"  # an MLA model's prefill attention: absorbed (MQA over the latent) or
                                         # decompressed (MHA over up-projected keys and values)
     activation_quant_fused: bool = True   # FP8/FP4 activations of dense GEMMs quantised in other kernels, or a kernel each
@@ -201,6 +205,7 @@ def topology(hw: Platform, phase: str, layout: Layout | None = None) -> dict:
     return {"nvlink_domain_gpus": hw.nvlink_domain_size,
             **({name: getattr(hw, name, _POINT_DEFAULTS[name]) for name in _ALLREDUCE_FIELDS} if reduces else {}),
             "ep_hierarchical": bool(getattr(hw, f"ep_{phase}_hierarchical", False)),
+            "sparse_decode_sms": hw.sm_count if getattr(hw, "sparse_decode_block_cycles", 0.0) else None,
             **{name: getattr(hw, name, _POINT_DEFAULTS[name]) if tp_path or name not in _TP_PATH_FIELDS
                else _POINT_DEFAULTS[name] for name in _STACK_POINT_FIELDS}}
 
@@ -210,7 +215,7 @@ _STACK_POINT_FIELDS = ("megamoe_smem_bytes", "megamoe_smem_weight_bytes_per_valu
                        "tp_allreduce_fused", "draft_ep_exchange", "draft_first_pass", "mhc_kernels", "tp_mhc_in_epilogue",
                        "moe_kernels", "tp_shared_expert_fused_below_rows", "rope_kv_insert_fused", "draft_forwards",
                        "attention_mma_dtype", "sparse_entries_in_flight_per_cta", "activation_quant_fused",
-                       "sparse_dequant_flops_per_value", "mla_prefill_form")
+                       "sparse_dequant_flops_per_value", "mla_prefill_form", "sparse_decode_block_cycles")
 _POINT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Point)}
 # Fields (a stack's [collective], the hardware's multicast) only a layout with TP all-reduces reads.
 _ALLREDUCE_FIELDS = ("allreduce_algorithms", "allreduce_switch_bytes", "allreduce_switch_ranks", "nvlink_multicast")
