@@ -572,7 +572,7 @@ class Outer:
                 if k.row is self.row:   # one row: the columns add
                     n, s, cpos = _canon(self.col * self.scale + k.col * k.scale, _COLS)
                     return self._with(col=n, scale=s, cpos=cpos, add=add)
-            return self.full() + k.full()
+            return _add_into(self.full(), k.full())   # (full(): a new array where a column is present)
         shape = getattr(k, "shape", ())
         if len(shape) < 2 or shape[0] == 1:   # a row or a number of numpy's
             return self._with(add=_sum2(self.add, k))
@@ -581,7 +581,7 @@ class Outer:
             if n is self.col:
                 r, t_, rpos = _canon(self.row * self.scale + s, _ROWS)
                 return self._with(row=r, scale=t_, rpos=rpos)
-        return self.full() + k
+        return _add_into(self.full(), k)
 
     __radd__ = __add__
 
@@ -690,7 +690,8 @@ def _outer_pair(x, y, pick, numpy_name):
                 np.multiply(first.col[:k], first.row * first.scale, out=out[:k])
                 np.multiply(second.col[k:], second.row * second.scale, out=out[k:])
                 return out
-        return f(x.full(), y.full())
+        a = x.full()   # (a new array)
+        return f(a, y.full(), out=a) if a.shape == np.broadcast_shapes(a.shape, y.shape) else f(a, y.full())
     if type(y) in _PLAIN:
         lo, hi = x.bounds()
         if pick is builtins.max:
@@ -710,7 +711,8 @@ def _outer_pair(x, y, pick, numpy_name):
             if x.rpos:   # = max(c, 0) r where r >= 0
                 n, s, cpos = _canon(f(x.col * x.scale, 0.0), _COLS)
                 return x._with(col=n, scale=s, cpos=cpos)
-    return f(x.full(), _full(y))
+    a, b = x.full(), _full(y)
+    return f(a, b, out=a) if a.shape == np.broadcast_shapes(a.shape, np.shape(b)) else f(a, b)
 
 
 def _same_add(a, b) -> bool:
