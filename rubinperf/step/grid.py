@@ -387,16 +387,31 @@ FACTORED = (indexer_logits, indexer_select, sparse_attention)
 
 
 def _factored(constructor, args):
-    """constructor(*args) with every row among args (a 2-d array of one row and more columns) as Outer(None, row):
-    its cost fields that are a column times a row come out as Outers, rows as rows; shape fields as numpy values."""
-    wrapped = [Outer(None, a) if len(getattr(a, "shape", ())) == 2 and a.shape[0] == 1 and a.shape[1] > 1 else a
-               for a in args]
-    k = constructor(*wrapped)
+    """constructor(*args) with every row among args (a 2-d array of one row and more columns) as Outer(None, row),
+    and a column of one value (a draft pass's queries per sequence, tokens / sequences) as that number (the same
+    value at every element, so the same numbers): its cost fields that are a column times a row come out as Outers,
+    rows as rows; shape fields as numpy values."""
+    k = constructor(*map(_factor_arg, args))
     cost = k.cost.__dict__
     if any(type(v) is Outer and v.col is None for v in cost.values()):
         k = dataclasses.replace(k, cost=k.cost.map(_row_alone))
     shape = {f: _full(v) for f, v in k.__dict__.items() if type(v) is Outer}
     return dataclasses.replace(k, **shape) if shape else k
+
+
+def _factor_arg(a):
+    """An argument of a FACTORED kernel on a block: a row as Outer(None, row); a float column whose every element is one
+    number (not nan; a zero of one sign: +0.0) as that number; anything else as it is."""
+    shape = getattr(a, "shape", ())
+    if len(shape) != 2:
+        return a
+    if shape[0] == 1 and shape[1] > 1:
+        return Outer(None, a)
+    if shape[1] == 1 and shape[0] > 1 and a.dtype.char == "d":
+        lo, hi = a.min(), a.max()
+        if lo == hi and (lo != 0 or not a.view("i8").any()):
+            return float(lo)
+    return a
 
 
 def _row_alone(v):
