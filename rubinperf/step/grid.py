@@ -241,7 +241,8 @@ class GridSteps:
 
 def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, row_cuts: dict | None = None):
     """ssum, in op order, of (index, value) terms over a grid cut to a block (once_terms, whose _shape_groups
-    are `partials`) and a block's own terms, exactly.
+    are `partials`) and a block's own terms, exactly (where a block term is a mathops.Outer, a factored kernel's:
+    the partial sums and the block's terms, within a few ulps).
 
     ssum adds the terms of one shape in order, then those partial sums from the smallest: the once terms'
     partial sums over the whole grid, cut to the block, are the partial sums of their cut terms (the
@@ -249,6 +250,8 @@ def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, 
     the block's terms are arrays of none of their shapes (else every term is added: a column's cut to the
     block's rows is kept in `row_cuts` for the next block of those rows)."""
     cut = [(n, _cut(v, block, grid)) for n, v in partials]
+    if any(type(v) is Outer for _, v in block_terms):   # (factored terms: the sum within GRID_RTOL, in any grouping)
+        return ssum([v for _, v in cut] + [v for _, v in block_terms])
     shapes = {_shape(v) for _, v in cut}
     if (block_terms and all(type(v).__module__ == "numpy" for _, v in block_terms)   # (ssum's path for arrays)
             and len(shapes) == len(cut) and shapes.isdisjoint(_shape(v) for _, v in block_terms)):
