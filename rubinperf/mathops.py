@@ -405,6 +405,9 @@ def sstep(x, bounds, values):
 # ---------------------------------------------------------------- rank-1 values of a grid's block
 
 
+_KEEP = object()   # (Outer._with: a part left as it is)
+
+
 class Outer:
     """scale x col x row + add, kept as its factors: the value over a block of a grid (a batch column times a context
     row) of a kernel's cost field that is a column times a row (the indexer's FLOPs, bytes and L2 re-reads, its top-k's
@@ -488,11 +491,11 @@ class Outer:
     def max(self):
         return self.bounds()[1]
 
-    def _with(self, **kw):
-        o = Outer(self.col, self.row, self.scale, self.add, self.cpos, self.rpos)
-        for k, v in kw.items():
-            setattr(o, k, v)
-        return o
+    def _with(self, col=_KEEP, row=_KEEP, scale=_KEEP, add=_KEEP, cpos=_KEEP, rpos=_KEEP):
+        """The same Outer with the given parts replaced."""
+        return Outer(self.col if col is _KEEP else col, self.row if row is _KEEP else row,
+                     self.scale if scale is _KEEP else scale, self.add if add is _KEEP else add,
+                     self.cpos if cpos is _KEEP else cpos, self.rpos if rpos is _KEEP else rpos)
 
     def __neg__(self):
         if self.col is None:

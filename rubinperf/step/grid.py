@@ -365,6 +365,7 @@ def _op_cutter(o: Op, grid, made: dict):
         names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), grid)]
         parts.append((k, _cutter(k.cost, grid), names))
     extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), grid)]
+    plains: dict = {}
     if not extra and all(names == [] and not any(_cuttable(v, grid) for v in k.cost.__dict__.values())
                          for k, _, names in parts):
         return lambda block, factored=False: o
@@ -372,10 +373,13 @@ def _op_cutter(o: Op, grid, made: dict):
     def kernel(k, c, names, block, factored):
         if names is None:
             constructor, args = c
-            args = [_cut(a, block, grid) for a in args]
             if factored and constructor in FACTORED:
-                return _factored(constructor, args)
-            return constructor(*args)
+                plain = plains.get(id(k))
+                if plain is None:   # (its arguments of one value over the whole grid, as numbers: the same on a block)
+                    plain = plains[id(k)] = [_one_value(a) for a in args]
+                return _factored(constructor, [a if p is None else p for a, p in zip((_cut(a, block, grid)
+                                                                                     for a in args), plain)])
+            return constructor(*[_cut(a, block, grid) for a in args])
         return dataclasses.replace(k, cost=c(block), **{f: _cut(getattr(k, f), block, grid) for f in names})
 
     def cut(block, factored=False):
@@ -390,10 +394,10 @@ FACTORED = (indexer_logits, indexer_select, sparse_attention)
 
 
 def _factored(constructor, args):
-    """constructor(*args) with every row among args (a 2-d array of one row and more columns) as Outer(None, row),
-    and a column of one value (a draft pass's queries per sequence, tokens / sequences) as that number (the same
-    value at every element, so the same numbers): its cost fields that are a column times a row come out as Outers,
-    rows as rows; shape fields as numpy values."""
+    """constructor(*args) with every row among args (a 2-d array of one row and more columns) as Outer(None, row) (the
+    caller gives a column of one value over the grid, a draft pass's queries per sequence, tokens / sequences, as
+    that number: the same value at every element, so the same numbers): its cost fields that are a column times a
+    row come out as Outers, rows as rows; shape fields as numpy values."""
     k = constructor(*map(_factor_arg, args))
     cost = k.cost.__dict__
     if any(type(v) is Outer and v.col is None for v in cost.values()):
@@ -403,18 +407,22 @@ def _factored(constructor, args):
 
 
 def _factor_arg(a):
-    """An argument of a FACTORED kernel on a block: a row as Outer(None, row); a float column whose every element is one
-    number (not nan; a zero of one sign: +0.0) as that number; anything else as it is."""
+    """An argument of a FACTORED kernel on a block: a row as Outer(None, row); anything else as it is."""
     shape = getattr(a, "shape", ())
-    if len(shape) != 2:
-        return a
-    if shape[0] == 1 and shape[1] > 1:
+    if len(shape) == 2 and shape[0] == 1 and shape[1] > 1:
         return Outer(None, a)
-    if shape[1] == 1 and shape[0] > 1 and a.dtype.char == "d":
+    return a
+
+
+def _one_value(a):
+    """A float column (rows, 1) whose every element is one number (not nan; a zero of one sign: +0.0) as that number;
+    None for anything else."""
+    shape = getattr(a, "shape", ())
+    if len(shape) == 2 and shape[1] == 1 and shape[0] > 1 and a.dtype.char == "d":
         lo, hi = a.min(), a.max()
         if lo == hi and (lo != 0 or not a.view("i8").any()):
             return float(lo)
-    return a
+    return None
 
 
 def _row_alone(v):
