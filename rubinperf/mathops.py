@@ -779,12 +779,17 @@ def _outer_sum(values):
             rest.append(v)
     if len(groups) == 1 and not rest:
         return groups[0]
+    cols = [v for v in rest if v.shape[1] == 1]
+    if cols:   # the groups' added numbers go into the columns' sum (a column's pass, not the block's)
+        for n, g in enumerate(groups):
+            if g.col is not None and type(g.add) in _PLAIN and g.add != 0:
+                cols.append(g.add)
+                groups[n] = g._with(add=0.0)
     out = groups[0].full()
     if groups[0].col is None:
         out = out + 0.0   # (a new array: the row is another value's)
     for g in groups[1:]:
         out = _add_into(out, g.full())
-    cols = [v for v in rest if v.shape[1] == 1]
     if cols:
         out = _add_into(out, ssum(cols))
     for v in rest:
