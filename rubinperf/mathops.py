@@ -103,7 +103,7 @@ def _extreme(values, pick, numpy_name: str, sympy_name: str):
     if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
         return pick(values)
     numpy_only = _numpy_only(values)
-    if not numpy_only and any(type(v) is Outer for v in values):
+    if not numpy_only and any(type(v) is Outer or type(v) is Bands for v in values):
         return _outer_extreme(values, pick, numpy_name)
     if not numpy_only and _is_symbolic(values):
         import sympy
@@ -188,6 +188,8 @@ def held_roundings(rows: int):
 def _rounded(x, name: str, sympy_name: str):
     """math.`name` (ceil or floor) for numbers, as a float (inf and nan pass through, to be reported); numpy's for
     arrays (inside held_roundings: row 0's for every row); sympy's `sympy_name` for symbols."""
+    if type(x) is Bands:
+        return _rounded(x.full(), name, sympy_name)
     if type(x) is Outer:   # (a row alone: its rounding, kept a row)
         return _as_row(_rounded(x.row, name, sympy_name)) if x.col is None else _rounded(x.full(), name, sympy_name)
     if type(x).__module__ == "numpy":
@@ -220,7 +222,7 @@ def ssum(values):
     first keeps the number of full-grid additions to the few ops that vary with both.
     """
     values = list(values)
-    if any(type(v) is Outer for v in values):
+    if any(type(v) is Outer or type(v) is Bands for v in values):
         return _outer_sum(values)
     if not _is_array(values):
         return sum(values, 0.0)
@@ -288,7 +290,7 @@ def sper(x, d):
     that axis alone). Numbers and arrays take the same steps, so an element of an array path is the scalar path's
     number, bit for bit. Symbols: x / d."""
     if type(d) in _PLAIN or type(d).__module__ == "numpy":
-        if type(x) in _PLAIN or type(x).__module__ == "numpy" or type(x) is Outer:
+        if type(x) in _PLAIN or type(x).__module__ == "numpy" or type(x) is Outer or type(x) is Bands:
             return x * (1.0 / d)
     return x / d
 
@@ -352,6 +354,8 @@ def sstep(x, bounds, values):
     symbols: a Piecewise."""
     if type(x) in _PLAIN:
         return next((v for b, v in zip(bounds, values) if x <= b), values[-1])
+    if type(x) is Bands:
+        return sstep(x.full(), bounds, values)
     if type(x) is Outer:
         if x.col is None:   # a row alone: its regimes, kept a row
             return _as_row(sstep(x.row, bounds, values))
@@ -608,7 +612,136 @@ def _sum2(a, b):
 
 
 def _full(v):
-    return v.full() if type(v) is Outer else v
+    return v.full() if type(v) is Outer or type(v) is Bands else v
+
+
+def _rows_of(v, a: int, b: int):
+    """Rows a:b of a block's value: an Outer's column cut (and made canonical again), a row or a number as it is, an
+    array's rows, Bands' parts within them."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is Outer:
+        if v.col is None:
+            return v
+        n, s, cpos = _canon(v.col[a:b], _COLS)
+        return v._with(col=n, scale=v.scale * s, cpos=cpos)
+    if t is Bands:
+        if len(v.parts) == 1 or any(p[0] == a and p[1] == b for p in v.parts):
+            return next(p[2] for p in v.parts if p[0] <= a and b <= p[1]) if any(
+                p[0] <= a and b <= p[1] for p in v.parts) else v.full()[a:b]
+        return v.full()[a:b]
+    shape = getattr(v, "shape", ())
+    if len(shape) == 2 and shape[0] > 1:
+        return v[a:b]
+    return v
+
+
+class Bands:
+    """A block's value made of runs of rows, each its own value (an Outer, a number or an array of those rows): a max
+    of two Outers where one wins on the first rows and the other on the rest (the indexer's top-k: its HBM time
+    against its L2 time, whose rate follows the CTAs, a column). Arithmetic and mathops' max and min go run by run;
+    `full` makes the block, each run from its own factors. Only made inside GridSteps.metrics (see Outer)."""
+
+    __slots__ = ("parts", "shape")
+    __array_ufunc__ = None
+    ndim = 2
+
+    def __init__(self, parts, shape):
+        self.parts, self.shape = parts, tuple(shape)
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    @property
+    def dtype(self):
+        import numpy as np
+
+        return np.dtype(float)
+
+    def full(self, out=None):
+        """The value over the block, as a new numpy array (or added into `out`)."""
+        import numpy as np
+
+        if out is None:
+            out = np.empty(self.shape)
+            for a, b, v in self.parts:
+                _write(out[a:b], v)
+            return out
+        for a, b, v in self.parts:
+            np.add(out[a:b], _full(v), out=out[a:b])
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.full()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def bounds(self):
+        ends = [(_bounds_of(v)) for _, _, v in self.parts]
+        return min(e[0] for e in ends), max(e[1] for e in ends)
+
+    def min(self):
+        return self.bounds()[0]
+
+    def max(self):
+        return self.bounds()[1]
+
+    def _each(self, fn, k=None):
+        if type(k) is Bands:
+            if [p[:2] for p in k.parts] != [p[:2] for p in self.parts]:
+                return fn(self.full(), k.full())
+            return Bands([(a, b, fn(v, w)) for (a, b, v), (_, _, w) in zip(self.parts, k.parts)], self.shape)
+        return Bands([(a, b, fn(v, _rows_of(k, a, b))) for a, b, v in self.parts], self.shape)
+
+    def __add__(self, k):
+        if type(k) in _PLAIN and k == 0:
+            return self
+        return self._each(lambda v, w: v + w, k)
+
+    __radd__ = __add__
+
+    def __mul__(self, k):
+        if type(k) in _PLAIN and k == 1:
+            return self
+        return self._each(lambda v, w: v * w, k)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, k):
+        return self._each(lambda v, w: v / w, k)
+
+    def __rtruediv__(self, k):
+        return k / self.full()
+
+    def __neg__(self):
+        return Bands([(a, b, -v) for a, b, v in self.parts], self.shape)
+
+    def __sub__(self, k):
+        return self + (-k)
+
+    def __rsub__(self, k):
+        return (-self) + k
+
+
+def _write(out, v):
+    """out[...] = v, where v is an Outer (made from its factors straight into out), a number or an array."""
+    import numpy as np
+
+    if type(v) is Outer and v.col is not None:
+        np.multiply(v.col, v.row * v.scale if v.scale != 1 else v.row, out=out)
+        if not _zero_add(v):
+            np.add(out, v.add, out=out)
+    else:
+        out[...] = _full(v)
+
+
+def _bounds_of(v):
+    if type(v) in _PLAIN:
+        return v, v
+    if type(v) is Outer or type(v) is Bands:
+        return v.bounds()
+    return v.min(), v.max()
 
 
 # Recent canonical columns and rows (an array over its first element), with whether every element is >= 0: equal
@@ -657,6 +790,11 @@ def _outer_extreme(values, pick, numpy_name: str):
 def _outer_pair(x, y, pick, numpy_name):
     import numpy as np
 
+    if type(x) is Bands or type(y) is Bands:   # run by run
+        if type(x) is not Bands:
+            x, y = y, x
+        return x._each(lambda v, w: _outer_pair(v, w, pick, numpy_name) if type(v) is Outer or type(w) is Outer
+                       else _extreme((v, w), pick, numpy_name, ""), y)
     if type(x) is not Outer:
         x, y = y, x
     if type(x) is not Outer:
@@ -688,11 +826,9 @@ def _outer_pair(x, y, pick, numpy_name):
                     return (x if side else y) if pick is builtins.max else (y if side else x)
                 # x wins on the rows before `side`, y after (or the other way): each part made from its own factors
                 first, second = (x, y) if (side > 0) == (pick is builtins.max) else (y, x)
-                k = abs(side)
-                out = np.empty(np.broadcast_shapes(x.shape, y.shape))
-                np.multiply(first.col[:k], first.row * first.scale, out=out[:k])
-                np.multiply(second.col[k:], second.row * second.scale, out=out[k:])
-                return out
+                k, rows = abs(side), x.col.shape[0]
+                return Bands([(0, k, _rows_of(first, 0, k)), (k, rows, _rows_of(second, k, rows))],
+                             np.broadcast_shapes(x.shape, y.shape))
         a = x.full()   # (a new array)
         return f(a, y.full(), out=a) if a.shape == np.broadcast_shapes(a.shape, y.shape) else f(a, y.full())
     if type(y) in _PLAIN:
@@ -770,6 +906,9 @@ def _outer_sum(values):
                 groups.append(v)
         else:
             others.append(v)
+    if not groups:   # (Bands and no Outer: the first Bands made, the rest added into it)
+        first = next(n for n, v in enumerate(others) if type(v) is Bands)
+        groups, others = [Outer(None, others[first].full())], others[:first] + others[first + 1:]
     rest = []
     for v in others:
         shape = getattr(v, "shape", ())
@@ -802,6 +941,8 @@ def _add_into(out, v):
     """out + v, into out where it has the sum's shape (out: an array this sum made)."""
     import numpy as np
 
+    if type(v) is Bands:
+        return v.full(out=out) if out.shape == v.shape else out + v.full()
     if out.shape == np.broadcast_shapes(out.shape, np.shape(v)):
         np.add(out, v, out=out)
         return out
