@@ -579,6 +579,9 @@ class Outer:
                 if k.row is self.row:   # one row: the columns add
                     n, s, cpos = _canon(self.col * self.scale + k.col * k.scale, _COLS)
                     return self._with(col=n, scale=s, cpos=cpos, add=add)
+            runs = _zero_run(self, k)
+            if runs is not None:
+                return runs
             return _add_into(self.full(), k.full())   # (full(): a new array where a column is present)
         shape = getattr(k, "shape", ())
         if len(shape) < 2 or shape[0] == 1:   # a row or a number of numpy's
@@ -597,6 +600,26 @@ class Outer:
 
     def __rsub__(self, k):
         return (-self) + k
+
+
+def _zero_run(x: Outer, y: Outer):
+    """x + y as Bands where one of them is 0 on a run of first or last rows (its column 0 there: a parallelism term
+    max(c, 0) x r, 0 where the CTAs fill the SMs): the other alone on that run, their sum made on the rest only; None
+    where neither is."""
+    import numpy as np
+
+    rows = x.col.shape[0]
+    for a, b in ((x, y), (y, x)):
+        if not _zero_add(b):
+            continue
+        nz = np.flatnonzero(b.col.ravel())
+        if nz.size == 0 or (nz[0] == 0 and nz[-1] == rows - 1):
+            continue
+        i, j = int(nz[0]), int(nz[-1]) + 1
+        parts = ([(0, i, _rows_of(a, 0, i))] if i else []) + [(i, j, _rows_of(a, i, j) + _rows_of(b, i, j))] \
+            + ([(j, rows, _rows_of(a, j, rows))] if j < rows else [])
+        return Bands(parts, np.broadcast_shapes(x.shape, y.shape))
+    return None
 
 
 def _zero_add(o: Outer) -> bool:
@@ -670,7 +693,10 @@ class Bands:
                 _write(out[a:b], v)
             return out
         for a, b, v in self.parts:
-            np.add(out[a:b], _full(v), out=out[a:b])
+            if type(v) is Bands:
+                v.full(out=out[a:b])
+            else:
+                np.add(out[a:b], _full(v), out=out[a:b])
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -732,6 +758,9 @@ def _write(out, v):
         np.multiply(v.col, v.row * v.scale if v.scale != 1 else v.row, out=out)
         if not _zero_add(v):
             np.add(out, v.add, out=out)
+    elif type(v) is Bands:
+        for a, b, w in v.parts:
+            _write(out[a:b], w)
     else:
         out[...] = _full(v)
 
