@@ -450,10 +450,6 @@ class Outer:
     def dtype(self):
         return self.row.dtype
 
-    def rowvalue(self):
-        """A row alone's value (a numpy row)."""
-        return self.row
-
     def full(self):
         """The value over the block, as a numpy array (a new one where a column is present)."""
         if self.col is None:
@@ -609,6 +605,8 @@ def _zero_run(x: Outer, y: Outer):
     import numpy as np
 
     rows = x.col.shape[0]
+    if y.col.shape != x.col.shape:
+        return None
     for a, b in ((x, y), (y, x)):
         if not _zero_add(b):
             continue
@@ -649,10 +647,10 @@ def _rows_of(v, a: int, b: int):
             return v
         n, s, cpos = _canon(v.col[a:b], _COLS)
         return v._with(col=n, scale=v.scale * s, cpos=cpos)
-    if t is Bands:
-        if len(v.parts) == 1 or any(p[0] == a and p[1] == b for p in v.parts):
-            return next(p[2] for p in v.parts if p[0] <= a and b <= p[1]) if any(
-                p[0] <= a and b <= p[1] for p in v.parts) else v.full()[a:b]
+    if t is Bands:   # (the run that holds those rows, cut to them; rows over two runs: made)
+        for start, stop, w in v.parts:
+            if start <= a and b <= stop:
+                return w if (start, stop) == (a, b) else _rows_of(w, a - start, b - start)
         return v.full()[a:b]
     shape = getattr(v, "shape", ())
     if len(shape) == 2 and shape[0] > 1:

@@ -315,3 +315,33 @@ def test_a_grid_takes_the_once_timed_ops_of_an_earlier_grid_on_the_rack(monkeypa
     assert all(_close(x, y, (3, 3)) for x, y in zip(got, (want.expected_s, want.sol_s, want.tokens_per_s_per_gpu,
                                                          want.tokens_per_s_per_user)))
     assert _bits(again.chunk(slice(0, 3)).expected_s, (3, 3)) == _bits(want.expected_s, (3, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), rows=st.integers(2, 9), cols=st.integers(2, 7))
+def test_factored_values_are_the_full_blocks(data, rows, cols):
+    """mathops.Outer (a column times a row, kept apart) and Bands (runs of rows) give, through the operators and
+    mathops' max, min, sums, sstep and ceil, the full block's numbers within GRID_RTOL: a rule that took a max on the
+    wrong factor, cut the wrong rows or dropped an added part would fail here."""
+    from rubinperf.mathops import outer, sceil, smax, smin, ssum, sstep
+
+    pos = st.floats(0.5, 4.0)
+    col = lambda: np.array(data.draw(st.lists(pos, min_size=rows, max_size=rows))).reshape(-1, 1)   # noqa: E731
+    row = lambda: np.array(data.draw(st.lists(pos, min_size=cols, max_size=cols))).reshape(1, -1)   # noqa: E731
+    c1, c2, r1, r2 = col(), col(), row(), row()
+    x, y, X, Y = outer(c1, r1), outer(c2, r2), c1 * r1, c2 * r2
+    k = data.draw(pos)
+    cases = [(x + y, X + Y), (x - y, X - Y), (x * k, X * k), (x / c2, X / c2), (x * r2, X * r2), (x + r2, X + r2),
+             (x + c1 * k, X + c1 * k), (smax(x, y), np.maximum(X, Y)), (smin(x, y), np.minimum(X, Y)),
+             (smax(x - y, 0.0), np.maximum(X - Y, 0.0)), (smin(x, k), np.minimum(X, k)),
+             (ssum([x, y, c1, r1, k]), X + Y + c1 + r1 + k), (sceil(x), np.ceil(X)),
+             (sstep(x, (k,), (0.0, 1.0)), np.where(X <= k, 0.0, 1.0))]
+    # one side wins on the first rows, the other on the rest (Bands), and a term that is 0 on the last rows
+    ramp = np.arange(1.0, rows + 1).reshape(-1, 1)
+    b = smax(outer(ramp, r1), outer(np.full((rows, 1), rows / 2 + 0.25), r1 * 1.001))
+    B = np.maximum(ramp * r1, (rows / 2 + 0.25) * r1 * 1.001)
+    zero = np.where(np.arange(rows) < rows // 2, ramp.ravel(), 0.0).reshape(-1, 1)
+    cases += [(b, B), (b + x, B + X), (smax(b, 0.0) * k + 1.0, B * k + 1.0), (ssum([b, x, c1]), B + X + c1),
+              (x + outer(zero, r2), X + zero * r2)]
+    for got, want in cases:
+        assert _close(np.asarray(got, dtype=float), want, np.broadcast_shapes(np.shape(want), (rows, cols)))
