@@ -148,9 +148,12 @@ if "--check" in sys.argv:   # the sweep's values at a few grid points, for `esti
 print(json.dumps(out))
 """
 
-# The yardstick's operation count: the sweep's array operations per point, counted over an eighth of the
-# batches by a numpy subclass that counts the element operations of every ufunc call over a block. The
-# sweep's process then times a fused expression of that many operations per point after each run.
+# The yardstick's operation count: the sweep's array operations per point, counted over the sweep's own grid (so its
+# own blocks) by a numpy subclass that counts the element operations of every ufunc call over a block. The
+# sweep's process then times a fused expression of that many operations per point after each run. (Until 2026-12-07
+# it counted over an eighth of the batches: other blocks, 10% more operations a point than the sweep ran then; with
+# the indexer's kernels timed on their factors, twice as many, from one block of each row whose top-k splits part of
+# it, wider there than the sweep's.)
 YARDSTICK = r"""
 import json, sys
 import numpy as np
@@ -319,7 +322,7 @@ def sweep_lines(row, py: str, quick: bool) -> None:
     """The sweep's lines: its rate on a first run and later, against `estimate --json`, the yardstick, peak RSS."""
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
-        ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb // 8), str(nc)], capture_output=True,
+        ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb), str(nc)], capture_output=True,
                                         text=True, check=True).stdout)["ops_per_point"]
         s = sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0], ops=ops)
         first, again = s["points"] / s["cpu"][0], s["points"] / min(s["cpu"][1:])

@@ -103,6 +103,8 @@ def _extreme(values, pick, numpy_name: str, sympy_name: str):
     if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
         return pick(values)
     numpy_only = _numpy_only(values)
+    if not numpy_only and any(type(v) is Outer or type(v) is Bands for v in values):
+        return _outer_extreme(values, pick, numpy_name)
     if not numpy_only and _is_symbolic(values):
         import sympy
 
@@ -155,6 +157,8 @@ def scap(x, cap):
     Where every element of a numpy array x reaches cap, the result is cap itself (as a float, the value
     np.minimum gives at each element), so a grid of contexts all past saturation carries no context axis:
     an attention kernel that no longer grows with context is then timed once per batch, not per point."""
+    if type(x) is Outer and x.col is None:   # a row alone: its cap, kept a row
+        return _as_row(scap(x.row, cap))
     if type(cap) in _PLAIN and cap != 0 and type(x).__module__ == "numpy" and getattr(x, "ndim", 0) > 0:
         import numpy as np
 
@@ -184,6 +188,10 @@ def held_roundings(rows: int):
 def _rounded(x, name: str, sympy_name: str):
     """math.`name` (ceil or floor) for numbers, as a float (inf and nan pass through, to be reported); numpy's for
     arrays (inside held_roundings: row 0's for every row); sympy's `sympy_name` for symbols."""
+    if type(x) is Bands:
+        return _rounded(x.full(), name, sympy_name)
+    if type(x) is Outer:   # (a row alone: its rounding, kept a row)
+        return _as_row(_rounded(x.row, name, sympy_name)) if x.col is None else _rounded(x.full(), name, sympy_name)
     if type(x).__module__ == "numpy":
         import numpy as np
 
@@ -214,6 +222,8 @@ def ssum(values):
     first keeps the number of full-grid additions to the few ops that vary with both.
     """
     values = list(values)
+    if any(type(v) is Outer or type(v) is Bands for v in values):
+        return _outer_sum(values)
     if not _is_array(values):
         return sum(values, 0.0)
     import numpy as np
@@ -280,7 +290,7 @@ def sper(x, d):
     that axis alone). Numbers and arrays take the same steps, so an element of an array path is the scalar path's
     number, bit for bit. Symbols: x / d."""
     if type(d) in _PLAIN or type(d).__module__ == "numpy":
-        if type(x) in _PLAIN or type(x).__module__ == "numpy":
+        if type(x) in _PLAIN or type(x).__module__ == "numpy" or type(x) is Outer or type(x) is Bands:
             return x * (1.0 / d)
     return x / d
 
@@ -344,6 +354,23 @@ def sstep(x, bounds, values):
     symbols: a Piecewise."""
     if type(x) in _PLAIN:
         return next((v for b, v in zip(bounds, values) if x <= b), values[-1])
+    if type(x) is Bands:
+        return sstep(x.full(), bounds, values)
+    if type(x) is Outer:
+        if x.col is None:   # a row alone: its regimes, kept a row
+            return _as_row(sstep(x.row, bounds, values))
+        lo, hi = x.bounds()
+        if lo == lo:   # every element in one regime: its plain value
+            for n, b in enumerate(bounds):
+                if hi <= b:
+                    if n == 0 or lo > bounds[n - 1]:
+                        return values[n]
+                    break
+                if lo <= b:
+                    break
+            else:
+                return values[-1]
+        return sstep(x.full(), bounds, values)
     if type(x).__module__ == "numpy":
         import numpy as np
 
@@ -377,3 +404,573 @@ def sstep(x, bounds, values):
     import sympy
 
     return sympy.Piecewise(*[(v, x <= b) for b, v in zip(bounds, values)], (values[-1], True))
+
+
+# ---------------------------------------------------------------- rank-1 values of a grid's block
+
+
+_KEEP = object()   # (Outer._with: a part left as it is)
+
+
+class Outer:
+    """scale x col x row + add, kept as its factors: the value over a block of a grid (a batch column times a context
+    row) of a kernel's cost field that is a column times a row (the indexer's FLOPs, bytes and L2 re-reads, its top-k's
+    reads, sparse attention's gathers), so that kernel_time's terms are taken on the factors and a full block is made
+    only where a formula leaves rank 1.
+
+    col: None (the value is a row alone: `row` as it is, scale 1, add 0) or a numpy column (rows, 1); row: a numpy row
+    (1, columns); both, where a column is present, over their first element (`_canon`: one array for equal shapes, so
+    the columns of one block's values, all multiples of the batch, are one object, and the rows of one context
+    expression too), their scale in `scale`; add: a number or a numpy row. cpos, rpos: every element of col (row) >= 0.
+    Rounding: x * c * r taken as c * (r * x), within a few ulps of the same formula on the full block
+    (tests/step/test_grid_steps.py holds GridSteps.metrics to step() within 1e-12).
+
+    Only GridSteps.metrics makes them (step/grid.py: FACTORED kernels made on a block with the context row as
+    Outer(None, row)); numpy defers to its operators (`__array_ufunc__ = None`); mathops' max, min, sstep, scap,
+    ceil, floor and ssum take it apart; anything else makes the full block (`full`)."""
+
+    __slots__ = ("col", "row", "scale", "add", "cpos", "rpos")
+    __array_ufunc__ = None
+    ndim = 2
+
+    def __init__(self, col, row, scale=1.0, add=0.0, cpos=True, rpos=True):
+        self.col, self.row, self.scale, self.add, self.cpos, self.rpos = col, row, scale, add, cpos, rpos
+
+    @property
+    def shape(self) -> tuple:
+        cols = max(self.row.shape[-1], getattr(self.add, "shape", (1, 1))[-1])
+        return (1 if self.col is None else self.col.shape[0], cols)
+
+    @property
+    def size(self) -> int:
+        r, c = self.shape
+        return r * c
+
+    @property
+    def dtype(self):
+        return self.row.dtype
+
+    def full(self):
+        """The value over the block, as a numpy array (a new one where a column is present)."""
+        if self.col is None:
+            return self.row
+        out = self.col * (self.row * self.scale if self.scale != 1 else self.row)
+        if not _zero_add(self):
+            import numpy as np
+
+            if out.shape == np.broadcast_shapes(out.shape, getattr(self.add, "shape", ())):
+                np.add(out, self.add, out=out)
+            else:
+                out = out + self.add
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        out = np.asarray(self.full())
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def bounds(self):
+        """Bounds on the least and largest element (nan where an element may be nan)."""
+        import numpy as np
+
+        rlo, rhi = self.row.min(), self.row.max()
+        if self.col is None:
+            return rlo, rhi
+        clo, chi = self.col.min(), self.col.max()
+        ends = (clo * rlo * self.scale, clo * rhi * self.scale, chi * rlo * self.scale, chi * rhi * self.scale)
+        if any(e != e for e in ends):
+            return math.nan, math.nan
+        lo, hi = min(ends), max(ends)
+        a = self.add
+        return (lo + a, hi + a) if type(a) in _PLAIN else (lo + np.min(a), hi + np.max(a))
+
+    def min(self):
+        return self.bounds()[0]
+
+    def max(self):
+        return self.bounds()[1]
+
+    def _with(self, col=_KEEP, row=_KEEP, scale=_KEEP, add=_KEEP, cpos=_KEEP, rpos=_KEEP):
+        """The same Outer with the given parts replaced."""
+        return Outer(self.col if col is _KEEP else col, self.row if row is _KEEP else row,
+                     self.scale if scale is _KEEP else scale, self.add if add is _KEEP else add,
+                     self.cpos if cpos is _KEEP else cpos, self.rpos if rpos is _KEEP else rpos)
+
+    def __neg__(self):
+        if self.col is None:
+            return Outer(None, -self.row)
+        return self._with(scale=-self.scale, add=-self.add if not _zero_add(self) else 0.0)
+
+    def __mul__(self, k):
+        t = type(k)
+        if self.col is None:   # a row alone: the plain product, kept a row where it is one
+            if t is Outer:
+                return k * self.row
+            if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
+                return Outer(None, self.row * k)
+            if k.shape[1] == 1 and k.shape[0] > 1:   # a column times a row
+                return outer(k, self.row)
+            return self.row * k
+        if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
+            if k == 1:
+                return self
+            return self._with(scale=self.scale * k, add=self.add * k if not _zero_add(self) else 0.0)
+        if t is Outer:
+            if k.col is None:
+                return self * k.row
+            return self.full() * k.full()
+        shape = getattr(k, "shape", ())
+        if len(shape) == 2 and shape[0] == 1:   # a row
+            n, s, rpos = _canon(self.row * k, _ROWS)
+            return self._with(row=n, scale=self.scale * s, rpos=rpos,
+                              add=self.add * k if not _zero_add(self) else 0.0)
+        if len(shape) == 2 and shape[1] == 1 and _zero_add(self):   # a column
+            n, s, cpos = _canon(self.col * k, _COLS)
+            return self._with(col=n, scale=self.scale * s, cpos=cpos)
+        return self.full() * k
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, k):
+        t = type(k)
+        if self.col is None:
+            return Outer(None, self.row / k) if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1 \
+                else self.row / _full(k)
+        if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
+            return self._with(scale=self.scale / k, add=self.add / k if not _zero_add(self) else 0.0)
+        shape = getattr(k, "shape", ())
+        if len(shape) == 2 and shape[0] == 1 and t is not Outer:
+            n, s, rpos = _canon(self.row / k, _ROWS)
+            return self._with(row=n, scale=self.scale * s, rpos=rpos,
+                              add=self.add / k if not _zero_add(self) else 0.0)
+        if len(shape) == 2 and shape[1] == 1 and t is not Outer and _zero_add(self):
+            n, s, cpos = _canon(self.col / k, _COLS)
+            return self._with(col=n, scale=self.scale * s, cpos=cpos)
+        return self.full() / _full(k)
+
+    def __rtruediv__(self, k):
+        return k / self.full()
+
+    def __add__(self, k):
+        t = type(k)
+        if self.col is None:   # a row alone
+            if t is Outer:
+                return k + self.row if k.col is not None else Outer(None, self.row + k.row)
+            if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
+                return Outer(None, self.row + k) if t not in _PLAIN or k != 0 else self
+            return self.row + k
+        if t in _PLAIN:
+            return self if k == 0 else self._with(add=self.add + k)
+        if t is Outer:
+            if k.col is None:
+                return self + k.row
+            if _zero_add(self) or _zero_add(k) or type(self.add) in _PLAIN and type(k.add) in _PLAIN:
+                add = _sum2(self.add, k.add)
+                if k.col is self.col and k.row is self.row:
+                    return self._with(scale=self.scale + k.scale, add=add)
+                if k.col is self.col:   # one column: the rows add
+                    n, s, rpos = _canon(self.row * self.scale + k.row * k.scale, _ROWS)
+                    return self._with(row=n, scale=s, rpos=rpos, add=add)
+                if k.row is self.row:   # one row: the columns add
+                    n, s, cpos = _canon(self.col * self.scale + k.col * k.scale, _COLS)
+                    return self._with(col=n, scale=s, cpos=cpos, add=add)
+            runs = _zero_run(self, k)
+            if runs is not None:
+                return runs
+            return _add_into(self.full(), k.full())   # (full(): a new array where a column is present)
+        shape = getattr(k, "shape", ())
+        if len(shape) < 2 or shape[0] == 1:   # a row or a number of numpy's
+            return self._with(add=_sum2(self.add, k))
+        if shape[1] == 1:   # a column: a multiple of this one's adds to the row
+            n, s, _ = _canon(k, _COLS)
+            if n is self.col:
+                r, t_, rpos = _canon(self.row * self.scale + s, _ROWS)
+                return self._with(row=r, scale=t_, rpos=rpos)
+        return _add_into(self.full(), k)
+
+    __radd__ = __add__
+
+    def __sub__(self, k):
+        return self + (-k)
+
+    def __rsub__(self, k):
+        return (-self) + k
+
+
+def _zero_run(x: Outer, y: Outer):
+    """x + y as Bands where one of them is 0 on a run of first or last rows (its column 0 there: a parallelism term
+    max(c, 0) x r, 0 where the CTAs fill the SMs): the other alone on that run, their sum made on the rest only; None
+    where neither is."""
+    import numpy as np
+
+    rows = x.col.shape[0]
+    if y.col.shape != x.col.shape:
+        return None
+    for a, b in ((x, y), (y, x)):
+        if not _zero_add(b):
+            continue
+        nz = np.flatnonzero(b.col.ravel())
+        if nz.size == 0 or (nz[0] == 0 and nz[-1] == rows - 1):
+            continue
+        i, j = int(nz[0]), int(nz[-1]) + 1
+        parts = ([(0, i, _rows_of(a, 0, i))] if i else []) + [(i, j, _rows_of(a, i, j) + _rows_of(b, i, j))] \
+            + ([(j, rows, _rows_of(a, j, rows))] if j < rows else [])
+        return Bands(parts, np.broadcast_shapes(x.shape, y.shape))
+    return None
+
+
+def _zero_add(o: Outer) -> bool:
+    return type(o.add) in _PLAIN and o.add == 0
+
+
+def _sum2(a, b):
+    if type(b) in _PLAIN and b == 0:
+        return a
+    if type(a) in _PLAIN and a == 0:
+        return b
+    return a + b
+
+
+def _full(v):
+    return v.full() if type(v) is Outer or type(v) is Bands else v
+
+
+def _rows_of(v, a: int, b: int):
+    """Rows a:b of a block's value: an Outer's column cut (and made canonical again), a row or a number as it is, an
+    array's rows, Bands' parts within them."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is Outer:
+        if v.col is None:
+            return v
+        n, s, cpos = _canon(v.col[a:b], _COLS)
+        return v._with(col=n, scale=v.scale * s, cpos=cpos)
+    if t is Bands:   # (the run that holds those rows, cut to them; rows over two runs: made)
+        for start, stop, w in v.parts:
+            if start <= a and b <= stop:
+                return w if (start, stop) == (a, b) else _rows_of(w, a - start, b - start)
+        return v.full()[a:b]
+    shape = getattr(v, "shape", ())
+    if len(shape) == 2 and shape[0] > 1:
+        return v[a:b]
+    return v
+
+
+class Bands:
+    """A block's value made of runs of rows, each its own value (an Outer, a number or an array of those rows): a max
+    of two Outers where one wins on the first rows and the other on the rest (the indexer's top-k: its HBM time
+    against its L2 time, whose rate follows the CTAs, a column). Arithmetic and mathops' max and min go run by run;
+    `full` makes the block, each run from its own factors. Only made inside GridSteps.metrics (see Outer)."""
+
+    __slots__ = ("parts", "shape")
+    __array_ufunc__ = None
+    ndim = 2
+
+    def __init__(self, parts, shape):
+        self.parts, self.shape = parts, tuple(shape)
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    @property
+    def dtype(self):
+        import numpy as np
+
+        return np.dtype(float)
+
+    def full(self, out=None):
+        """The value over the block, as a new numpy array (or added into `out`)."""
+        import numpy as np
+
+        if out is None:
+            out = np.empty(self.shape)
+            for a, b, v in self.parts:
+                _write(out[a:b], v)
+            return out
+        for a, b, v in self.parts:
+            if type(v) is Bands:
+                v.full(out=out[a:b])
+            else:
+                np.add(out[a:b], _full(v), out=out[a:b])
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.full()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def bounds(self):
+        ends = [(_bounds_of(v)) for _, _, v in self.parts]
+        return min(e[0] for e in ends), max(e[1] for e in ends)
+
+    def min(self):
+        return self.bounds()[0]
+
+    def max(self):
+        return self.bounds()[1]
+
+    def _each(self, fn, k=None):
+        if type(k) is Bands:
+            if [p[:2] for p in k.parts] != [p[:2] for p in self.parts]:
+                return fn(self.full(), k.full())
+            return Bands([(a, b, fn(v, w)) for (a, b, v), (_, _, w) in zip(self.parts, k.parts)], self.shape)
+        return Bands([(a, b, fn(v, _rows_of(k, a, b))) for a, b, v in self.parts], self.shape)
+
+    def __add__(self, k):
+        if type(k) in _PLAIN and k == 0:
+            return self
+        return self._each(lambda v, w: v + w, k)
+
+    __radd__ = __add__
+
+    def __mul__(self, k):
+        if type(k) in _PLAIN and k == 1:
+            return self
+        return self._each(lambda v, w: v * w, k)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, k):
+        return self._each(lambda v, w: v / w, k)
+
+    def __rtruediv__(self, k):
+        return k / self.full()
+
+    def __neg__(self):
+        return Bands([(a, b, -v) for a, b, v in self.parts], self.shape)
+
+    def __sub__(self, k):
+        return self + (-k)
+
+    def __rsub__(self, k):
+        return (-self) + k
+
+
+def _write(out, v):
+    """out[...] = v, where v is an Outer (made from its factors straight into out), a number or an array."""
+    import numpy as np
+
+    if type(v) is Outer and v.col is not None:
+        np.multiply(v.col, v.row * v.scale if v.scale != 1 else v.row, out=out)
+        if not _zero_add(v):
+            np.add(out, v.add, out=out)
+    elif type(v) is Bands:
+        for a, b, w in v.parts:
+            _write(out[a:b], w)
+    else:
+        out[...] = _full(v)
+
+
+def _bounds_of(v):
+    if type(v) in _PLAIN:
+        return v, v
+    if type(v) is Outer or type(v) is Bands:
+        return v.bounds()
+    return v.min(), v.max()
+
+
+# Recent canonical columns and rows (an array over its first element), with whether every element is >= 0: equal
+# shapes are one array, so that one block's values share their factors by identity.
+_COLS: list = []
+_ROWS: list = []
+
+
+def _canon(v, kept: list):
+    """(v / v[0], v[0], every element >= 0), the first from `kept` where it holds an equal array."""
+    s = float(v.flat[0])
+    if not (s != 0 and math.isfinite(s)):
+        return v, 1.0, bool(v.min() >= 0)
+    n = v / s
+    last = float(n.flat[-1])
+    for c, pos, end in reversed(kept):   # (the newest first; the last element told before the whole array)
+        if end == last and c.shape == n.shape and bool((c == n).all()):
+            return c, s, pos
+    pos = bool(n.min() >= 0)
+    kept.append((n, pos, last))
+    del kept[:-8]
+    return n, s, pos
+
+
+def outer(col, row):
+    """col x row as an Outer (col a numpy column, row a numpy row)."""
+    c, s, cpos = _canon(col, _COLS)
+    r, t, rpos = _canon(row, _ROWS)
+    return Outer(c, r, s * t, 0.0, cpos, rpos)
+
+
+def _as_row(v):
+    """A numpy row as an Outer (a row alone), numbers as they are."""
+    return Outer(None, v) if type(v).__module__ == "numpy" and getattr(v, "ndim", 0) == 2 else v
+
+
+def _outer_extreme(values, pick, numpy_name: str):
+    """max (min) of values among which an Outer, pair by pair: on the factors where they allow it, else on the full
+    block."""
+    out = values[0]
+    for v in values[1:]:
+        out = _outer_pair(out, v, pick, numpy_name)
+    return out
+
+
+def _outer_pair(x, y, pick, numpy_name):
+    import numpy as np
+
+    if type(x) is Bands or type(y) is Bands:   # run by run
+        if type(x) is not Bands:
+            x, y = y, x
+        return x._each(lambda v, w: _outer_pair(v, w, pick, numpy_name) if type(v) is Outer or type(w) is Outer
+                       else _extreme((v, w), pick, numpy_name, ""), y)
+    if type(x) is not Outer:
+        x, y = y, x
+    if type(x) is not Outer:
+        return _extreme((x, y), pick, numpy_name, "")
+    f = getattr(np, numpy_name)
+    if x.col is None:   # a row alone: the plain path, a row kept a row
+        if type(y) is Outer:
+            if y.col is not None:
+                return _outer_pair(y, x, pick, numpy_name)
+            y = y.row
+        return _as_row(_extreme((x.row, y), pick, numpy_name, ""))
+    if type(y) is Outer and y.col is None:
+        y = y.row
+    if type(y) is Outer and y.scale == 0 and _zero_add(y):   # (a zero's factors tell nothing of it)
+        y = 0.0
+    if x.scale == 0 and _zero_add(x):
+        return _outer_pair(y, 0.0, pick, numpy_name) if type(y) is Outer else _extreme((0.0, y), pick, numpy_name, "")
+    if type(y) is Outer:
+        if _same_add(x.add, y.add) and x.scale > 0 and y.scale > 0:
+            if y.col is x.col and x.cpos:   # c max(r, s) where c >= 0
+                n, s, rpos = _canon(f(x.row * x.scale, y.row * y.scale), _ROWS)
+                return x._with(row=n, scale=s, rpos=rpos)
+            if y.row is x.row and x.rpos:   # max(c, d) r where r >= 0
+                n, s, cpos = _canon(f(x.col * x.scale, y.col * y.scale), _COLS)
+                return x._with(col=n, scale=s, cpos=cpos)
+            side = _wins(x, y)
+            if side is not None:
+                if type(side) is bool:
+                    return (x if side else y) if pick is builtins.max else (y if side else x)
+                # x wins on the rows before `side`, y after (or the other way): each part made from its own factors
+                first, second = (x, y) if (side > 0) == (pick is builtins.max) else (y, x)
+                k, rows = abs(side), x.col.shape[0]
+                return Bands([(0, k, _rows_of(first, 0, k)), (k, rows, _rows_of(second, k, rows))],
+                             np.broadcast_shapes(x.shape, y.shape))
+        a = x.full()   # (a new array)
+        return f(a, y.full(), out=a) if a.shape == np.broadcast_shapes(a.shape, y.shape) else f(a, y.full())
+    if type(y) in _PLAIN:
+        lo, hi = x.bounds()
+        if pick is builtins.max:
+            if lo > y:
+                return x
+            if hi < y:
+                return float(y)
+        else:
+            if hi < y:
+                return x
+            if lo > y:
+                return float(y)
+        if y == 0 and _zero_add(x):
+            if x.cpos:   # max(c r, 0) = c max(r, 0) where c >= 0
+                n, s, rpos = _canon(f(x.row * x.scale, 0.0), _ROWS)
+                return x._with(row=n, scale=s, rpos=rpos)
+            if x.rpos:   # = max(c, 0) r where r >= 0
+                n, s, cpos = _canon(f(x.col * x.scale, 0.0), _COLS)
+                return x._with(col=n, scale=s, cpos=cpos)
+    a, b = x.full(), _full(y)
+    return f(a, b, out=a) if a.shape == np.broadcast_shapes(a.shape, np.shape(b)) else f(a, b)
+
+
+def _same_add(a, b) -> bool:
+    if type(a) in _PLAIN and type(b) in _PLAIN:
+        return a == b
+    return a is b
+
+
+def _wins(x: Outer, y: Outer):
+    """True where x >= y at every element, False where y >= x, None where the factors do not tell (columns and rows
+    > 0, scales > 0): s c r >= t d q where (s c) / (t d) >= q / r, a column's ratios against a row's."""
+    if not (x.cpos and y.cpos and x.rpos and y.rpos):
+        return None
+    if not (x.col.min() > 0 and y.col.min() > 0 and x.row.min() > 0 and y.row.min() > 0):
+        return None
+    c, r = (x.col * (x.scale / y.scale)) / y.col, y.row / x.row
+    hi, lo = r.max(), r.min()
+    if c.min() >= hi:
+        return True
+    if c.max() <= lo:
+        return False
+    # rows of one side's win each (x's where c >= every r, y's where c <= every r), in two runs: +k where x wins on
+    # the first k rows and y on the rest, -k the other way round
+    wins = (c >= hi).ravel()
+    if not (wins | (c <= lo).ravel()).all():
+        return None
+    k = int(wins.argmin()) if wins[0] else int(wins.argmax())
+    if wins[0] and not wins[k:].any():
+        return k
+    if not wins[0] and wins[k:].all():
+        return -k
+    return None
+
+
+def _outer_sum(values):
+    """ssum of values among which Outers: the Outers that share a column or a row added on their factors (each group
+    one Outer), numbers and rows into the first group's `add`; then that group's full block made once and the other
+    groups, the columns (added among themselves first) and any full blocks added into it in place."""
+    import numpy as np
+
+    groups: list = []
+    others: list = []
+    for v in values:
+        if type(v) is Outer:
+            for n, g in enumerate(groups):
+                if g.col is v.col or g.row is v.row:
+                    s = g + v
+                    if type(s) is Outer:
+                        groups[n] = s
+                        break
+            else:
+                groups.append(v)
+        else:
+            others.append(v)
+    if not groups:   # (Bands and no Outer: the first Bands made, the rest added into it)
+        first = next(n for n, v in enumerate(others) if type(v) is Bands)
+        groups, others = [Outer(None, others[first].full())], others[:first] + others[first + 1:]
+    rest = []
+    for v in others:
+        shape = getattr(v, "shape", ())
+        if len(shape) < 2 or shape[0] == 1:
+            groups[0] = groups[0] + v
+        else:
+            rest.append(v)
+    if len(groups) == 1 and not rest:
+        return groups[0]
+    cols = [v for v in rest if v.shape[1] == 1]
+    if cols:   # the groups' added numbers go into the columns' sum (a column's pass, not the block's)
+        for n, g in enumerate(groups):
+            if g.col is not None and type(g.add) in _PLAIN and g.add != 0:
+                cols.append(g.add)
+                groups[n] = g._with(add=0.0)
+    out = groups[0].full()
+    if groups[0].col is None:
+        out = out + 0.0   # (a new array: the row is another value's)
+    for g in groups[1:]:
+        out = _add_into(out, g.full())
+    if cols:
+        out = _add_into(out, ssum(cols))
+    for v in rest:
+        if v.shape[1] != 1:
+            out = _add_into(out, v)
+    return out
+
+
+def _add_into(out, v):
+    """out + v, into out where it has the sum's shape (out: an array this sum made)."""
+    import numpy as np
+
+    if type(v) is Bands:
+        return v.full(out=out) if out.shape == v.shape else out + v.full()
+    if out.shape == np.broadcast_shapes(out.shape, np.shape(v)):
+        np.add(out, v, out=out)
+        return out
+    return out + v

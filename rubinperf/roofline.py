@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sper, sscale, sstep, stimes_max
+from rubinperf.mathops import FieldArithmetic, Outer, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sper, sscale, sstep, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -700,6 +700,8 @@ def _any(x) -> bool:
     symbol."""
     if is_numpy(x):   # (an element other than 0: a nan counts, as nan != 0); the first element tells most often
         return bool(x.flat[0] != 0) if getattr(x, "size", 0) and x.flat[0] != 0 else bool(x.any())
+    if type(x) is Outer:   # (a grid block's column times row: zero where its scale and its added part are)
+        return x.scale != 0 or not (type(x.add) in (int, float) and x.add == 0) if x.col is not None else _any(x.row)
     return _nonzero(x)
 
 

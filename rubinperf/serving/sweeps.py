@@ -194,7 +194,7 @@ def stack_decode_layouts(m: Model, hw: Platform, notes: list | None = None) -> l
 # ---------------------------------------------------------------- grids of one step
 
 GRID_METRICS = ("step_s", "sol_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user")
-CHUNK_POINTS = 50_000
+CHUNK_POINTS = 200_000
 CHUNK_CONTEXTS = 64
 GRID_ROWS = 4096   # batches of one graph: its ops that read no context hold arrays of this many rows
 

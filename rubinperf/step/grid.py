@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rubinperf.kernels.attention import indexer_logits, indexer_select, sparse_attention
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
-from rubinperf.mathops import sscale, ssum
+from rubinperf.mathops import Outer, _full, sscale, ssum
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
@@ -158,12 +159,13 @@ class GridSteps:
         self._row_cuts: dict = {}   # id(once term) -> its cut to the last block's rows (blocks go row by row)
         self._last_timed: dict = {}   # op index -> (the op on the last block it was timed on, its OpTime)
 
-    def cut_op(self, n: int, block) -> Op:
-        """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it."""
+    def cut_op(self, n: int, block, factored: bool = False) -> Op:
+        """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it (with
+        `factored`, those of FACTORED with the context row as an Outer: their costs a column times a row)."""
         cut = self._cut_op.get(n)
         if cut is None:
             cut = self._cut_op[n] = _op_cutter(self.ops[n], self.shape, self._made)
-        return cut(_rows_cols(block))
+        return cut(_rows_cols(block), factored) if factored else cut(_rows_cols(block))
 
     def blocks(self, rows: int):
         """Slices of `rows` rows (the last shorter) over the grid."""
@@ -196,7 +198,7 @@ class GridSteps:
         """op_time of op n on a block. An op whose kernels carry no context axis on this block (sparse attention past
         its top-k and window) and equal, bit for bit, its kernels on the last block it was timed on (blocks go row by
         row: the next columns of the same rows) takes that block's times: the same inputs give the same numbers."""
-        part = self.cut_op(n, block)
+        part = self.cut_op(n, block, factored=True)
         if any(_columns(v) for k in part.kernels for v in _values_of(k)):
             self._last_timed.pop(n, None)
             return op_time(part, self.hw)
@@ -231,6 +233,7 @@ class GridSteps:
         gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], block, grid,
                                                   self._row_cuts)
                                         for k in range(4))
+        gpu_s, host_s, sol_s, sync_s = _full(gpu_s), _full(host_s), _full(sol_s), _full(sync_s)
         step_s = host_rule(gpu_s, host_s, sync_s, hw, self.layout.dp).step_s
         p, m = self.block_point(block), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
@@ -238,7 +241,8 @@ class GridSteps:
 
 def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, row_cuts: dict | None = None):
     """ssum, in op order, of (index, value) terms over a grid cut to a block (once_terms, whose _shape_groups
-    are `partials`) and a block's own terms, exactly.
+    are `partials`) and a block's own terms, exactly (where a block term is a mathops.Outer, a factored kernel's:
+    the partial sums and the block's terms, within a few ulps).
 
     ssum adds the terms of one shape in order, then those partial sums from the smallest: the once terms'
     partial sums over the whole grid, cut to the block, are the partial sums of their cut terms (the
@@ -246,6 +250,8 @@ def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, 
     the block's terms are arrays of none of their shapes (else every term is added: a column's cut to the
     block's rows is kept in `row_cuts` for the next block of those rows)."""
     cut = [(n, _cut(v, block, grid)) for n, v in partials]
+    if any(type(v) is Outer for _, v in block_terms):   # (factored terms: the sum within GRID_RTOL, in any grouping)
+        return ssum([v for _, v in cut] + [v for _, v in block_terms])
     shapes = {_shape(v) for _, v in cut}
     if (block_terms and all(type(v).__module__ == "numpy" for _, v in block_terms)   # (ssum's path for arrays)
             and len(shapes) == len(cut) and shapes.isdisjoint(_shape(v) for _, v in block_terms)):
@@ -359,20 +365,68 @@ def _op_cutter(o: Op, grid, made: dict):
         names = [f for f in KERNEL_SHAPE_FIELDS if _cuttable(getattr(k, f), grid)]
         parts.append((k, _cutter(k.cost, grid), names))
     extra = [f for f in ("repeat", "stretch") if _cuttable(getattr(o, f), grid)]
+    plains: dict = {}
     if not extra and all(names == [] and not any(_cuttable(v, grid) for v in k.cost.__dict__.values())
                          for k, _, names in parts):
-        return lambda block: o
+        return lambda block, factored=False: o
 
-    def kernel(k, c, names, block):
+    def kernel(k, c, names, block, factored):
         if names is None:
             constructor, args = c
+            if factored and constructor in FACTORED:
+                plain = plains.get(id(k))
+                if plain is None:   # (its arguments of one value over the whole grid, as numbers: the same on a block)
+                    plain = plains[id(k)] = [_one_value(a) for a in args]
+                return _factored(constructor, [a if p is None else p for a, p in zip((_cut(a, block, grid)
+                                                                                     for a in args), plain)])
             return constructor(*[_cut(a, block, grid) for a in args])
         return dataclasses.replace(k, cost=c(block), **{f: _cut(getattr(k, f), block, grid) for f in names})
 
-    def cut(block):
-        kernels = tuple(kernel(k, c, names, block) for k, c, names in parts)
+    def cut(block, factored=False):
+        kernels = tuple(kernel(k, c, names, block, factored) for k, c, names in parts)
         return dataclasses.replace(o, kernels=kernels, **{f: _cut(getattr(o, f), block, grid) for f in extra})
     return cut
+
+
+# Kernel constructors whose costs over a block are a column (the batch's) times a row (the context's) in every field:
+# made on a block with the context row as mathops.Outer, for GridSteps.metrics to time on the factors.
+FACTORED = (indexer_logits, indexer_select, sparse_attention)
+
+
+def _factored(constructor, args):
+    """constructor(*args) with every row among args (a 2-d array of one row and more columns) as Outer(None, row) (the
+    caller gives a column of one value over the grid, a draft pass's queries per sequence, tokens / sequences, as
+    that number: the same value at every element, so the same numbers): its cost fields that are a column times a
+    row come out as Outers, rows as rows; shape fields as numpy values."""
+    k = constructor(*map(_factor_arg, args))
+    cost = k.cost.__dict__
+    if any(type(v) is Outer and v.col is None for v in cost.values()):
+        k = dataclasses.replace(k, cost=k.cost.map(_row_alone))
+    shape = {f: _full(v) for f, v in k.__dict__.items() if type(v) is Outer}
+    return dataclasses.replace(k, **shape) if shape else k
+
+
+def _factor_arg(a):
+    """An argument of a FACTORED kernel on a block: a row as Outer(None, row); anything else as it is."""
+    shape = getattr(a, "shape", ())
+    if len(shape) == 2 and shape[0] == 1 and shape[1] > 1:
+        return Outer(None, a)
+    return a
+
+
+def _one_value(a):
+    """A float column (rows, 1) whose every element is one number (not nan; a zero of one sign: +0.0) as that number;
+    None for anything else."""
+    shape = getattr(a, "shape", ())
+    if len(shape) == 2 and shape[1] == 1 and shape[0] > 1 and a.dtype.char == "d":
+        lo, hi = a.min(), a.max()
+        if lo == hi and (lo != 0 or not a.view("i8").any()):
+            return float(lo)
+    return None
+
+
+def _row_alone(v):
+    return v.full() if type(v) is Outer and v.col is None else v
 
 
 def grid_shape(point: Point) -> tuple:

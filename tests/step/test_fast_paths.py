@@ -1,6 +1,8 @@
 """The fast paths give exactly the numbers of the plain ones: a grid swept in chunks over a graph built
 once, graphs reused between racks and stacks, and compared points read from the vectorised run
-instead of re-running scalar steps. Equality here is exact (==), not approximate."""
+instead of re-running scalar steps. Equality here is exact (==), not approximate, except a grid's metrics against
+step() over the same arrays: within 1e-12 relative (GridSteps.metrics times the kernels whose costs are a batch column
+times a context row on those factors, mathops.Outer, and rounds otherwise in the last bits)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ def _op_numbers(r):
 @pytest.mark.parametrize("chunk_points", [7, 25, 10_000])
 def test_grid_in_chunks_is_the_whole_grid_step(hw, layout, phase, chunk_points):
     """sweep_grid builds the graph once, times the context-free ops once and makes the kernels that read the
-    context a block of rows at a time; each block's numbers are step()'s over its rows, bit for bit. In decode
+    context a block of rows at a time; each block's numbers are step()'s over its rows, within 1e-12 relative (the
+    kernels whose costs are a batch column times a context row timed on those factors, mathops.Outer). In decode
     (a number of queries per sequence: where attention stops reading the context is the same in every block)
     they are step()'s over the whole grid too, however the rows are chunked (7 points: one row at a time)."""
     lay = parse_layout(layout)
@@ -64,7 +67,8 @@ def test_grid_in_chunks_is_the_whole_grid_step(hw, layout, phase, chunk_points):
         for key, want in (("step_s", whole.expected_s), ("sol_s", whole.sol_s),
                           ("tokens_per_s_per_gpu", whole.tokens_per_s_per_gpu),
                           ("tokens_per_s_per_user", whole.tokens_per_s_per_user)):
-            assert np.array_equal(got[key][sl], np.broadcast_to(want, got[key][sl].shape)), key
+            want = np.broadcast_to(want, got[key][sl].shape)   # (GridSteps.metrics: within 1e-12, its factored kernels)
+            assert np.all((got[key][sl] == want) | (np.abs(got[key][sl] - want) <= 1e-12 * np.abs(want))), key
 
 
 def test_each_chunk_is_step_of_its_rows():
