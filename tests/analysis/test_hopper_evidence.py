@@ -27,7 +27,7 @@ def test_own_rows_load_one_primary_row_per_case():
     every = load_evidence(own_path(), own_runs=True)
     assert len(every) == 3 * 153 + 23                  # H200: flushed, graph and kineto per case; H100 probe: kineto
     # ... and FlashMLA's SM90 sparse decode on an H100 (calibration/hopper/flashmla/): 80 cases, one kineto row each
-    assert len(OWN) == 153 + 23 + 80 and all(r.id.endswith(":kineto") for r in OWN)
+    assert len(OWN) == 153 + 23 + 92 and all(r.id.endswith(":kineto") for r in OWN)
     assert {r.gpu for r in OWN} == {"h200", "h100"} and {r.source for r in OWN} == {"own run"}
     assert {r.kernel for r in OWN if r.gpu == "h100"} == {"fp8_gemm", "sparse_mla_decode"}
     assert {r.kernel for r in OWN} == {"fp8_gemm", "grouped_gemm_masked", "grouped_gemm_contiguous", "mqa_logits",
