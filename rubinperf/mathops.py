@@ -347,6 +347,22 @@ class FieldArithmetic:
     __rmul__ = __mul__
 
 
+_MIXED = object()
+
+
+def _one_regime(lo, hi, bounds, values):
+    """The value of sstep's one regime that every element between lo and hi (the least and the largest) falls in, or
+    _MIXED where they span two or a bound is nan."""
+    if lo != lo:
+        return _MIXED
+    for n, b in enumerate(bounds):
+        if hi <= b:
+            return values[n] if n == 0 or lo > bounds[n - 1] else _MIXED
+        if lo <= b:
+            return _MIXED
+    return values[-1]
+
+
 def sstep(x, bounds, values):
     """values[i] for the first i with x <= bounds[i], else values[-1] (len(values) = len(bounds) + 1): a heuristic's
     table of regimes (a kernel library picking its block size by tokens per expert). Numbers: the plain choice; numpy
@@ -359,32 +375,15 @@ def sstep(x, bounds, values):
     if type(x) is Outer:
         if x.col is None:   # a row alone: its regimes, kept a row
             return _as_row(sstep(x.row, bounds, values))
-        lo, hi = x.bounds()
-        if lo == lo:   # every element in one regime: its plain value
-            for n, b in enumerate(bounds):
-                if hi <= b:
-                    if n == 0 or lo > bounds[n - 1]:
-                        return values[n]
-                    break
-                if lo <= b:
-                    break
-            else:
-                return values[-1]
-        return sstep(x.full(), bounds, values)
+        one = _one_regime(*x.bounds(), bounds, values)   # every element in one regime: its plain value
+        return sstep(x.full(), bounds, values) if one is _MIXED else one
     if type(x).__module__ == "numpy":
         import numpy as np
 
         lo, hi = (x.min(), x.max()) if x.size else (math.nan, math.nan)
-        if lo == lo:   # (no nan) every element in one regime, told from the least and the largest element
-            for n, b in enumerate(bounds):
-                if hi <= b:
-                    if n == 0 or lo > bounds[n - 1]:
-                        return values[n]
-                    break
-                if lo <= b:
-                    break
-            else:
-                return values[-1]
+        one = _one_regime(lo, hi, bounds, values)   # told from the least and the largest element
+        if one is not _MIXED:
+            return one
         picked = [x <= b for b in bounds]
         for c, v in zip(picked, values):   # every element in one regime (the first bound every element meets, none
             if c.all():                    # met before by any): that regime's plain value, as for a number, so a
