@@ -777,11 +777,15 @@ _ROWS: list = []
 
 
 def _canon(v, kept: list):
-    """(v / v[0], v[0], every element >= 0), the first from `kept` where it holds an equal array."""
+    """(v / v[0], v[0], every element >= 0), the first from `kept` where it holds an equal array; (v, 1, ...) where
+    that division may round (v[0] not a power of two, and v / v[0] not whole numbers: a column 3, 4, 5), so that a
+    block of whole numbers made from the factors stays whole and its ceiling is the plain path's."""
     s = float(v.flat[0])
     if not (s != 0 and math.isfinite(s)):
         return v, 1.0, bool(v.min() >= 0)
     n = v / s
+    if math.frexp(s)[0] not in (0.5, -0.5) and not bool((n == n.round()).all() and (n * s == v).all()):
+        return v, 1.0, bool(v.min() >= 0)
     last = float(n.flat[-1])
     for c, pos, end in reversed(kept):   # (the newest first; the last element told before the whole array)
         if end == last and c.shape == n.shape and bool((c == n).all()):

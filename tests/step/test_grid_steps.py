@@ -353,3 +353,16 @@ def test_factored_values_are_the_full_blocks(data, rows, cols):
     # rounding may put it an ulp above: those elements are left out
     away = np.abs(X - np.round(X)) > 1e-9
     assert np.array_equal(np.asarray(sceil(x), dtype=float)[away], np.ceil(X)[away])
+
+
+def test_a_block_of_whole_numbers_from_its_factors_stays_whole():
+    """A column of whole numbers that its first element does not divide (3, 4, 5, ...: 4 / 3 rounds) is kept as it is
+    (mathops._canon), so col x row x k made from the factors is the plain product and its ceiling the plain path's:
+    normalised by 3, 7 x 9 came out 63.00000000000001 and its ceiling 64."""
+    from rubinperf.mathops import outer, sceil
+
+    row = np.arange(1.0, 50.0).reshape(1, -1)
+    for first in (2.0, 3.0, 7.0, 1.5):
+        col = np.arange(first, first + 40.0).reshape(-1, 1)
+        for k in (1.0, 3.0, 0.5):
+            assert np.array_equal(np.asarray(sceil(outer(col, row) * k), dtype=float), np.ceil(col * row * k))
