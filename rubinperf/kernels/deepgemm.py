@@ -157,7 +157,7 @@ def sm90_fp8_gemm_blocks(m, n, sms):
 
 
 # The SM90 FP8 GEMM's main loop (deep_gemm/include/deep_gemm/impls/sm90_fp8_gemm_1d2d.cuh @ DEEPGEMM_COMMIT): per K block
-# of 128 values (line 58) the math warpgroup(s) wait for the stage's TMA barrier (line 294), issue 128 / 32 = 4 WGMMAs
+# of 128 values (line 58) the math warpgroup(s) wait for the stage's TMA barrier (line 294), start four WGMMAs (128 / 32)
 # m64 x block_n x k32 (FP8MMASelector, mma/sm90.cuh lines 26-29; lines 310-317), wait for them (`warpgroup_wait<0>`,
 # line 321), free the stage (line 325) and promote the FP32 accumulators with the per-128 scales on CUDA cores (one FMA
 # per accumulator, 64 x block_n per warpgroup, lines 333-347) before the next K block's WGMMAs: a chain per CTA. The TMA
