@@ -153,7 +153,8 @@ print(json.dumps(out))
 # sweep's process then times a fused expression of that many operations per point after each run. (Until 2026-12-07
 # it counted over an eighth of the batches: other blocks, 10% more operations a point than the sweep ran then; with
 # the indexer's kernels timed on their factors, twice as many, from one block of each row whose top-k splits part of
-# it, wider there than the sweep's.)
+# it, wider there than the sweep's. A matrix product (the block's sums, since 2026-12-07's fourth pass) counts its
+# 2k - 1 element operations, not one.)
 YARDSTICK = r"""
 import json, sys
 import numpy as np
@@ -172,7 +173,9 @@ class Counted(np.ndarray):
             kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Counted) else x for x in kwargs["out"])
         r = getattr(ufunc, method)(*plain, **kwargs)
         if isinstance(r, np.ndarray) and r.ndim == 2 and min(r.shape) > 1:
-            Counted.elements += r.size
+            # a matrix product of inner dimension k makes each element from k products and k - 1 sums: 2k - 1
+            # operations, as the yardstick's multiply-adds count them (mathops._rank_sum: a sum of k column x row terms)
+            Counted.elements += r.size * (2 * plain[0].shape[-1] - 1 if ufunc is np.matmul else 1)
         return r.view(Counted) if isinstance(r, np.ndarray) else r
 
 rack, nb, nc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

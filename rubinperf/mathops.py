@@ -948,6 +948,9 @@ def _outer_sum(values):
             rest.append(v)
     if len(groups) == 1 and not rest:
         return groups[0]
+    made = _rank_sum(groups, rest)
+    if made is not None:
+        return made
     cols = [v for v in rest if v.shape[1] == 1]
     if cols:   # the groups' added numbers go into the columns' sum (a column's pass, not the block's)
         for n, g in enumerate(groups):
@@ -977,3 +980,104 @@ def _add_into(out, v):
         np.add(out, v, out=out)
         return out
     return out + v
+
+
+def _leaves(v, base: int = 0):
+    """Bands' runs as (first row, end row, value) over the block's rows, runs of runs taken apart."""
+    for a, b, w in v.parts:
+        if type(w) is Bands:
+            yield from _leaves(w, base + a)
+        else:
+            yield base + a, base + b, w
+
+
+def _rank_sum(groups: list, rest: list):
+    """_outer_sum's block made in one pass a run of rows: every term that is a column times a row (the groups'
+    Outers, the Bands' runs on their factors, the columns' sum times ones, the rows' and numbers' sum times ones)
+    stacked as the columns of C and the rows of R, and C @ R written into the block (one matrix product of inner
+    dimension K a run: sum over k of C[i, k] R[k, j], the same terms' sum in another order, within a few ulps), where
+    a sum of Outers made one block at a time took two passes and a temporary a term. Full blocks (and a Bands' run
+    held as an array) are then added in place. None where a part is not float64 (the caller's path)."""
+    import numpy as np
+
+    f8 = np.dtype(float)
+    bands, fulls, colacc, rowacc = [], [], 0.0, 0.0
+    shapes = [g.shape for g in groups]
+    for v in rest:
+        shape = getattr(v, "shape", ())
+        if type(v) is Bands:
+            bands.append(v)
+        elif v.dtype != f8:
+            return None
+        elif shape[1] == 1:
+            colacc = colacc + v
+        else:
+            fulls.append(v)
+        shapes.append(shape)
+    cterms, rterms = [], []
+    for g in groups:
+        if g.row.dtype != f8 or (g.col is not None and g.col.dtype != f8):
+            return None
+        if g.col is None:
+            rowacc = rowacc + g.row
+        else:
+            cterms.append(g.col)
+            rterms.append(g.row * g.scale if g.scale != 1 else g.row)
+        if not _zero_add(g):
+            rowacc = rowacc + g.add
+    rows, cols = np.broadcast_shapes(*shapes)
+    cuts = {0, rows}
+    leaves = [list(_leaves(b)) for b in bands]
+    for runs in leaves:
+        cuts.update(x for a, b, _ in runs for x in (a, b))
+    cuts = sorted(cuts)
+    like = next((v for v in (*cterms, *rterms, *rest) if type(v) is not Bands), None)   # (the block in its parts' type)
+    out = np.empty((rows, cols)) if like is None else np.empty_like(like, shape=(rows, cols), dtype=f8)
+    later = []   # (rows a:b, an array to add there)
+    for a, b in zip(cuts, cuts[1:]):
+        cs = [c[a:b] for c in cterms]
+        rs = list(rterms)
+        seg_row, seg_col = rowacc, (colacc[a:b] if type(colacc) is not float else colacc)
+        for runs in leaves:
+            la, lb, w = next(x for x in runs if x[0] <= a and b <= x[1])
+            t = type(w)
+            if t is Outer:
+                if w.col is None:
+                    seg_row = seg_row + w.row
+                else:
+                    cs.append(w.col[a - la:b - la])
+                    rs.append(w.row * w.scale if w.scale != 1 else w.row)
+                    if not _zero_add(w):
+                        seg_row = seg_row + w.add
+            elif t in _PLAIN or getattr(w, "ndim", 0) < 2:
+                seg_row = seg_row + w
+            elif w.shape[0] == 1:
+                seg_row = seg_row + w
+            elif w.shape[1] == 1:
+                seg_col = seg_col + w[a - la:b - la]
+            else:
+                later.append((a, b, w[a - la:b - la]))
+        if type(seg_col) is not float and getattr(seg_col, "ndim", 0) == 2:
+            cs.append(seg_col)
+            rs.append(None)
+        elif seg_col != 0:
+            seg_row = seg_row + seg_col
+        if type(seg_row) is not float or seg_row != 0:
+            cs.append(None)
+            rs.append(seg_row)
+        part = out[a:b]
+        if len(cs) == 1:
+            c, r = cs[0], rs[0]
+            np.multiply(1.0 if c is None else c, 1.0 if r is None else r, out=part)
+            continue
+        C = np.empty((b - a, len(cs)))
+        R = np.empty((len(cs), cols))
+        for k, (c, r) in enumerate(zip(cs, rs)):
+            C[:, k] = 1.0 if c is None else c[:, 0]
+            R[k] = 1.0 if r is None else r
+        np.matmul(C, R, out=part)
+    for a, b, w in later:
+        np.add(out[a:b], w, out=out[a:b])
+    for v in fulls:
+        np.add(out, v, out=out)
+    return out
