@@ -411,6 +411,31 @@ def sstep(x, bounds, values):
 _KEEP = object()   # (Outer._with: a part left as it is)
 
 
+class Unfactored(Exception):
+    """A full block asked of an Outer or Bands inside only_factored()."""
+
+
+_ONLY_FACTORED = False
+
+
+def _refuse():
+    if _ONLY_FACTORED:
+        raise Unfactored
+
+
+@contextlib.contextmanager
+def only_factored():
+    """Inside: an Outer's or Bands' full block is refused (Unfactored), so that values timed over a span of several
+    blocks' columns (GridSteps.metrics) stay column x row factors, whose memory is that of a column and a row, and
+    nothing as large as the span is made."""
+    global _ONLY_FACTORED
+    before, _ONLY_FACTORED = _ONLY_FACTORED, True
+    try:
+        yield
+    finally:
+        _ONLY_FACTORED = before
+
+
 class Outer:
     """scale x col x row + add, kept as its factors: the value over a block of a grid (a batch column times a context
     row) of a kernel's cost field that is a column times a row (the indexer's FLOPs, bytes and L2 re-reads, its top-k's
@@ -453,6 +478,8 @@ class Outer:
         """The value over the block, as a numpy array (a new one where a column is present)."""
         if self.col is None:
             return self.row
+        if _ONLY_FACTORED:
+            raise Unfactored
         out = self.col * (self.row * self.scale if self.scale != 1 else self.row)
         if not _zero_add(self):
             import numpy as np
@@ -510,6 +537,7 @@ class Outer:
                 return Outer(None, self.row * k)
             if k.shape[1] == 1 and k.shape[0] > 1:   # a column times a row
                 return outer(k, self.row)
+            _refuse()
             return self.row * k
         if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
             if k == 1:
@@ -534,8 +562,10 @@ class Outer:
     def __truediv__(self, k):
         t = type(k)
         if self.col is None:
-            return Outer(None, self.row / k) if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1 \
-                else self.row / _full(k)
+            if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
+                return Outer(None, self.row / k)
+            _refuse()
+            return self.row / _full(k)
         if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
             return self._with(scale=self.scale / k, add=self.add / k if not _zero_add(self) else 0.0)
         shape = getattr(k, "shape", ())
@@ -558,6 +588,7 @@ class Outer:
                 return k + self.row if k.col is not None else Outer(None, self.row + k.row)
             if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
                 return Outer(None, self.row + k) if t not in _PLAIN or k != 0 else self
+            _refuse()
             return self.row + k
         if t in _PLAIN:
             return self if k == 0 else self._with(add=self.add + k)
@@ -684,6 +715,8 @@ class Bands:
         """The value over the block, as a new numpy array (or added into `out`)."""
         import numpy as np
 
+        if _ONLY_FACTORED:
+            raise Unfactored
         if out is None:
             out = np.empty(self.shape)
             for a, b, v in self.parts:
@@ -835,6 +868,8 @@ def _outer_pair(x, y, pick, numpy_name):
             if y.col is not None:
                 return _outer_pair(y, x, pick, numpy_name)
             y = y.row
+        if getattr(y, "ndim", 0) == 2 and y.shape[0] > 1:
+            _refuse()
         return _as_row(_extreme((x.row, y), pick, numpy_name, ""))
     if type(y) is Outer and y.col is None:
         y = y.row
@@ -1000,6 +1035,8 @@ def _rank_sum(groups: list, rest: list):
     held as an array) are then added in place. None where a part is not float64 (the caller's path)."""
     import numpy as np
 
+    if _ONLY_FACTORED:
+        raise Unfactored
     f8 = np.dtype(float)
     bands, fulls, colacc, rowacc = [], [], 0.0, 0.0
     shapes = [g.shape for g in groups]

@@ -231,22 +231,25 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
         rows = max(1, chunk_points // max(1, cols))
         rows = -(-part.shape[0] // max(1, round(part.shape[0] / rows)))   # blocks of equal rows (no short last block)
         grid = GridSteps(model, hw, layout, dataclasses.replace(point, batch=part, context=c))
-        for r, cl in _tiles(grid, rows, cols, chunk_points):
-            yield slice(start + r.start, start + r.stop), cl, dict(zip(GRID_METRICS, grid.metrics((r, cl))))
+        for r, cl, span in _tiles(grid, rows, cols, chunk_points):
+            yield slice(start + r.start, start + r.stop), cl, dict(zip(GRID_METRICS, grid.metrics((r, cl), span)))
 
 
 def _tiles(grid: GridSteps, rows: int, cols: int, chunk_points: int) -> list:
     """Blocks of `rows` rows, row by row: in each, a first block of `cols` columns, then the rest of the row in
     blocks of equal width, wider where the rows are too few to make about `chunk_points` points of `cols` columns
     (every block pays the same Python to make and time its kernels; only the first block of a row, from the
-    shortest contexts, holds contexts whose sparse attention still reads them)."""
+    shortest contexts, holds contexts whose sparse attention still reads them). Each as (rows, columns, span): the
+    span, the rest of the row's blocks, over which GridSteps.metrics times an op once where it stays on its factors
+    (None for a row's first block, or a rest of one block)."""
     width = grid.shape[1]
     rest = width - min(cols, width)
     wide = max(cols, chunk_points // max(1, rows))
     n = max(1, round(rest / wide)) if rest else 0
     step = -(-rest // n) if n else 0
     bounds = [0, min(cols, width)] + [min(cols, width) + k * step for k in range(1, n)] + ([width] if n else [])
-    return [(r, slice(a, b)) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
+    rest = (lambda r: (r, slice(bounds[1], width))) if n > 1 else (lambda r: None)
+    return [(r, slice(a, b), rest(r) if a else None) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
 
 
 def _keep_freed_memory() -> None:

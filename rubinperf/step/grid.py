@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rubinperf.kernels.attention import indexer_logits, indexer_select, sparse_attention
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
-from rubinperf.mathops import Outer, _full, sscale, ssum
+from rubinperf.mathops import _PLAIN, Bands, Outer, Unfactored, _full, only_factored, sscale, ssum
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
@@ -158,6 +158,8 @@ class GridSteps:
         self._partials = [_shape_groups(terms) for terms in self._terms]
         self._row_cuts: dict = {}   # id(once term) -> its cut to the last block's rows (blocks go row by row)
         self._last_timed: dict = {}   # op index -> (the op on the last block it was timed on, its OpTime)
+        self._span_times: dict = {}   # op index -> (span, its times over the span on their factors, or None)
+        self._cut_rows: dict = {}   # id(a span's row) -> its cut to the current block (one object per row)
 
     def cut_op(self, n: int, block, factored: bool = False) -> Op:
         """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it (with
@@ -194,7 +196,32 @@ class GridSteps:
             timed.append(OpTime(part, time))
         return StepResult(self.model, self.hw, self.layout, self.block_point(block), timed)
 
-    def _op_time(self, n: int, block):
+    def _op_time(self, n: int, block, span=None):
+        """op_time of op n on a block (its expected_s and sol_s). Within a span of blocks (the same rows, the block's
+        columns among the span's): the op timed once over the span where its kernels' terms stay a column times a row
+        (mathops.only_factored: nothing the size of the span is made), each block taking its columns of those factors,
+        the same numbers element by element; else as below."""
+        if span is not None:
+            key = (span[0].start, span[0].stop, span[1].start, span[1].stop)
+            hit = self._span_times.get(n)
+            if hit is None or hit[0] != key:
+                hit = self._span_times[n] = (key, self._time_span(n, span))
+            if hit[1] is not None:
+                a, b = block[1].start - span[1].start, block[1].stop - span[1].start
+                return _SpanCut(*(_cut_columns(v, a, b, self._cut_rows) for v in hit[1]))
+        return self._block_op_time(n, block)
+
+    def _time_span(self, n: int, span):
+        """(expected_s, sol_s) of op n over a span, on their factors; None where a formula would make the full span."""
+        try:
+            with only_factored():
+                t = op_time(self.cut_op(n, span, factored=True), self.hw)
+        except Unfactored:
+            return None
+        times = (t.expected_s, t.sol_s)
+        return times if all(map(_factored_only, times)) else None
+
+    def _block_op_time(self, n: int, block):
         """op_time of op n on a block. An op whose kernels carry no context axis on this block (sparse attention past
         its top-k and window) and equal, bit for bit, its kernels on the last block it was timed on (blocks go row by
         row: the next columns of the same rows) takes that block's times: the same inputs give the same numbers."""
@@ -209,17 +236,20 @@ class GridSteps:
         self._last_timed[n] = (part, t)   # (only ops of no context axis are kept: a column's arrays)
         return t
 
-    def metrics(self, block):
-        """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of a block: chunk(block)'s, exactly."""
+    def metrics(self, block, span=None):
+        """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of a block: chunk(block)'s, exactly (within
+        GRID_RTOL where ops are timed on their factors). `span`: (rows, columns) of the block's rows and columns of
+        several blocks, whose factored ops are timed once for all of them (_op_time)."""
         block = _rows_cols(block)
         grid, hw = self.shape, self.hw
         terms, timed = ([], [], [], []), {}   # the per-block ops' terms of the four sums
+        self._cut_rows.clear()
         for n in self.per_block:
             o = self.ops[n]
             first = self.same[n]
             t = timed.get(first)
             if t is None:
-                t = timed[first] = self._op_time(first, block)
+                t = timed[first] = self._op_time(first, block, span)
             repeat, stretch = _cut(o.repeat, block, grid), _cut(o.stretch, block, grid)
             expected = sscale(t.expected_s, repeat, stretch)   # OpTime.expected_s, sol_s
             if self.sync[n]:
@@ -237,6 +267,51 @@ class GridSteps:
         step_s = host_rule(gpu_s, host_s, sync_s, hw, self.layout.dp).step_s
         p, m = self.block_point(block), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
+
+
+class _SpanCut:
+    """An op's expected_s and sol_s on a block, cut from its times over a span (GridSteps._op_time)."""
+
+    __slots__ = ("expected_s", "sol_s")
+
+    def __init__(self, expected_s, sol_s):
+        self.expected_s, self.sol_s = expected_s, sol_s
+
+
+def _factored_only(v) -> bool:
+    """A value that holds no full block: a number, a column, a row, an Outer of a column and a row, Bands of those."""
+    t = type(v)
+    if t in _PLAIN:
+        return True
+    if t is Outer:
+        return _factored_only(v.add)
+    if t is Bands:
+        return all(_factored_only(w) for _, _, w in v.parts)
+    shape = getattr(v, "shape", ())
+    return not (len(shape) == 2 and shape[0] > 1 and shape[1] > 1)
+
+
+def _cut_columns(v, a: int, b: int, rows: dict):
+    """A span's value (a number, column, row, Outer or Bands of those) on columns a:b of the span: each row cut once
+    (`rows`, by the id of the span's row, so Outers that share a row share its cut)."""
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is Outer:
+        row = rows.get(id(v.row))
+        if row is None:
+            row = rows[id(v.row)] = v.row[:, a:b]
+        return Outer(v.col, row, v.scale, _cut_columns(v.add, a, b, rows), v.cpos, v.rpos)
+    if t is Bands:
+        return Bands([(x, y, _cut_columns(w, a, b, rows)) for x, y, w in v.parts],
+                     (v.shape[0], b - a) if v.shape[1] > 1 else v.shape)
+    shape = getattr(v, "shape", ())
+    if len(shape) == 2 and shape[1] > 1:
+        cut = rows.get(id(v))
+        if cut is None:
+            cut = rows[id(v)] = v[:, a:b]
+        return cut
+    return v
 
 
 def block_sum(partials: list, once_terms: list, block_terms: list, block, grid, row_cuts: dict | None = None):

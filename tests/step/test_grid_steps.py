@@ -105,6 +105,43 @@ def test_tile_metrics_are_the_tile_step(rack, shape, batches, contexts, rows, co
     assert seen == b.size * c.size
 
 
+@settings(max_examples=20, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=4),
+       contexts=st.lists(st.sampled_from([0.0, 1.0, 100.0, 1023.0, 4096.0, 131072.0, 3e5, 1e6]), min_size=2,
+                         max_size=7),
+       rows=st.integers(1, 4), cols=st.integers(1, 3))
+def test_span_metrics_are_the_tile_step(rack, shape, batches, contexts, rows, cols):
+    """A block timed within a span (the rest of its rows' blocks: its factored ops timed once over the span and cut to
+    the block's columns) is step() of its point within GRID_RTOL."""
+    hw, lay, base, b, c, grid = _grid(rack, shape, batches, contexts)
+    for r, cl in grid.tiles(rows, cols):
+        span = (r, slice(min(cols, c.shape[1]), c.shape[1])) if cl.start else None
+        got = grid.metrics((r, cl), span)
+        alone = step(V41, hw, lay, dataclasses.replace(base, batch=b[r], context=c[:, cl]))
+        tile = (r.stop - r.start, cl.stop - cl.start)
+        want = (alone.expected_s, alone.sol_s, alone.tokens_per_s_per_gpu, alone.tokens_per_s_per_user)
+        assert all(_close(x, y, tile) for x, y in zip(got, want))
+
+
+def test_factored_ops_are_timed_once_over_a_span():
+    """estimate's decode point over a grid whose rest of a row is one span: the indexer's kernels are timed over the
+    span on their factors (nothing the span's size made: mathops.only_factored) and each block takes its columns, the
+    blocks' metrics those of the same blocks timed alone within GRID_RTOL; an op whose terms would make the full span
+    (the top-k where its rows start to split over CTAs) is timed per block."""
+    hw = RACKS["gb300"]
+    lay = parse_layout("dep16")
+    b, c = np.arange(1.0, 257.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 60)).reshape(1, -1)
+    point = dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c)
+    grid, alone = GridSteps(V41, hw, lay, point), GridSteps(V41, hw, lay, point)
+    span = (slice(0, 256), slice(8, 60))
+    for cl in (slice(8, 20), slice(20, 40), slice(40, 60)):
+        got, want = grid.metrics((span[0], cl), span), alone.metrics((span[0], cl))
+        assert all(_close(x, y, (256, cl.stop - cl.start)) for x, y in zip(got, want))
+    names = {grid.ops[n].name: hit[1] is not None for n, hit in grid._span_times.items()}
+    assert names["MQA logits (indexer)"] and not all(names.values())
+
+
 def test_sweep_grid_reads_the_block_metrics():
     hw, lay = RACKS["vr"], parse_layout("dep32")
     b, c = np.array([1.0, 7.0, 64.0, 300.0]), np.array([0.0, 4096.0, 131072.0, 999_999.0])
