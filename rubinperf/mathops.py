@@ -392,6 +392,9 @@ def sstep(x, bounds, values):
                 break
         else:
             return values[-1]
+        if _ONLY_FACTORED and x.ndim == 2 and x.shape[0] == 1:   # a row's regimes change at these columns
+            regime = sum((x > b).astype(int) for b in bounds).ravel()
+            _ROW_CUTS.update((np.flatnonzero(np.diff(regime)) + 1).tolist())
         # np.where from the last bound back (the first bound met wins, as np.select picks): the same values, in
         # np.select's dtype, without its full-size default array and its copy per condition
         chosen = [np.asarray(v) for v in values]
@@ -416,6 +419,7 @@ class Unfactored(Exception):
 
 
 _ONLY_FACTORED = False
+_ROW_CUTS: set = set()   # inside only_factored: columns where an sstep of a row changes regime
 
 
 def _refuse():
@@ -427,13 +431,16 @@ def _refuse():
 def only_factored():
     """Inside: an Outer's or Bands' full block is refused (Unfactored), so that values timed over a span of several
     blocks' columns (GridSteps.metrics) stay column x row factors, whose memory is that of a column and a row, and
-    nothing as large as the span is made."""
-    global _ONLY_FACTORED
-    before, _ONLY_FACTORED = _ONLY_FACTORED, True
+    nothing as large as the span is made. Yields a set, filled with the columns at which an sstep of a row (a
+    context's regime: the top-k's rows split over CTAs past a length) changes regime: on either side of them the
+    step is one plain value."""
+    global _ONLY_FACTORED, _ROW_CUTS
+    before, _ONLY_FACTORED = (_ONLY_FACTORED, _ROW_CUTS), True
+    _ROW_CUTS = set()
     try:
-        yield
+        yield _ROW_CUTS
     finally:
-        _ONLY_FACTORED = before
+        _ONLY_FACTORED, _ROW_CUTS = before
 
 
 class Outer:
@@ -1026,6 +1033,9 @@ def _leaves(v, base: int = 0):
             yield base + a, base + b, w
 
 
+_GEMM_ONE_THREAD = 65536 * 4 - 1
+
+
 def _rank_sum(groups: list, rest: list):
     """_outer_sum's block made in one pass a run of rows: every term that is a column times a row (the groups'
     Outers, the Bands' runs on their factors, the columns' sum times ones, the rows' and numbers' sum times ones)
@@ -1112,7 +1122,9 @@ def _rank_sum(groups: list, rest: list):
         for k, (c, r) in enumerate(zip(cs, rs)):
             C[:, k] = 1.0 if c is None else c[:, 0]
             R[k] = 1.0 if r is None else r
-        np.matmul(C, R, out=part)
+        step = max(1, _GEMM_ONE_THREAD // (cols * len(cs)))
+        for i in range(0, b - a, step):
+            np.matmul(C[i:i + step], R, out=part[i:i + step])
     for a, b, w in later:
         np.add(out[a:b], w, out=out[a:b])
     for v in fulls:

@@ -248,8 +248,35 @@ def _tiles(grid: GridSteps, rows: int, cols: int, chunk_points: int) -> list:
     n = max(1, round(rest / wide)) if rest else 0
     step = -(-rest // n) if n else 0
     bounds = [0, min(cols, width)] + [min(cols, width) + k * step for k in range(1, n)] + ([width] if n else [])
-    rest = (lambda r: (r, slice(bounds[1], width))) if n > 1 else (lambda r: None)
-    return [(r, slice(a, b), rest(r) if a else None) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
+    if n < 2:
+        return [(r, slice(a, b), None) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
+    out = []
+    for r in grid.blocks(rows):
+        span = (r, slice(bounds[1], width))
+        ends = _snapped(bounds, grid.span_cuts(span))
+        out += [(r, slice(a, b), span if a else None) for a, b in zip(ends, ends[1:])]
+    return out
+
+
+def _snapped(bounds: list, cuts: list) -> list:
+    """Block bounds with each cut (a column where an op's factored times change piece: GridSteps.span_cuts) made a
+    bound: the nearest bound between the first block's end and the row's end moved to it where that is at most half
+    its block away, else the cut added."""
+    ends, fixed = list(bounds), {bounds[0], bounds[1], bounds[-1]}
+    for c in cuts:
+        if c in ends:
+            fixed.add(c)
+            continue
+        j = next(i for i in range(len(ends) - 1) if ends[i] < c < ends[i + 1])
+        half = (ends[j + 1] - ends[j]) / 2
+        near = sorted((i for i in (j, j + 1) if ends[i] not in fixed and abs(ends[i] - c) <= half),
+                      key=lambda i: abs(ends[i] - c))
+        if near:
+            ends[near[0]] = c
+        else:
+            ends.insert(j + 1, c)
+        fixed.add(c)
+    return ends
 
 
 def _keep_freed_memory() -> None:

@@ -198,28 +198,49 @@ class GridSteps:
 
     def _op_time(self, n: int, block, span=None):
         """op_time of op n on a block (its expected_s and sol_s). Within a span of blocks (the same rows, the block's
-        columns among the span's): the op timed once over the span where its kernels' terms stay a column times a row
-        (mathops.only_factored: nothing the size of the span is made), each block taking its columns of those factors,
-        the same numbers element by element; else as below."""
+        columns among the span's): the op timed once over each piece of the span where its kernels' terms stay a column
+        times a row (mathops.only_factored: nothing the size of the span is made), a block within a piece taking its
+        columns of those factors, the same numbers element by element; else as below."""
         if span is not None:
-            key = (span[0].start, span[0].stop, span[1].start, span[1].stop)
-            hit = self._span_times.get(n)
-            if hit is None or hit[0] != key:
-                hit = self._span_times[n] = (key, self._time_span(n, span))
-            if hit[1] is not None:
-                a, b = block[1].start - span[1].start, block[1].stop - span[1].start
-                return _SpanCut(*(_cut_columns(v, a, b, self._cut_rows) for v in hit[1]))
+            a, b = block[1].start, block[1].stop
+            for x, y, times in self._pieces(n, span):
+                if x <= a and b <= y:
+                    if times is not None:
+                        return _SpanCut(*(_cut_columns(v, a - x, b - x, self._cut_rows) for v in times))
+                    break
         return self._block_op_time(n, block)
 
-    def _time_span(self, n: int, span):
-        """(expected_s, sol_s) of op n over a span, on their factors; None where a formula would make the full span."""
+    def _pieces(self, n: int, span) -> list:
+        """Op n's times over a span, as (first column, end column, (expected_s, sol_s) on their factors or None)."""
+        key = (span[0].start, span[0].stop, span[1].start, span[1].stop)
+        hit = self._span_times.get(n)
+        if hit is None or hit[0] != key:
+            hit = self._span_times[n] = (key, self._time_pieces(n, span[0], span[1].start, span[1].stop))
+        return hit[1]
+
+    def _time_pieces(self, n: int, rows, a: int, b: int, depth: int = 0) -> list:
+        """_pieces over columns a:b: the whole, or where a formula would make the full block there, the pieces between
+        the columns at which a row's regime changes (the top-k's rows split past a length: on either side the split
+        is a plain number), each timed the same way; a piece that still would make its full block: None."""
         try:
-            with only_factored():
-                t = op_time(self.cut_op(n, span, factored=True), self.hw)
+            with only_factored() as cuts:
+                t = op_time(self.cut_op(n, (rows, slice(a, b)), factored=True), self.hw)
         except Unfactored:
-            return None
+            inner = sorted(a + c for c in cuts if 0 < c < b - a)
+            if not inner or depth > 1:
+                return [(a, b, None)]
+            ends = [a, *inner, b]
+            return [p for x, y in zip(ends, ends[1:]) for p in self._time_pieces(n, rows, x, y, depth + 1)]
         times = (t.expected_s, t.sol_s)
-        return times if all(map(_factored_only, times)) else None
+        return [(a, b, times if all(map(_factored_only, times)) else None)]
+
+    def span_cuts(self, span) -> list:
+        """The columns inside a span at which an op's factored times change piece (_pieces): blocks that do not
+        straddle them take every op from its factors."""
+        cuts = set()
+        for n in {self.same[n] for n in self.per_block}:
+            cuts.update(x for x, _, _ in self._pieces(n, span)[1:])
+        return sorted(cuts)
 
     def _block_op_time(self, n: int, block):
         """op_time of op n on a block. An op whose kernels carry no context axis on this block (sparse attention past

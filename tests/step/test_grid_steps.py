@@ -128,7 +128,8 @@ def test_factored_ops_are_timed_once_over_a_span():
     """estimate's decode point over a grid whose rest of a row is one span: the indexer's kernels are timed over the
     span on their factors (nothing the span's size made: mathops.only_factored) and each block takes its columns, the
     blocks' metrics those of the same blocks timed alone within GRID_RTOL; an op whose terms would make the full span
-    (the top-k where its rows start to split over CTAs) is timed per block."""
+    (the top-k where its rows start to split over CTAs) is timed in pieces on either side of the context where the split
+    starts, or per block."""
     hw = RACKS["gb300"]
     lay = parse_layout("dep16")
     b, c = np.arange(1.0, 257.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 60)).reshape(1, -1)
@@ -138,8 +139,24 @@ def test_factored_ops_are_timed_once_over_a_span():
     for cl in (slice(8, 20), slice(20, 40), slice(40, 60)):
         got, want = grid.metrics((span[0], cl), span), alone.metrics((span[0], cl))
         assert all(_close(x, y, (256, cl.stop - cl.start)) for x, y in zip(got, want))
-    names = {grid.ops[n].name: hit[1] is not None for n, hit in grid._span_times.items()}
-    assert names["MQA logits (indexer)"] and not all(names.values())
+    pieces = {grid.ops[n].name: [(a, b, t is not None) for a, b, t in hit[1]] for n, hit in grid._span_times.items()}
+    assert pieces["MQA logits (indexer)"] == [(8, 60, True)]
+    # the top-k's rows split over CTAs from a context on: two pieces, the split one on its factors; the cut is a column
+    # the sweep's blocks take as a bound (serving.sweeps._snapped)
+    split = pieces["DeepSelect (indexer top-k)"]
+    assert len(split) == 2 and split[1][2] and split[1][0] in grid.span_cuts(span)
+
+
+def test_a_cut_is_a_block_bound():
+    """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
+    bound moved to it where that is at most half its block away, else added; the first block and the row's end stay."""
+    from rubinperf.serving.sweeps import _snapped
+
+    bounds = [0, 64, 252, 440, 628, 816, 1000]
+    assert _snapped(bounds, [300]) == [0, 64, 300, 440, 628, 816, 1000]
+    assert _snapped(bounds, [400, 420]) == [0, 64, 252, 400, 420, 628, 816, 1000]
+    assert _snapped(bounds, [100]) == [0, 64, 100, 252, 440, 628, 816, 1000]
+    assert _snapped(bounds, [990, 440]) == [0, 64, 252, 440, 628, 816, 990, 1000]
 
 
 def test_sweep_grid_reads_the_block_metrics():
