@@ -158,6 +158,8 @@ def scap(x, cap):
     np.minimum gives at each element), so a grid of contexts all past saturation carries no context axis:
     an attention kernel that no longer grows with context is then timed once per batch, not per point."""
     if type(x) is Outer and x.col is None:   # a row alone: its cap, kept a row
+        if _ONLY_FACTORED and type(cap) in _PLAIN:
+            _note_cuts(x.row >= cap)
         return _as_row(scap(x.row, cap))
     if type(cap) in _PLAIN and cap != 0 and type(x).__module__ == "numpy" and getattr(x, "ndim", 0) > 0:
         import numpy as np
@@ -393,8 +395,7 @@ def sstep(x, bounds, values):
         else:
             return values[-1]
         if _ONLY_FACTORED and x.ndim == 2 and x.shape[0] == 1:   # a row's regimes change at these columns
-            regime = sum((x > b).astype(int) for b in bounds).ravel()
-            _ROW_CUTS.update((np.flatnonzero(np.diff(regime)) + 1).tolist())
+            _note_cuts(sum((x > b).astype(int) for b in bounds))
         # np.where from the last bound back (the first bound met wins, as np.select picks): the same values, in
         # np.select's dtype, without its full-size default array and its copy per condition
         chosen = [np.asarray(v) for v in values]
@@ -420,6 +421,15 @@ class Unfactored(Exception):
 
 _ONLY_FACTORED = False
 _ROW_CUTS: set = set()   # inside only_factored: columns where an sstep of a row changes regime
+
+
+def _note_cuts(regime):
+    """Inside only_factored: the columns at which a row's regime (an array of one row: which side of a bound each
+    element is on) changes."""
+    import numpy as np
+
+    if getattr(regime, "ndim", 0) == 2 and regime.shape[0] == 1:
+        _ROW_CUTS.update((np.flatnonzero(np.diff(regime.ravel().astype(int))) + 1).tolist())
 
 
 def _refuse():
@@ -877,6 +887,8 @@ def _outer_pair(x, y, pick, numpy_name):
             y = y.row
         if getattr(y, "ndim", 0) == 2 and y.shape[0] > 1:
             _refuse()
+        if _ONLY_FACTORED and type(y) in _PLAIN:
+            _note_cuts(x.row > y)
         return _as_row(_extreme((x.row, y), pick, numpy_name, ""))
     if type(y) is Outer and y.col is None:
         y = y.row

@@ -252,18 +252,20 @@ def _tiles(grid: GridSteps, rows: int, cols: int, chunk_points: int) -> list:
         return [(r, slice(a, b), None) for r in grid.blocks(rows) for a, b in zip(bounds, bounds[1:])]
     out = []
     for r in grid.blocks(rows):
-        span = (r, slice(bounds[1], width))
+        span = (r, slice(0, width))
         ends = _snapped(bounds, grid.span_cuts(span))
-        out += [(r, slice(a, b), span if a else None) for a, b in zip(ends, ends[1:])]
+        out += [(r, slice(a, b), span) for a, b in zip(ends, ends[1:])]
     return out
 
 
 def _snapped(bounds: list, cuts: list) -> list:
     """Block bounds with each cut (a column where an op's factored times change piece: GridSteps.span_cuts) made a
     bound: the nearest bound between the first block's end and the row's end moved to it where that is at most half
-    its block away, else the cut added."""
+    its block away, else the cut added (a cut inside the first block is left: that block is narrow)."""
     ends, fixed = list(bounds), {bounds[0], bounds[1], bounds[-1]}
     for c in cuts:
+        if c < bounds[1]:   # (inside the first block, narrow already: its ops that straddle it are timed on it)
+            continue
         if c in ends:
             fixed.add(c)
             continue

@@ -149,7 +149,8 @@ def test_factored_ops_are_timed_once_over_a_span():
 
 def test_a_cut_is_a_block_bound():
     """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
-    bound moved to it where that is at most half its block away, else added; the first block and the row's end stay."""
+    bound moved to it where that is at most half its block away, else added; the first block and the row's end stay
+    (a cut inside the first block is left)."""
     from rubinperf.serving.sweeps import _snapped
 
     bounds = [0, 64, 252, 440, 628, 816, 1000]
@@ -157,6 +158,7 @@ def test_a_cut_is_a_block_bound():
     assert _snapped(bounds, [400, 420]) == [0, 64, 252, 400, 420, 628, 816, 1000]
     assert _snapped(bounds, [100]) == [0, 64, 100, 252, 440, 628, 816, 1000]
     assert _snapped(bounds, [990, 440]) == [0, 64, 252, 440, 628, 816, 990, 1000]
+    assert _snapped(bounds, [1, 63]) == bounds
 
 
 def test_sweep_grid_reads_the_block_metrics():
