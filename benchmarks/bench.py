@@ -154,7 +154,7 @@ print(json.dumps(out))
 # it counted over an eighth of the batches: other blocks, 10% more operations a point than the sweep ran then; with
 # the indexer's kernels timed on their factors, twice as many, from one block of each row whose top-k splits part of
 # it, wider there than the sweep's. A matrix product (the block's sums, since 2026-12-07's fourth pass) counts its
-# 2k - 1 element operations, not one.)
+# multiplications and additions an element, not one operation.)
 YARDSTICK = r"""
 import json, sys
 import numpy as np
@@ -163,6 +163,14 @@ from rubinperf.specs.layout import parse_layout
 from rubinperf.specs.defaults import DEFAULT_MODEL
 from rubinperf.specs.select import load_specs
 from rubinperf.step.point import make_point
+
+def products(c, r):
+    # the element operations of a matrix product C @ R of inner dimension k (mathops._rank_sum: a block's sum of k
+    # terms, each a column times a row, or a column or a row alone where the other factor is ones): k - 1 additions and
+    # a multiplication for each term that is a product, as the yardstick's multiply-adds count them
+    ones = sum(bool((c[:, j] == 1).all() or (r[j] == 1).all()) for j in range(c.shape[1]))
+    return 2 * c.shape[1] - 1 - ones
+
 
 class Counted(np.ndarray):
     __module__ = "numpy"   # rubinperf tells numpy values by their module
@@ -173,9 +181,7 @@ class Counted(np.ndarray):
             kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, Counted) else x for x in kwargs["out"])
         r = getattr(ufunc, method)(*plain, **kwargs)
         if isinstance(r, np.ndarray) and r.ndim == 2 and min(r.shape) > 1:
-            # a matrix product of inner dimension k makes each element from k products and k - 1 sums: 2k - 1
-            # operations, as the yardstick's multiply-adds count them (mathops._rank_sum: a sum of k column x row terms)
-            Counted.elements += r.size * (2 * plain[0].shape[-1] - 1 if ufunc is np.matmul else 1)
+            Counted.elements += r.size * (products(*plain[:2]) if ufunc is np.matmul else 1)
         return r.view(Counted) if isinstance(r, np.ndarray) else r
 
 rack, nb, nc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
