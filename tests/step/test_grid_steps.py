@@ -161,6 +161,23 @@ def test_a_cut_is_a_block_bound():
     assert _snapped(bounds, [1, 63]) == bounds
 
 
+@settings(max_examples=15, deadline=None)
+@given(rack=st.sampled_from(sorted(RACKS)), shape=st.sampled_from(SHAPES),
+       batches=st.lists(st.floats(1, 4096), min_size=1, max_size=6),
+       contexts=st.integers(65, 300), longest=st.floats(1e3, 2e6), chunk=st.integers(64, 1500))
+def test_a_swept_grid_is_the_grid_step(rack, shape, batches, contexts, longest, chunk):
+    """sweep_grid (past its first 64 contexts, a row's blocks on the row's span, their bounds snapped to the columns
+    where an op's factored times change piece) is step() over the whole grid within GRID_RTOL, whatever the blocks."""
+    hw, lay, base, b, c, _ = _grid(rack, shape, batches, np.round(np.linspace(1, longest, contexts)))
+    point = dataclasses.replace(base, batch=b, context=c)
+    got = sweep_grid(V41, hw, lay, point, b.ravel(), c.ravel(), chunk_points=chunk)
+    whole = step(V41, hw, lay, point)
+    grid = (b.size, c.size)
+    assert _close(got["step_s"], whole.expected_s, grid) and _close(got["sol_s"], whole.sol_s, grid)
+    assert _close(got["tokens_per_s_per_gpu"], whole.tokens_per_s_per_gpu, grid)
+    assert _close(got["tokens_per_s_per_user"], whole.tokens_per_s_per_user, grid)
+
+
 def test_sweep_grid_reads_the_block_metrics():
     hw, lay = RACKS["vr"], parse_layout("dep32")
     b, c = np.array([1.0, 7.0, 64.0, 300.0]), np.array([0.0, 4096.0, 131072.0, 999_999.0])
