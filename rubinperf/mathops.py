@@ -420,6 +420,7 @@ class Unfactored(Exception):
 
 
 _ONLY_FACTORED = False
+_FULL_LIMIT = 0   # inside only_factored: the most elements a full block made may have
 _ROW_CUTS: set = set()   # inside only_factored: columns where an sstep of a row changes regime
 
 
@@ -432,25 +433,27 @@ def _note_cuts(regime):
         _ROW_CUTS.update((np.flatnonzero(np.diff(regime.ravel().astype(int))) + 1).tolist())
 
 
-def _refuse():
-    if _ONLY_FACTORED:
+def _refuse(size: int):
+    """Inside only_factored: Unfactored where a full block of `size` elements is more than it allows."""
+    if _ONLY_FACTORED and size > _FULL_LIMIT:
         raise Unfactored
 
 
 @contextlib.contextmanager
-def only_factored():
-    """Inside: an Outer's or Bands' full block is refused (Unfactored), so that values timed over a span of several
-    blocks' columns (GridSteps.metrics) stay column x row factors, whose memory is that of a column and a row, and
-    nothing as large as the span is made. Yields a set, filled with the columns at which an sstep of a row (a
+def only_factored(limit: int = 0):
+    """Inside: an Outer's or Bands' full block of more than `limit` elements is refused (Unfactored), so that values
+    timed over a span of several blocks' columns (GridSteps.metrics) stay column x row factors, whose memory is that of
+    a column and a row, and nothing as large as the span is made (a run of a few rows made in full, the top-k's rows
+    whose parallelism term is not 0, holds at most `limit`). Yields a set, filled with the columns at which an sstep of a row (a
     context's regime: the top-k's rows split over CTAs past a length) changes regime: on either side of them the
     step is one plain value."""
-    global _ONLY_FACTORED, _ROW_CUTS
-    before, _ONLY_FACTORED = (_ONLY_FACTORED, _ROW_CUTS), True
+    global _ONLY_FACTORED, _ROW_CUTS, _FULL_LIMIT
+    before, _ONLY_FACTORED, _FULL_LIMIT = (_ONLY_FACTORED, _ROW_CUTS, _FULL_LIMIT), True, limit
     _ROW_CUTS = set()
     try:
         yield _ROW_CUTS
     finally:
-        _ONLY_FACTORED, _ROW_CUTS = before
+        _ONLY_FACTORED, _ROW_CUTS, _FULL_LIMIT = before
 
 
 class Outer:
@@ -496,7 +499,7 @@ class Outer:
         if self.col is None:
             return self.row
         if _ONLY_FACTORED:
-            raise Unfactored
+            _refuse(self.size)
         out = self.col * (self.row * self.scale if self.scale != 1 else self.row)
         if not _zero_add(self):
             import numpy as np
@@ -554,7 +557,7 @@ class Outer:
                 return Outer(None, self.row * k)
             if k.shape[1] == 1 and k.shape[0] > 1:   # a column times a row
                 return outer(k, self.row)
-            _refuse()
+            _refuse(k.size)
             return self.row * k
         if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
             if k == 1:
@@ -581,7 +584,7 @@ class Outer:
         if self.col is None:
             if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
                 return Outer(None, self.row / k)
-            _refuse()
+            _refuse(k.size)
             return self.row / _full(k)
         if t in _PLAIN or (t.__module__ == "numpy" and getattr(k, "ndim", 0) == 0):
             return self._with(scale=self.scale / k, add=self.add / k if not _zero_add(self) else 0.0)
@@ -605,7 +608,7 @@ class Outer:
                 return k + self.row if k.col is not None else Outer(None, self.row + k.row)
             if t in _PLAIN or getattr(k, "ndim", 0) < 2 or k.shape[0] == 1:
                 return Outer(None, self.row + k) if t not in _PLAIN or k != 0 else self
-            _refuse()
+            _refuse(k.size)
             return self.row + k
         if t in _PLAIN:
             return self if k == 0 else self._with(add=self.add + k)
@@ -733,7 +736,7 @@ class Bands:
         import numpy as np
 
         if _ONLY_FACTORED:
-            raise Unfactored
+            _refuse(self.size)
         if out is None:
             out = np.empty(self.shape)
             for a, b, v in self.parts:
@@ -886,7 +889,7 @@ def _outer_pair(x, y, pick, numpy_name):
                 return _outer_pair(y, x, pick, numpy_name)
             y = y.row
         if getattr(y, "ndim", 0) == 2 and y.shape[0] > 1:
-            _refuse()
+            _refuse(y.shape[0] * x.row.shape[1])
         if _ONLY_FACTORED and type(y) in _PLAIN:
             _note_cuts(x.row > y)
         return _as_row(_extreme((x.row, y), pick, numpy_name, ""))

@@ -223,7 +223,7 @@ class GridSteps:
         the columns at which a row's regime changes (the top-k's rows split past a length: on either side the split
         is a plain number), each timed the same way; a piece that still would make its full block: None."""
         try:
-            with only_factored() as cuts:
+            with only_factored(SPAN_FULL_POINTS) as cuts:
                 t = op_time(self.cut_op(n, (rows, slice(a, b)), factored=True), self.hw)
         except Unfactored:
             inner = sorted(a + c for c in cuts if 0 < c < b - a)
@@ -290,6 +290,11 @@ class GridSteps:
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 
 
+# The most elements of a full array made over a span (only_factored's limit: the top-k's few rows whose parallelism term
+# is not 0, made in full over the span's columns), so a span's times hold no more than a small block's memory.
+SPAN_FULL_POINTS = 1 << 16
+
+
 class _SpanCut:
     """An op's expected_s and sol_s on a block, cut from its times over a span (GridSteps._op_time)."""
 
@@ -300,7 +305,8 @@ class _SpanCut:
 
 
 def _factored_only(v) -> bool:
-    """A value that holds no full block: a number, a column, a row, an Outer of a column and a row, Bands of those."""
+    """A value that holds no full block beyond SPAN_FULL_POINTS elements: a number, a column, a row, an Outer of a
+    column and a row, Bands of those (or of a few rows in full)."""
     t = type(v)
     if t in _PLAIN:
         return True
@@ -309,7 +315,7 @@ def _factored_only(v) -> bool:
     if t is Bands:
         return all(_factored_only(w) for _, _, w in v.parts)
     shape = getattr(v, "shape", ())
-    return not (len(shape) == 2 and shape[0] > 1 and shape[1] > 1)
+    return not (len(shape) == 2 and shape[0] > 1 and shape[1] > 1 and shape[0] * shape[1] > SPAN_FULL_POINTS)
 
 
 def _cut_columns(v, a: int, b: int, rows: dict):

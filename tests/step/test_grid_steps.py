@@ -124,12 +124,15 @@ def test_span_metrics_are_the_tile_step(rack, shape, batches, contexts, rows, co
         assert all(_close(x, y, tile) for x, y in zip(got, want))
 
 
-def test_factored_ops_are_timed_once_over_a_span():
+def test_factored_ops_are_timed_once_over_a_span(monkeypatch):
     """estimate's decode point over a grid whose rest of a row is one span: the indexer's kernels are timed over the
     span on their factors (nothing the span's size made: mathops.only_factored) and each block takes its columns, the
     blocks' metrics those of the same blocks timed alone within GRID_RTOL; an op whose terms would make the full span
     (the top-k where its rows start to split over CTAs) is timed in pieces on either side of the context where the split
-    starts, or per block."""
+    starts, or per block. (No full array allowed over a span, as over a span of more points than this grid's.)"""
+    import rubinperf.step.grid as grid_module
+
+    monkeypatch.setattr(grid_module, "SPAN_FULL_POINTS", 0)
     hw = RACKS["gb300"]
     lay = parse_layout("dep16")
     b, c = np.arange(1.0, 257.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 60)).reshape(1, -1)
