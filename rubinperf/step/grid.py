@@ -16,7 +16,8 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, first_equal_ops, _graph_key, _op_key, _same_kernel,
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, _array_key, first_equal_ops, _graph_key, _op_key,
+                                   _same_kernel,
                                    _same_kernels,
                                    _same_value,
                                    _values_of, op_time)
@@ -215,8 +216,28 @@ class GridSteps:
         key = (span[0].start, span[0].stop, span[1].start, span[1].stop)
         hit = self._span_times.get(n)
         if hit is None or hit[0] != key:
-            hit = self._span_times[n] = (key, self._time_pieces(n, span[0], span[1].start, span[1].stop))
+            hit = self._span_times[n] = (key, self._shared_pieces(n, span))
         return hit[1]
+
+    def _shared_pieces(self, n: int, span) -> list:
+        """_time_pieces over a span, or the pieces an earlier grid on the same rack timed for an op of the same weight
+        placement whose kernels are made by the same constructors from the same arguments over its span, bit for bit
+        (DEP32's indexer and sparse attention are DEP16's at the same batch per rank): op_time is a pure function of
+        them and the rack."""
+        o, start = self.ops[n], span[1].start
+        recipe = [self._made.get(id(k)) for k in o.kernels]
+        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+            return self._time_pieces(n, span[0], start, span[1].stop)
+        args = [[_cut(a, span, self.shape) for a in r[2]] for r in recipe]
+        key = (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut)) for r, cut in zip(recipe, args)))
+        bucket = _SPAN_TIMES.setdefault(key, [])
+        for seen, pieces in bucket:
+            if all(len(x) == len(y) and all(map(_same_value, x, y)) for x, y in zip(seen, args)):
+                return [(a + start, b + start, t) for a, b, t in pieces]
+        pieces = self._time_pieces(n, span[0], start, span[1].stop)
+        if len(_SPAN_TIMES) <= SPAN_TIMES_KEPT:
+            bucket.append((args, [(a - start, b - start, t) for a, b, t in pieces]))
+        return pieces
 
     def _time_pieces(self, n: int, rows, a: int, b: int, depth: int = 0) -> list:
         """_pieces over columns a:b: the whole, or where a formula would make the full block there, the pieces between
@@ -293,6 +314,11 @@ class GridSteps:
 # The most elements of a full array made over a span (only_factored's limit: the top-k's few rows whose parallelism term
 # is not 0, made in full over the span's columns), so a span's times hold no more than a small block's memory.
 SPAN_FULL_POINTS = 1 << 16
+
+
+def _arg_key(a):
+    """A made kernel's argument, hashable: a number as it is, an array by timing._array_key."""
+    return a if type(a) in _SCALAR_TYPES else _array_key(a)
 
 
 class _SpanCut:
@@ -412,6 +438,7 @@ def forget_graphs() -> None:
     _FIRST_EQUAL.clear()
     _GRID_GRAPHS.clear()
     _ONCE_TIMES.clear()
+    _SPAN_TIMES.clear()
 
 
 # The once-timed ops' times of the grids built on one rack (_ONCE_RACK), by _op_key: [(op, its KernelTime)], for the
@@ -419,6 +446,12 @@ def forget_graphs() -> None:
 # ONCE_TIMES_KEPT ops.
 _ONCE_TIMES: dict = {}
 _ONCE_RACK: list = [None]
+# The span ops' pieces (GridSteps._shared_pieces) of the grids built on one rack (_SPAN_RACK): {key: [(the made kernels'
+# arguments over the span, pieces)]}, at most SPAN_TIMES_KEPT keys (their values are columns, rows and arrays of at most
+# SPAN_FULL_POINTS elements).
+_SPAN_TIMES: dict = {}
+_SPAN_RACK: list = [None]
+SPAN_TIMES_KEPT = 64
 ONCE_TIMES_KEPT = 1024
 
 
@@ -428,6 +461,9 @@ def _time_once(ops: list, hw: Platform, firsts: list[int]) -> list[OpTime]:
     if _ONCE_RACK[0] is not hw or sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
         _ONCE_TIMES.clear()
         _ONCE_RACK[0] = hw   # (kept, so its id is not reused while the times live)
+    if _SPAN_RACK[0] is not hw:
+        _SPAN_TIMES.clear()
+        _SPAN_RACK[0] = hw
     times: list = []
     for n, first in enumerate(firsts):
         if first != n:

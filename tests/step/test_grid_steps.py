@@ -150,6 +150,36 @@ def test_factored_ops_are_timed_once_over_a_span(monkeypatch):
     assert len(split) == 2 and split[1][2] and split[1][0] in grid.span_cuts(span)
 
 
+def test_a_grid_takes_the_span_pieces_of_an_earlier_grid_on_the_rack():
+    """DEP32's indexer, top-k and sparse attention are DEP16's at the same batch per rank (the same constructors, the
+    same arguments bit for bit): its spans take DEP16's pieces (GridSteps._shared_pieces), and its blocks' metrics are
+    those of a DEP32 grid that timed its own, bit for bit."""
+    from rubinperf.step.grid import forget_graphs
+
+    hw = RACKS["gb300"]
+    b, c = np.arange(1.0, 257.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 200)).reshape(1, -1)
+    span, block = (slice(0, 256), slice(0, 200)), (slice(0, 256), slice(64, 130))
+
+    def grid(name):
+        lay = parse_layout(name)
+        return GridSteps(V41, hw, lay, dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c))
+
+    forget_graphs()
+    dep16 = grid("dep16")
+    dep16.span_cuts(span)
+    dep32 = grid("dep32")
+    dep32.span_cuts(span)
+    theirs = {id(t) for _, pieces in dep16._span_times.values() for _, _, t in pieces if t is not None}
+    assert any(id(t) in theirs for _, pieces in dep32._span_times.values() for _, _, t in pieces if t is not None)
+    got = dep32.metrics(block, span)
+    forget_graphs()
+    alone = grid("dep32")
+    alone.span_cuts(span)
+    want = alone.metrics(block, span)
+    assert [_bits(x, (256, 66)) for x in got] == [_bits(x, (256, 66)) for x in want]
+    forget_graphs()
+
+
 def test_a_cut_is_a_block_bound():
     """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
     bound moved to it where that is at most half its block away, else added; the first block and the row's end stay
