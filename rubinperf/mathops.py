@@ -152,6 +152,18 @@ def smin(*values):
     return _extreme(values, builtins.min, "minimum", "Min")
 
 
+def sexcess(a, b):
+    """max(a - b, 0): smax(a - b, 0.0) for numbers, arrays and symbols. Where a is a numpy column and b a numpy block
+    of more columns, a < b at every element is told from b's least element in each row (one pass over b, no a - b
+    made): the plain 0.0 that smax gives there (an element of a - b is < 0 exactly where a < b)."""
+    if (type(a).__module__ == "numpy" and type(b).__module__ == "numpy" and getattr(a, "ndim", 0) == 2
+            and getattr(b, "ndim", 0) == 2 and a.shape[1] == 1 and b.shape[1] > 1 and a.shape[0] == b.shape[0]
+            and b.size >= _SIDE_SIZE and a.dtype.char == "d" and b.dtype.char == "d"):
+        if bool((a < b.min(axis=1, keepdims=True)).all()):   # (a nan fails the test: left to smax)
+            return 0.0
+    return smax(a - b, 0.0)
+
+
 def scap(x, cap):
     """min(x, cap) for a count that saturates at a plain number `cap` (a top-k selection, a sliding window).
     Where every element of a numpy array x reaches cap, the result is cap itself (as a float, the value

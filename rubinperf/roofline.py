@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubinperf.kept import kept
 from rubinperf.kernels.cost import PEAKS, Kernel
-from rubinperf.mathops import FieldArithmetic, Outer, dict_init, is_numpy, sadd, sceil, sdiv, sfloor, smax, smin, sper, sscale, sstep, stimes_max
+from rubinperf.mathops import FieldArithmetic, Outer, dict_init, is_numpy, sadd, sceil, sdiv, sexcess, sfloor, smax, smin, sper, sscale, sstep, stimes_max
 
 if TYPE_CHECKING:   # for annotations only (explain and sensitivity pass a record of sympy symbols with its fields)
     from rubinperf.specs.stack import Platform
@@ -559,7 +559,7 @@ def exposed_host(gpu_s, path_s, hw: Platform):
     input preparation and the DP sync) while the GPU runs step n: only what outlasts the GPU step shows,
     max(0, host path - GPU). Without it the GPU waits for all of it: the host path."""
     if hw.async_scheduling:
-        return smax(path_s - gpu_s, 0.0)   # (a - b is a + (-b), without the negated array)
+        return sexcess(path_s, gpu_s)   # max(path - GPU, 0)
     return path_s
 
 
