@@ -153,14 +153,18 @@ def smin(*values):
 
 
 def sexcess(a, b):
-    """max(a - b, 0): smax(a - b, 0.0) for numbers, arrays and symbols. Where a is a numpy column and b a numpy block
-    of more columns, a < b at every element is told from b's least element in each row (one pass over b, no a - b
-    made): the plain 0.0 that smax gives there (an element of a - b is < 0 exactly where a < b)."""
-    if (type(a).__module__ == "numpy" and type(b).__module__ == "numpy" and getattr(a, "ndim", 0) == 2
-            and getattr(b, "ndim", 0) == 2 and a.shape[1] == 1 and b.shape[1] > 1 and a.shape[0] == b.shape[0]
-            and b.size >= _SIDE_SIZE and a.dtype.char == "d" and b.dtype.char == "d"):
-        if bool((a < b.min(axis=1, keepdims=True)).all()):   # (a nan fails the test: left to smax)
-            return 0.0
+    """max(a - b, 0): smax(a - b, 0.0) for numbers, arrays and symbols. Where b is a numpy block (float64, at least
+    _SIDE_SIZE elements) and a a plain number, or a numpy column of b's rows, a < b at every element is told from b's
+    least element (in each row, for a column): one pass over b, no a - b made, and the plain 0.0 that smax gives there
+    (an element of a - b is < 0 exactly where a < b)."""
+    if type(b).__module__ == "numpy" and getattr(b, "size", 0) >= _SIDE_SIZE and b.dtype.char == "d":
+        if type(a) in _PLAIN:
+            if a < b.min():   # (a nan fails the test: left to smax)
+                return 0.0
+        elif (type(a).__module__ == "numpy" and getattr(a, "ndim", 0) == 2 and b.ndim == 2 and a.shape[1] == 1
+              and b.shape[1] > 1 and a.shape[0] == b.shape[0] and a.dtype.char == "d"):
+            if bool((a < b.min(axis=1, keepdims=True)).all()):
+                return 0.0
     return smax(a - b, 0.0)
 
 

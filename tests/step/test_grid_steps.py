@@ -477,7 +477,8 @@ def test_a_block_of_whole_numbers_from_its_factors_stays_whole():
 @given(rows=st.integers(1, 70), cols=st.integers(1, 90), gap=st.floats(-2.0, 2.0), nan=st.booleans())
 def test_an_excess_is_the_max_of_the_difference_and_0(rows, cols, gap, nan):
     """mathops.sexcess(a, b) (the host's exposed time, max(path - GPU, 0)) is smax(a - b, 0.0), the plain 0.0 where a
-    column a is below a block b at every element (told from b's least element a row) and the same array otherwise."""
+    column or a number a is below a block b at every element (told from b's least element) and the same array
+    otherwise."""
     from rubinperf.mathops import sexcess, smax
 
     rng = np.random.default_rng(rows * 100 + cols)
@@ -485,7 +486,8 @@ def test_an_excess_is_the_max_of_the_difference_and_0(rows, cols, gap, nan):
     b = rng.uniform(1, 2, (rows, cols)) + gap
     if nan:
         b[rows // 2, cols // 2] = np.nan
-    got, want = sexcess(a, b), smax(a - b, 0.0)
-    assert type(got) is type(want)
-    assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True)
+    for x in (a, float(a[0, 0])):   # a column of b's rows, a number
+        got, want = sexcess(x, b), smax(x - b, 0.0)
+        assert type(got) is type(want)
+        assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True)
     assert sexcess(0.5, 0.25) == smax(0.5 - 0.25, 0.0) and sexcess(0.25, 0.5) == 0.0
