@@ -270,13 +270,36 @@ class GridSteps:
         part = self.cut_op(n, block, factored=True)
         if any(_columns(v) for k in part.kernels for v in _values_of(k)):
             self._last_timed.pop(n, None)
-            return op_time(part, self.hw)
+            return self._shared_block_time(n, block, part)
         last = self._last_timed.get(n)
         if last is not None and _same_kernels(part, last[0]):
             return last[1]
         t = op_time(part, self.hw)
         self._last_timed[n] = (part, t)   # (only ops of no context axis are kept: a column's arrays)
         return t
+
+    def _shared_block_time(self, n: int, block, part):
+        """op_time of op n on a block (`part`: the op on it), or its (expected_s, sol_s) that an earlier grid on the same
+        rack timed for an op of the same weight placement whose kernels are made by the same constructors from the
+        same arguments over the block, bit for bit (the top-k of DEP16, DEP32 and TP8 at the same batch per rank, on
+        the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all."""
+        o = self.ops[n]
+        recipe = [self._made.get(id(k)) for k in o.kernels]
+        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+            return op_time(part, self.hw)
+        args = [[_cut(a, block, self.shape) for a in r[2]] for r in recipe]
+        key = (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut)) for r, cut in zip(recipe, args)))
+        bucket = _BLOCK_TIMES.setdefault(key, [])
+        for seen, times in bucket:
+            if all(len(x) == len(y) and all(map(_same_value, x, y)) for x, y in zip(seen, args)):
+                return times
+        t = op_time(part, self.hw)
+        times = _SpanCut(t.expected_s, t.sol_s)
+        size = _nbytes(times.expected_s) + _nbytes(times.sol_s)
+        if _BLOCK_BYTES[0] + size <= BLOCK_TIMES_BYTES:
+            bucket.append((args, times))
+            _BLOCK_BYTES[0] += size
+        return times
 
     def metrics(self, block, span=None):
         """(step_s, sol_s, tokens_per_s_per_gpu, tokens_per_s_per_user) of a block: chunk(block)'s, exactly (within
@@ -314,6 +337,16 @@ class GridSteps:
 # The most elements of a full array made over a span (only_factored's limit: the top-k's few rows whose parallelism term
 # is not 0, made in full over the span's columns), so a span's times hold no more than a small block's memory.
 SPAN_FULL_POINTS = 1 << 16
+
+
+def _nbytes(v) -> int:
+    """Bytes of the arrays a value holds (a number: 0; an Outer: its column, row and added part; Bands: its runs)."""
+    t = type(v)
+    if t is Outer:
+        return sum(_nbytes(x) for x in (v.col, v.row, v.add))
+    if t is Bands:
+        return sum(_nbytes(w) for _, _, w in v.parts)
+    return getattr(v, "nbytes", 0) if t.__module__ == "numpy" else 0
 
 
 def _arg_key(a):
@@ -439,6 +472,8 @@ def forget_graphs() -> None:
     _GRID_GRAPHS.clear()
     _ONCE_TIMES.clear()
     _SPAN_TIMES.clear()
+    _BLOCK_TIMES.clear()
+    _BLOCK_BYTES[0] = 0
 
 
 # The once-timed ops' times of the grids built on one rack (_ONCE_RACK), by _op_key: [(op, its KernelTime)], for the
@@ -452,6 +487,10 @@ _ONCE_RACK: list = [None]
 _SPAN_TIMES: dict = {}
 _SPAN_RACK: list = [None]
 SPAN_TIMES_KEPT = 64
+# The same for ops timed per block (GridSteps._shared_block_time), while their times hold at most BLOCK_TIMES_BYTES.
+_BLOCK_TIMES: dict = {}
+_BLOCK_BYTES: list = [0]
+BLOCK_TIMES_BYTES = 16 * 2**20
 ONCE_TIMES_KEPT = 1024
 
 
@@ -463,6 +502,8 @@ def _time_once(ops: list, hw: Platform, firsts: list[int]) -> list[OpTime]:
         _ONCE_RACK[0] = hw   # (kept, so its id is not reused while the times live)
     if _SPAN_RACK[0] is not hw:
         _SPAN_TIMES.clear()
+        _BLOCK_TIMES.clear()
+        _BLOCK_BYTES[0] = 0
         _SPAN_RACK[0] = hw
     times: list = []
     for n, first in enumerate(firsts):

@@ -180,6 +180,39 @@ def test_a_grid_takes_the_span_pieces_of_an_earlier_grid_on_the_rack():
     forget_graphs()
 
 
+def test_a_grid_takes_the_block_times_of_an_earlier_grid_on_the_rack(monkeypatch):
+    """An op timed per block (its span refused: here no full array allowed over a span) whose kernels are made from the
+    same arguments as an earlier grid's on the same rack takes that grid's times for the block (DEP32's top-k is
+    DEP16's), and the block's metrics are those of a DEP32 grid that timed its own, bit for bit."""
+    import rubinperf.step.grid as grid_module
+
+    monkeypatch.setattr(grid_module, "SPAN_FULL_POINTS", 0)
+    hw = RACKS["gb300"]
+    b, c = np.arange(1.0, 257.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 200)).reshape(1, -1)
+    span, block = (slice(0, 256), slice(0, 200)), (slice(0, 256), slice(0, 64))
+
+    def grid(name):
+        lay = parse_layout(name)
+        return GridSteps(V41, hw, lay, dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c))
+
+    grid_module.forget_graphs()
+    grid("dep16").metrics(block, span)
+    kept = {id(t) for bucket in grid_module._BLOCK_TIMES.values() for _, t in bucket}
+    assert kept
+    dep32 = grid("dep32")
+    calls = []
+    real = grid_module.op_time
+    monkeypatch.setattr(grid_module, "op_time", lambda *a, **k: calls.append(a[0].name) or real(*a, **k))
+    got = dep32.metrics(block, span)
+    assert not any("top-k" in name for name in calls)
+    monkeypatch.setattr(grid_module, "op_time", real)
+    grid_module.forget_graphs()
+    alone = grid("dep32")
+    want = alone.metrics(block, span)
+    assert [_bits(x, (256, 64)) for x in got] == [_bits(x, (256, 64)) for x in want]
+    grid_module.forget_graphs()
+
+
 def test_a_cut_is_a_block_bound():
     """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
     bound moved to it where that is at most half its block away, else added; the first block and the row's end stay
