@@ -282,7 +282,8 @@ class GridSteps:
         """op_time of op n on a block (`part`: the op on it), or its (expected_s, sol_s) that an earlier grid on the same
         rack timed for an op of the same weight placement whose kernels are made by the same constructors from the
         same arguments over the block, bit for bit (the top-k of DEP16, DEP32 and TP8 at the same batch per rank, on
-        the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all."""
+        the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all (4 MB: the
+        2 MB of a 1,024-batch sweep's; a sweep of more batches per graph keeps fewer)."""
         o = self.ops[n]
         recipe = [self._made.get(id(k)) for k in o.kernels]
         if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
@@ -490,7 +491,7 @@ SPAN_TIMES_KEPT = 64
 # The same for ops timed per block (GridSteps._shared_block_time), while their times hold at most BLOCK_TIMES_BYTES.
 _BLOCK_TIMES: dict = {}
 _BLOCK_BYTES: list = [0]
-BLOCK_TIMES_BYTES = 16 * 2**20
+BLOCK_TIMES_BYTES = 4 * 2**20
 ONCE_TIMES_KEPT = 1024
 
 
