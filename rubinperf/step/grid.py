@@ -16,8 +16,8 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, _array_key, first_equal_ops, _graph_key, _op_key,
-                                   _same_kernel,
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, _array_key, first_equal_ops, _graph_key,
+                                   _op_key, _same_kernel,
                                    _same_kernels,
                                    _same_value,
                                    _values_of, op_time)
@@ -160,7 +160,7 @@ class GridSteps:
         self._row_cuts: dict = {}   # id(once term) -> its cut to the last block's rows (blocks go row by row)
         self._last_timed: dict = {}   # op index -> (the op on the last block it was timed on, its OpTime)
         self._span_times: dict = {}   # op index -> (span, its times over the span on their factors, or None)
-        self._cut_rows: dict = {}   # id(a span's row) -> its cut to the current block (one object per row)
+        self._cut_rows: dict = {}   # (id(a span's row), columns) -> its cut to the current block (one object per row)
 
     def cut_op(self, n: int, block, factored: bool = False) -> Op:
         """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it (with
@@ -279,8 +279,8 @@ class GridSteps:
         return t
 
     def _shared_block_time(self, n: int, block, part):
-        """op_time of op n on a block (`part`: the op on it), or its (expected_s, sol_s) that an earlier grid on the same
-        rack timed for an op of the same weight placement whose kernels are made by the same constructors from the
+        """op_time of op n on a block (`part`: the op on it), or its (expected_s, sol_s) that an earlier grid on the
+        same rack timed for an op of the same weight placement whose kernels are made by the same constructors from the
         same arguments over the block, bit for bit (the top-k of DEP16, DEP32 and TP8 at the same batch per rank, on
         the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all (4 MB: the
         2 MB of a 1,024-batch sweep's; a sweep of more batches per graph keeps fewer)."""
@@ -380,23 +380,25 @@ def _factored_only(v) -> bool:
 
 def _cut_columns(v, a: int, b: int, rows: dict):
     """A span's value (a number, column, row, Outer or Bands of those) on columns a:b of the span: each row cut once
-    (`rows`, by the id of the span's row, so Outers that share a row share its cut)."""
+    (`rows`, by the id of the span's row and the columns, so Outers that share a row share its cut)."""
     t = type(v)
     if t in _PLAIN:
         return v
     if t is Outer:
-        row = rows.get(id(v.row))
+        key = (id(v.row), a, b)
+        row = rows.get(key)
         if row is None:
-            row = rows[id(v.row)] = v.row[:, a:b]
+            row = rows[key] = v.row[:, a:b]
         return Outer(v.col, row, v.scale, _cut_columns(v.add, a, b, rows), v.cpos, v.rpos)
     if t is Bands:
         return Bands([(x, y, _cut_columns(w, a, b, rows)) for x, y, w in v.parts],
                      (v.shape[0], b - a) if v.shape[1] > 1 else v.shape)
     shape = getattr(v, "shape", ())
     if len(shape) == 2 and shape[1] > 1:
-        cut = rows.get(id(v))
+        key = (id(v), a, b)
+        cut = rows.get(key)
         if cut is None:
-            cut = rows[id(v)] = v[:, a:b]
+            cut = rows[key] = v[:, a:b]
         return cut
     return v
 
