@@ -460,9 +460,10 @@ def only_factored(limit: int = 0):
     """Inside: an Outer's or Bands' full block of more than `limit` elements is refused (Unfactored), so that values
     timed over a span of several blocks' columns (GridSteps.metrics) stay column x row factors, whose memory is that of
     a column and a row, and nothing as large as the span is made (a run of a few rows made in full, the top-k's rows
-    whose parallelism term is not 0, holds at most `limit`). Yields a set, filled with the columns at which an sstep of a row (a
-    context's regime: the top-k's rows split over CTAs past a length) changes regime: on either side of them the
-    step is one plain value."""
+    whose parallelism term is not 0, holds at most `limit`). Yields a set, filled with the columns at which a row's
+    regime changes (an sstep of a row, scap, a row's max or min against a number: the top-k's rows split over CTAs
+    past a length, sparse attention stops reading the context past its top-k): on either side of them the step is
+    one plain value."""
     global _ONLY_FACTORED, _ROW_CUTS, _FULL_LIMIT
     before, _ONLY_FACTORED, _FULL_LIMIT = (_ONLY_FACTORED, _ROW_CUTS, _FULL_LIMIT), True, limit
     _ROW_CUTS = set()
