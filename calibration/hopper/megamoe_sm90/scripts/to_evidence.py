@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Turn bench_mega.py's raw CSV(s) + env.json into rows of the kernel-evidence schema (calibration/public/kernels.csv).
+
+usage: python3 to_evidence.py ENV_JSON RAW_CSV [RAW_CSV ...] > megamoe_sm90_evidence.csv
+
+One row per case and timing method that gave a number (kineto: the primary row; flushed CUDA events; CUDA graph).
+Kernel `mega_moe_sm90`: DeepGEMM PR #323's SM90 FP8 Mega MoE, one rank holding every expert. Standard library only.
+"""
+import csv
+import json
+import math
+import sys
+
+HEADER = ['id', 'source_url', 'source_detail', 'gpu', 'kernel', 'precision', 'shape', 'measured_us',
+          'reported_rate', 'reported_rate_unit', 'timing_method', 'notes']
+
+
+def gpu_tag(name):
+    n = name.lower()
+    return 'h200' if 'h200' in n else 'h100' if 'h100' in n else n.replace(' ', '_')
+
+
+def num(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def main(argv):
+    env = json.load(open(argv[1]))
+    gpu = gpu_tag(env['gpu_name'])
+    detail = (f"DeepGEMM PR #323 fork {env.get('deep_gemm_repo')} @ {env.get('deep_gemm_commit')} (SM90 FP8 Mega MoE, "
+              f"sm90_fp8_mega_moe.cuh; host built with setup.py + calibration/hopper/megamoe_sm90/scripts/patch_pybind.py), "
+              f"CUTLASS {str(env.get('cutlass_commit'))[:12]}, torch {env.get('torch')} CUDA {env.get('torch_cuda')}, "
+              f"{env.get('deep_gemm_num_sms')} SMs; one process, num_ranks=1; "
+              f"calibration/hopper/megamoe_sm90/scripts/bench_mega.py")
+    w = csv.writer(sys.stdout, lineterminator='\n')
+    w.writerow(HEADER)
+    seen = set()
+    for path in argv[2:]:
+        for r in csv.DictReader(open(path)):
+            if r.get('status') != 'ok' or r['case_id'] in seen:
+                continue
+            seen.add(r['case_id'])
+            flops, wbytes = num(r['flops']), num(r['weight_bytes'])
+            shape = (f"tokens_per_rank={r['tokens']};experts={r['num_experts']};top_k={r['topk']};hidden={r['hidden']};"
+                     f"intermediate={r['intermediate']};ep=1;experts_touched={r['experts_touched']};pairs={r['pairs']}")
+            route = ('random top-6 of uniform scores' if r['route'] == 'random' else
+                     f"{r['experts_target']} chosen experts, each token's min(6, {r['experts_target']}) slots dealt "
+                     f"round-robin over them, the other slots -1")
+            base = f"own-{gpu}-mega_moe_sm90:{r['case_id'].replace(':', '_')}"
+            methods = [
+                ('kineto', num(r['kineto_us']),
+                 f"torch.profiler duration of sm90_fp8_mega_moe_impl, L2 flushed (256 MB memset) before each call, "
+                 f"mean of {r['kineto_calls']} calls", ''),
+                ('flushed', num(r['flushed_median_us']),
+                 'CUDA events around one call, L2 flushed (256 MB memset) before each, median of 30',
+                 f"p10 {r['flushed_p10_us']} us, p90 {r['flushed_p90_us']} us; holds the eager launch"),
+                ('graph', num(r['graph_us']),
+                 f"CUDA graph of {r['graph_calls']} back-to-back calls / {r['graph_calls']}, median of 10 replays",
+                 'no flush between calls: weights that fit in L2 stay there'),
+            ]
+            for tag, us, method, note in methods:
+                if us is None or us <= 0:
+                    continue
+                rate = f'{flops / us / 1e6:.3f}' if flops else ''
+                bw = f"{wbytes / us / 1e3:.0f} GB/s of {wbytes:.0f} expert-weight bytes (FP8 + FP32 block scales)"
+                w.writerow([f'{base}:{tag}', 'own run', detail, gpu, 'mega_moe_sm90', 'fp8', shape, f'{us:.3f}', rate,
+                            'TFLOPS' if rate else '', method,
+                            f"routing: {route}; check vs torch reference diff {r['check_diff']}; {bw}"
+                            + (f"; {note}" if note else '')])
+
+
+if __name__ == '__main__':
+    main(sys.argv)
