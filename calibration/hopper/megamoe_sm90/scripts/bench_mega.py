@@ -237,7 +237,7 @@ def time_kineto(fn, reps=30):
     return main / max(n, 1), n, ' | '.join(other)
 
 
-FIELDS = ['case_id', 'model', 'hidden', 'intermediate', 'num_experts', 'topk', 'tokens', 'route', 'experts_target',
+FIELDS = ['case_id', 'model', 'num_sms', 'hidden', 'intermediate', 'num_experts', 'topk', 'tokens', 'route', 'experts_target',
           'pairs', 'experts_touched', 'weight_bytes', 'flops', 'kineto_us', 'kineto_calls', 'flushed_median_us',
           'flushed_p10_us', 'flushed_p90_us', 'graph_us', 'graph_calls', 'check_diff', 'recheck_diff', 'other_kernels',
           'status']
@@ -316,6 +316,55 @@ def load_inputs(views, xq, xsf, idx, w):
     views[3][:T].copy_(w)
 
 
+def time_case(c, _C, dims, W, B, gen, per_expert, num_sms=None):
+    hidden, inter, E, topk = dims
+    l1, l1sf, l2, l2sf, l1t = W
+    cid = case_id(c)
+    T = c['tokens']
+    row = dict(case_id=cid, model=c['model'], hidden=hidden, intermediate=inter, num_experts=E, topk=topk,
+               tokens=T, route=c['route'], experts_target=c['experts'], num_sms=num_sms or 132)
+    t0 = time.time()
+    try:
+        idx, w = routing(c, E, topk, gen)
+        valid = idx[idx >= 0]
+        pairs, touched = int(valid.numel()), int(torch.unique(valid).numel())
+        row.update(pairs=pairs, experts_touched=touched, weight_bytes=touched * per_expert,
+                   flops=2 * pairs * 3 * hidden * inter)
+        xq, xsf = per_token_fp8(torch.randn((T, hidden), device='cuda', dtype=torch.bfloat16))
+        load_inputs(B[1], xq, xsf, idx, w)
+        fn, y = make_call(_C, dims, W, B, T)
+        y.fill_(float('nan'))
+        fn()
+        torch.cuda.synchronize()
+        ref = reference(xq, xsf, idx, w, l1, l1sf, l2, l2sf, inter)
+        ok_nan = not torch.isnan(y).any().item()
+        row['check_diff'] = f'{calc_diff(y.float(), ref):.2e}' if ok_nan else 'nan'
+        y0 = y.clone()
+        reps = 30
+        k_us, k_n, other = time_kineto(fn, reps)
+        fm, f10, f90 = time_flushed(fn, reps)
+        gcalls = 20
+        try:
+            g_us = time_graph(fn, gcalls)
+        except Exception as e:
+            g_us, gcalls = float('nan'), 0
+            print(f'{cid}: graph failed {type(e).__name__}: {e}', flush=True)
+        row['recheck_diff'] = f'{calc_diff(y.float(), y0.float()):.2e}'
+        row.update(kineto_us=round(k_us, 3), kineto_calls=k_n, flushed_median_us=round(fm, 3),
+                   flushed_p10_us=round(f10, 3), flushed_p90_us=round(f90, 3), graph_us=round(g_us, 3),
+                   graph_calls=gcalls, other_kernels=other)
+        good = ok_nan and calc_diff(y0.float(), ref) < 5e-3
+        row['status'] = 'ok' if good else 'check_failed'
+    except Exception as e:
+        row['status'] = f'error {type(e).__name__}: {str(e)[:200]}'.replace(',', ';').replace('\n', ' ')
+        torch.cuda.synchronize()
+    print(f"{cid:28s} sms {row['num_sms']} pairs {row.get('pairs', '-'):>6} touched {row.get('experts_touched', '-'):>4} "
+          f"kineto {row.get('kineto_us', '-'):>9} flushed {row.get('flushed_median_us', '-'):>9} "
+          f"graph {row.get('graph_us', '-'):>9} diff {row.get('check_diff', '-')} {row['status']} "
+          f"({time.time() - t0:.1f}s)", flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--mode', required=True)
@@ -324,6 +373,7 @@ def main():
     ap.add_argument('--out', default=os.environ.get('OUT', '/tmp/out'))
     ap.add_argument('--deadline', type=float, default=0)
     ap.add_argument('--only', default='')
+    ap.add_argument('--max-tokens', type=int, default=0, help='time only the cases of at most this many tokens')
     ap.add_argument('--skip-csv', default='', help='comma-separated CSVs: skip case ids already ok there')
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -352,12 +402,40 @@ def main():
             torch.cuda.synchronize()
         return
 
+    if args.mode == 'probe':
+        # the fixed part alone (0 tokens) and one / six / 48 experts, on all 132 SMs and on fewer
+        import deep_gemm
+        _C, dims, W, B = setup(args.model, init=True)
+        hidden, inter, E, topk = dims
+        per_expert = 3 * hidden * inter + 4 * (2 * inter // 128 * hidden // 128 + hidden // 128 * inter // 128)
+        path = os.path.join(args.out, 'megamoe_sm90_probe.csv')
+        new = not os.path.exists(path)
+        f = open(path, 'a', newline='')
+        wr = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            wr.writeheader()
+        gen = torch.Generator(device='cuda').manual_seed(11)
+        probe = [dict(model=args.model, tokens=0, route='random', experts=0),
+                 dict(model=args.model, tokens=1, route='touch', experts=1),
+                 dict(model=args.model, tokens=1, route='touch', experts=6),
+                 dict(model=args.model, tokens=8, route='touch', experts=48)]
+        for sms in (132, 66, 32):
+            deep_gemm.set_num_sms(sms)
+            for c in probe:
+                if args.deadline and time.time() > args.deadline:
+                    break
+                wr.writerow(time_case(c, _C, dims, W, B, gen, per_expert, sms))
+                f.flush()
+        deep_gemm.set_num_sms(132)
+        f.close()
+        return
+
     # time
     _C, dims, W, B = setup(args.model, init=True)
     hidden, inter, E, topk = dims
     l1, l1sf, l2, l2sf, l1t = W
     per_expert = 3 * hidden * inter + 4 * (2 * inter // 128 * hidden // 128 + hidden // 128 * inter // 128)
-    path = os.path.join(args.out, f'megamoe_sm90_raw_{args.model}.csv')
+    path = os.path.join(args.out, f"megamoe_sm90_raw_{args.model}{os.environ.get('OUT_SUFFIX', '')}.csv")
     f = open(path, 'w', newline='')
     wr = csv.DictWriter(f, fieldnames=FIELDS)
     wr.writeheader()
@@ -369,55 +447,13 @@ def main():
             skip |= {r['case_id'] for r in csv.DictReader(open(p)) if r.get('status') == 'ok'}
     for c in cases(args.model):
         cid = case_id(c)
-        if (only and cid not in only) or cid in skip:
+        if (only and cid not in only) or cid in skip or (args.max_tokens and c['tokens'] > args.max_tokens):
             continue
         if args.deadline and time.time() > args.deadline:
             print(f'{cid}: deadline, skipped', flush=True)
             continue
-        T = c['tokens']
-        row = dict(case_id=cid, model=args.model, hidden=hidden, intermediate=inter, num_experts=E, topk=topk,
-                   tokens=T, route=c['route'], experts_target=c['experts'])
-        t0 = time.time()
-        try:
-            idx, w = routing(c, E, topk, gen)
-            valid = idx[idx >= 0]
-            pairs, touched = int(valid.numel()), int(torch.unique(valid).numel())
-            row.update(pairs=pairs, experts_touched=touched, weight_bytes=touched * per_expert,
-                       flops=2 * pairs * 3 * hidden * inter)
-            xq, xsf = per_token_fp8(torch.randn((T, hidden), device='cuda', dtype=torch.bfloat16))
-            load_inputs(B[1], xq, xsf, idx, w)
-            fn, y = make_call(_C, dims, W, B, T)
-            y.fill_(float('nan'))
-            fn()
-            torch.cuda.synchronize()
-            ref = reference(xq, xsf, idx, w, l1, l1sf, l2, l2sf, inter)
-            ok_nan = not torch.isnan(y).any().item()
-            row['check_diff'] = f'{calc_diff(y.float(), ref):.2e}' if ok_nan else 'nan'
-            y0 = y.clone()
-            reps = 30
-            k_us, k_n, other = time_kineto(fn, reps)
-            fm, f10, f90 = time_flushed(fn, reps)
-            gcalls = 20
-            try:
-                g_us = time_graph(fn, gcalls)
-            except Exception as e:
-                g_us, gcalls = float('nan'), 0
-                print(f'{cid}: graph failed {type(e).__name__}: {e}', flush=True)
-            row['recheck_diff'] = f'{calc_diff(y.float(), y0.float()):.2e}'
-            row.update(kineto_us=round(k_us, 3), kineto_calls=k_n, flushed_median_us=round(fm, 3),
-                       flushed_p10_us=round(f10, 3), flushed_p90_us=round(f90, 3), graph_us=round(g_us, 3),
-                       graph_calls=gcalls, other_kernels=other)
-            good = ok_nan and calc_diff(y0.float(), ref) < 5e-3
-            row['status'] = 'ok' if good else 'check_failed'
-        except Exception as e:
-            row['status'] = f'error {type(e).__name__}: {str(e)[:200]}'.replace(',', ';').replace('\n', ' ')
-            torch.cuda.synchronize()
-        wr.writerow(row)
+        wr.writerow(time_case(c, _C, dims, W, B, gen, per_expert))
         f.flush()
-        print(f"{cid:28s} pairs {row.get('pairs', '-'):>6} touched {row.get('experts_touched', '-'):>4} "
-              f"kineto {row.get('kineto_us', '-'):>9} flushed {row.get('flushed_median_us', '-'):>9} "
-              f"graph {row.get('graph_us', '-'):>9} diff {row.get('check_diff', '-')} {row['status']} "
-              f"({time.time() - t0:.1f}s)", flush=True)
     f.close()
 
 

@@ -30,3 +30,14 @@ src = src.replace("    deep_gemm::mega::register_apis(m);\n",
 assert "register_sm90_apis" in src and "sm90_mega.hpp" in src and "functional.h" in src
 open(path, "w").write(src)
 print("patched", path)
+
+# Diagnostic switch (2026-12-07, second call): DG_SM90_MEGA_NO_SWAP_AB=1 makes should_use_swap_ab_for_mega_moe_sm90
+# (heuristics/sm90_mega_moe.hpp, used by both the config and the launch) return false, i.e. the PR #323 kernel's
+# non-swapAB decode path (block_m 64 x block_n 128, two math warpgroups splitting N) at 1-128 tokens. Unset: unchanged.
+path = os.path.join(root, "csrc/jit_kernels/heuristics/sm90_mega_moe.hpp")
+src = open(path).read()
+old = "    const bool decode_split_n_path =\n        block_m == 64 and num_epilogue_threads == 256;\n    return decode_split_n_path and num_tokens <= 128"
+assert old in src, "swap_ab heuristic not found"
+src = src.replace(old, "    if (get_env<int>(\"DG_SM90_MEGA_NO_SWAP_AB\"))\n        return false;\n" + old, 1)
+open(path, "w").write(src)
+print("patched", path)

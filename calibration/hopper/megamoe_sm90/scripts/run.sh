@@ -44,7 +44,7 @@ if ! ls deep_gemm/_C*.so >/dev/null 2>&1; then
   so=$(find build -name "_C*.so" -type f | head -n 1)
   if [ -z "$so" ]; then echo "no .so built"; grep -E "error" $OUT/build.log | head -40; tail -20 $OUT/build.log; exit 1; fi
   cp "$so" deep_gemm/
-  (cd / && tar -czf $OUT/artifacts_so.tar.gz tmp/dgbuild/DeepGEMM/deep_gemm/_C*.so)
+  [ -z "${SKIP_ARTIFACTS:-}" ] && (cd / && tar -czf $OUT/artifacts_so.tar.gz tmp/dgbuild/DeepGEMM/deep_gemm/_C*.so)
 fi
 echo "libstdc++ locale objects inside _C.so: $(nm -C deep_gemm/_C*.so 2>/dev/null | grep -c -E ' [tT] .*(codecvt|locale::)')"
 export PYTHONPATH=$W/DeepGEMM
@@ -74,6 +74,22 @@ if [[ " $PHASES " == *" warm "* ]]; then
 fi
 
 python3 $B --mode env --out $OUT > /tmp/env.log 2>&1 || { echo "env failed"; tail -5 /tmp/env.log; }
+if [[ " $PHASES " == *" call2 "* ]]; then
+  # second call: the swapAB-off path at 1-128 tokens (checked), the fixed part alone (0 tokens) and on fewer SMs,
+  # then the default (swapAB) path again at 1-128 tokens on this card as the baseline
+  for m in v4flash v41flash; do
+    echo "== $m swapAB off (DG_SM90_MEGA_NO_SWAP_AB=1) at $(el)s"
+    DG_SM90_MEGA_NO_SWAP_AB=1 OUT_SUFFIX=_noswap python3 -X faulthandler $B --mode time --model $m --out $OUT --max-tokens 128 --deadline $(( T0 + BUDGET_S * 50 / 100 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config"
+  done
+  for m in v4flash v41flash; do
+    echo "== $m probe (0 tokens; 132 / 66 / 32 SMs) at $(el)s"
+    python3 -X faulthandler $B --mode probe --model $m --out $OUT --deadline $(( T0 + BUDGET_S * 80 / 100 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config"
+  done
+  for m in v4flash v41flash; do
+    echo "== $m default (swapAB) again at $(el)s"
+    python3 -X faulthandler $B --mode time --model $m --out $OUT --max-tokens 128 --deadline $(( T0 + BUDGET_S - 20 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config"
+  done
+fi
 if [[ " $PHASES " == *" time "* ]]; then
   SKIP=$(ls $G/megamoe_sm90_raw_*.csv 2>/dev/null | tr '\n' ',')
   echo "== timing v4flash at $(el)s"
@@ -81,6 +97,17 @@ if [[ " $PHASES " == *" time "* ]]; then
   echo "== timing v41flash at $(el)s"
   python3 -X faulthandler $B --mode time --model v41flash --out $OUT --skip-csv "$SKIP" --deadline $(( T0 + BUDGET_S - 25 )) 2>&1 | grep -v "^\s*$"
   (cd / && tar -czf $OUT/artifacts_jit.tar.gz tmp/dgjit/cache)
+fi
+if [[ " $PHASES " == *" noswap "* ]]; then
+  echo "== timing v4flash, swapAB off (DG_SM90_MEGA_NO_SWAP_AB=1), at $(el)s"
+  DG_SM90_MEGA_NO_SWAP_AB=1 OUT_SUFFIX=_noswap python3 -X faulthandler $B --mode time --model v4flash --out $OUT --max-tokens 128 --deadline $(( T0 + BUDGET_S - 90 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config(num_ranks=1, num_experts=256, hidden=4096, intermediate_hidden=2048, num_max_tokens_per_rank=8448, num_tokens=[0-9]*, num_topk=6, swap_ab=false): MegaMoESM90Config(block_m=64, block_n=128, block_k=128, cluster_size=1, num_max_pool_tokens=99840, num_padded_sf_pool_tokens=1597440, swizzle_acts_mode=128, swizzle_weights_mode=128, num_experts_per_wave=256,"
+  echo "== timing v41flash, swapAB off, at $(el)s"
+  DG_SM90_MEGA_NO_SWAP_AB=1 OUT_SUFFIX=_noswap python3 -X faulthandler $B --mode time --model v41flash --out $OUT --max-tokens 128 --deadline $(( T0 + BUDGET_S - 40 )) 2>&1 | grep -v "^\s*$"
+  if which ncu >/dev/null; then
+    echo "== ncu v4flash t1 swapAB off at $(el)s"
+    DG_SM90_MEGA_NO_SWAP_AB=1 timeout 40 ncu -k regex:sm90_fp8_mega_moe -c 1 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum \
+      python3 $B --mode ncu --model v4flash --tokens 1 2>&1 | grep -E "dram__|sm__thr|gpu__time|first call"
+  fi
 fi
 if [[ " $PHASES " == *" ncu "* ]] && which ncu >/dev/null; then
   for t in 1 512; do

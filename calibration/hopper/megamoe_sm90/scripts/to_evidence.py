@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Turn bench_mega.py's raw CSV(s) + env.json into rows of the kernel-evidence schema (calibration/public/kernels.csv).
 
-usage: python3 to_evidence.py ENV_JSON RAW_CSV [RAW_CSV ...] > megamoe_sm90_evidence.csv
+usage: python3 to_evidence.py [--no-header] [--tag TAG] ENV_JSON RAW_CSV [RAW_CSV ...] >> megamoe_sm90_evidence.csv
+
+TAG (e.g. run2) goes into the ids of a later call's rows; a raw file whose name holds `_noswap` was timed with the
+swapAB decode path switched off (DG_SM90_MEGA_NO_SWAP_AB=1, scripts/patch_pybind.py), `_probe` on fewer SMs too.
+Cases whose output failed the check against the torch reference are kept (they were timed), marked in `notes`.
 
 One row per case and timing method that gave a number (kineto: the primary row; flushed CUDA events; CUDA graph).
 Kernel `mega_moe_sm90`: DeepGEMM PR #323's SM90 FP8 Mega MoE, one rank holding every expert. Standard library only.
@@ -29,6 +33,13 @@ def num(x):
 
 
 def main(argv):
+    header = '--no-header' not in argv
+    argv = [a for a in argv if a != '--no-header']
+    tag = ''
+    if '--tag' in argv:
+        i = argv.index('--tag')
+        tag = argv[i + 1] + ':'
+        argv = argv[:i] + argv[i + 2:]
     env = json.load(open(argv[1]))
     gpu = gpu_tag(env['gpu_name'])
     detail = (f"DeepGEMM PR #323 fork {env.get('deep_gemm_repo')} @ {env.get('deep_gemm_commit')} (SM90 FP8 Mega MoE, "
@@ -37,20 +48,31 @@ def main(argv):
               f"{env.get('deep_gemm_num_sms')} SMs; one process, num_ranks=1; "
               f"calibration/hopper/megamoe_sm90/scripts/bench_mega.py")
     w = csv.writer(sys.stdout, lineterminator='\n')
-    w.writerow(HEADER)
+    if header:
+        w.writerow(HEADER)
     seen = set()
     for path in argv[2:]:
+        variant = 'noswap:' if '_noswap' in path else 'probe:' if '_probe' in path else ''
         for r in csv.DictReader(open(path)):
-            if r.get('status') != 'ok' or r['case_id'] in seen:
+            key = (variant, r['case_id'], r.get('num_sms', '132'))
+            if r.get('status') not in ('ok', 'check_failed') or key in seen:
                 continue
-            seen.add(r['case_id'])
+            seen.add(key)
+            sms = int(r.get('num_sms') or 132)
             flops, wbytes = num(r['flops']), num(r['weight_bytes'])
-            shape = (f"tokens_per_rank={r['tokens']};experts={r['num_experts']};top_k={r['topk']};hidden={r['hidden']};"
+            shape = (f"tokens_per_rank={r['tokens']};num_sms={sms};experts={r['num_experts']};top_k={r['topk']};hidden={r['hidden']};"
                      f"intermediate={r['intermediate']};ep=1;experts_touched={r['experts_touched']};pairs={r['pairs']}")
             route = ('random top-6 of uniform scores' if r['route'] == 'random' else
                      f"{r['experts_target']} chosen experts, each token's min(6, {r['experts_target']}) slots dealt "
                      f"round-robin over them, the other slots -1")
-            base = f"own-{gpu}-mega_moe_sm90:{r['case_id'].replace(':', '_')}"
+            base = (f"own-{gpu}-mega_moe_sm90:{tag}{variant}{r['case_id'].replace(':', '_')}"
+                    + (f"_sms{sms}" if sms != 132 else ''))
+            how = ('swapAB decode path off (DG_SM90_MEGA_NO_SWAP_AB=1); ' if variant == 'noswap:' else
+                   'heuristic defaults (swapAB at <= 128 tokens); ')
+            if sms != 132:
+                how += f'deep_gemm.set_num_sms({sms}); '
+            check = (f"check vs torch reference diff {r['check_diff']}" if r['status'] == 'ok' else
+                     f"CHECK FAILED: output vs torch reference diff {r['check_diff']} (timed all the same)")
             methods = [
                 ('kineto', num(r['kineto_us']),
                  f"torch.profiler duration of sm90_fp8_mega_moe_impl, L2 flushed (256 MB memset) before each call, "
@@ -66,10 +88,13 @@ def main(argv):
                 if us is None or us <= 0:
                     continue
                 rate = f'{flops / us / 1e6:.3f}' if flops else ''
-                bw = f"{wbytes / us / 1e3:.0f} GB/s of {wbytes:.0f} expert-weight bytes (FP8 + FP32 block scales)"
+                if r['tokens'] == '0':
+                    rate = ''
+                bw = (f"{wbytes / us / 1e3:.0f} GB/s of {wbytes:.0f} expert-weight bytes (FP8 + FP32 block scales)"
+                      if wbytes else 'no expert touched')
                 w.writerow([f'{base}:{tag}', 'own run', detail, gpu, 'mega_moe_sm90', 'fp8', shape, f'{us:.3f}', rate,
                             'TFLOPS' if rate else '', method,
-                            f"routing: {route}; check vs torch reference diff {r['check_diff']}; {bw}"
+                            f"{how}routing: {route}; {check}; {bw}"
                             + (f"; {note}" if note else '')])
 
 
