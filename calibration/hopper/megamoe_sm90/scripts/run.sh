@@ -74,6 +74,13 @@ if [[ " $PHASES " == *" warm "* ]]; then
 fi
 
 python3 $B --mode env --out $OUT > /tmp/env.log 2>&1 || { echo "env failed"; tail -5 /tmp/env.log; }
+if [[ " $PHASES " == *" call3 "* ]]; then
+  # short third call: the fixed part alone (0 tokens) and on fewer SMs, then the swapAB-off path at 1-8 tokens (V4-Flash)
+  echo "== v4flash probe (0 tokens; 132 / 66 / 32 SMs) at $(el)s"
+  python3 -X faulthandler $B --mode probe --model v4flash --out $OUT --deadline $(( T0 + BUDGET_S * 60 / 100 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config"
+  echo "== v4flash swapAB off (DG_SM90_MEGA_NO_SWAP_AB=1) at $(el)s"
+  DG_SM90_MEGA_NO_SWAP_AB=1 OUT_SUFFIX=_noswap python3 -X faulthandler $B --mode time --model v4flash --out $OUT --max-tokens 8 --deadline $(( T0 + BUDGET_S - 15 )) 2>&1 | grep -v "^\s*$" | grep -v "^MegaMoESM90Config"
+fi
 if [[ " $PHASES " == *" call2 "* ]]; then
   # second call: the swapAB-off path at 1-128 tokens (checked), the fixed part alone (0 tokens) and on fewer SMs,
   # then the default (swapAB) path again at 1-128 tokens on this card as the baseline
