@@ -35,7 +35,7 @@ def main(paths):
             a, b = lsq(x, t)
             res = [ti - (a + b * xi) for xi, ti in zip(x, t)]
             rms = (sum(e * e for e in res) / len(res)) ** 0.5
-            rate = f', {1e-3 / b:.2f} TB/s' if key == 'weight_bytes' else ''
+            rate = f', {1 / b:.2f} TB/s' if key == 'weight_bytes' else ''
             print(f'{name:9s} t = {a:7.2f} us + {b:.4f} us/{unit} x {key}  ({len(rs)} rows{rate}; '
                   f'rms residual {rms:.2f} us, worst {max(res, key=abs):+.2f} us)')
             if key == 'weight_bytes' and name != 'both':
