@@ -25,7 +25,7 @@ COLUMNS = ("id", "source_url", "source_detail", "gpu", "kernel", "precision", "s
 
 GPUS = ("h20", "h800", "h100", "h200", "b200", "b300", "gb200", "gb300")
 
-KERNELS = ("mega_moe", "fp8_gemm", "fp8_fp4_gemm", "bf16_gemm", "grouped_gemm_contiguous", "grouped_gemm_masked",
+KERNELS = ("mega_moe", "mega_moe_sm90", "fp8_gemm", "fp8_fp4_gemm", "bf16_gemm", "grouped_gemm_contiguous", "grouped_gemm_masked",
            "mqa_logits", "mqa_logits_paged", "hc_prenorm_gemm", "sparse_mla_decode", "sparse_mla_prefill",
            "mla_decode", "deepep_dispatch", "deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine")
 
@@ -79,11 +79,13 @@ def own_path() -> Path:
 
 
 def own_paths() -> list[Path]:
-    """Every file of own measurements in this schema: DeepGEMM's SM90 kernels (own_path) and FlashMLA's SM90 sparse
-    decode timed on an H100 / H200 (calibration/hopper/flashmla/)."""
+    """Every file of own measurements in this schema: DeepGEMM's SM90 kernels (own_path), FlashMLA's SM90 sparse
+    decode timed on an H100 / H200 (calibration/hopper/flashmla/) and the SM90 FP8 Mega MoE of DeepGEMM PR #323's fork
+    on one GPU (calibration/hopper/megamoe_sm90/)."""
     from rubinperf.bundled import folder
 
-    return [own_path(), folder("calibration") / "hopper" / "flashmla" / "flashmla_sm90_evidence.csv"]
+    return [own_path(), folder("calibration") / "hopper" / "flashmla" / "flashmla_sm90_evidence.csv",
+            folder("calibration") / "hopper" / "megamoe_sm90" / "megamoe_sm90_evidence.csv"]
 
 
 def source_key(url: str) -> str:

@@ -26,12 +26,13 @@ RECORDS = KE.kernel_records(OWN)
 def test_own_rows_load_one_primary_row_per_case():
     every = load_evidence(own_path(), own_runs=True)
     assert len(every) == 3 * 153 + 23                  # H200: flushed, graph and kineto per case; H100 probe: kineto
-    # ... and FlashMLA's SM90 sparse decode on an H100 (calibration/hopper/flashmla/): 80 cases, one kineto row each
-    assert len(OWN) == 153 + 23 + 92 and all(r.id.endswith(":kineto") for r in OWN)
+    # ... FlashMLA's SM90 sparse decode on an H100 (calibration/hopper/flashmla/): 92 cases, one kineto row each, and
+    # the SM90 FP8 Mega MoE of PR #323's fork on one H100 (calibration/hopper/megamoe_sm90/): 66 + 26 + 4 cases
+    assert len(OWN) == 153 + 23 + 92 + 96 and all(r.id.endswith(":kineto") for r in OWN)
     assert {r.gpu for r in OWN} == {"h200", "h100"} and {r.source for r in OWN} == {"own run"}
-    assert {r.kernel for r in OWN if r.gpu == "h100"} == {"fp8_gemm", "sparse_mla_decode"}
+    assert {r.kernel for r in OWN if r.gpu == "h100"} == {"fp8_gemm", "sparse_mla_decode", "mega_moe_sm90"}
     assert {r.kernel for r in OWN} == {"fp8_gemm", "grouped_gemm_masked", "grouped_gemm_contiguous", "mqa_logits",
-                                       "mqa_logits_paged", "hc_prenorm_gemm", "sparse_mla_decode"}
+                                       "mqa_logits_paged", "hc_prenorm_gemm", "sparse_mla_decode", "mega_moe_sm90"}
 
 
 def test_own_source_only_where_the_loader_is_told(tmp_path):
@@ -45,7 +46,10 @@ def test_own_source_only_where_the_loader_is_told(tmp_path):
 
 
 def test_every_own_row_is_predicted_on_the_hopper_stack():
-    assert all(r["skipped"] is None and r["predicted_us"] > 0 for r in RECORDS)
+    # ... but the SM90 Mega MoE's, which are measured, not predicted (rubinperf models the SM100 kernel)
+    mega = [r for r in RECORDS if r["kernel"] == "mega_moe_sm90"]
+    assert len(mega) == 96 and all(r["skipped"] and "SM90 FP8 Mega MoE" in r["skipped"] for r in mega)
+    assert all(r["skipped"] is None and r["predicted_us"] > 0 for r in RECORDS if r["kernel"] != "mega_moe_sm90")
     plat = KE.platform_of(OWN[0])
     assert (plat.name, plat.stack) == ("h200", "sglang-deepep-hopper")
     plat = KE.platform_of(next(r for r in OWN if r.kernel == "sparse_mla_decode"))
