@@ -77,13 +77,61 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
     kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
     `firsts`: first_equal_ops(ops), where the caller keeps it."""
+    kept = None
     if firsts is None:
         hit = _FIRST_EQUAL.get(id(ops))
         firsts = hit[1] if hit is not None and hit[0] is ops else first_equal_ops(ops)   # a graph op_graph keeps: found once
+        if hit is not None and hit[0] is ops:   # (numbers or small arrays: an op's times kept for the next steps)
+            kept = _kept_times(hw)
     times: list = []
     for n, first in enumerate(firsts):
-        times.append(op_time(ops[n], hw) if first == n else times[first])
+        if first != n:
+            times.append(times[first])
+        elif kept is None:
+            times.append(op_time(ops[n], hw))
+        else:
+            times.append(_op_time_kept(ops[n], hw, kept))
     return [OpTime(o, t) for o, t in zip(ops, times)]
+
+
+# The times of the ops of the graphs op_graph keeps, timed on each rack (by its identity, the rack kept beside them so
+# that its id is not reused while they live), by _op_key: [(op, its KernelTime)], for an equal op of a later step on
+# that rack (the same kernels, bit for bit, and weight placement: op_time is a pure function of them and the rack; a
+# validate's engines and points time the same GEMMs, norms and collectives at the same rows again and again), at most
+# STEP_TIMES_KEPT ops in all. Inside mathops.held_roundings the roundings of arrays differ: its own entries.
+_STEP_TIMES: dict = {}
+STEP_TIMES_KEPT = 8192
+
+
+def _kept_times(hw) -> dict:
+    """The kept op times of rack `hw` (a new entry, all others dropped past STEP_TIMES_KEPT ops)."""
+    from rubinperf import mathops
+
+    key = (id(hw), mathops._HELD_ROWS)
+    entry = _STEP_TIMES.get(key)
+    if entry is not None and entry[0] is hw:
+        return entry[1]
+    if sum(len(e[1]) for e in _STEP_TIMES.values()) > STEP_TIMES_KEPT:
+        _STEP_TIMES.clear()
+    _STEP_TIMES[key] = entry = (hw, {})
+    return entry[1]
+
+
+def _op_time_kept(o: Op, hw, kept: dict) -> KernelTime:
+    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: _kept_times(hw))."""
+    key = _op_key(o)
+    if key is None:
+        return op_time(o, hw)
+    bucket = kept.get(key)
+    if bucket is None:
+        bucket = kept[key] = []
+    else:
+        for x, t in bucket:
+            if _same_kernels(x, o):
+                return t
+    t = op_time(o, hw)
+    bucket.append((o, t))
+    return t
 
 
 def first_equal_ops(ops, among=None) -> list[int]:
