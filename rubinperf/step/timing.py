@@ -82,7 +82,7 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
         hit = _FIRST_EQUAL.get(id(ops))
         firsts = hit[1] if hit is not None and hit[0] is ops else first_equal_ops(ops)   # a graph op_graph keeps: found once
         if hit is not None and hit[0] is ops:   # (numbers or small arrays: an op's times kept for the next steps)
-            kept = _kept_times(hw)
+            kept, keys = _kept_times(hw), hit[2]
     times: list = []
     for n, first in enumerate(firsts):
         if first != n:
@@ -90,7 +90,7 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
         elif kept is None:
             times.append(op_time(ops[n], hw))
         else:
-            times.append(_op_time_kept(ops[n], hw, kept))
+            times.append(_op_time_kept(ops[n], hw, kept, keys[n]))
     return [OpTime(o, t) for o, t in zip(ops, times)]
 
 
@@ -117,9 +117,8 @@ def _kept_times(hw) -> dict:
     return entry[1]
 
 
-def _op_time_kept(o: Op, hw, kept: dict) -> KernelTime:
-    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: _kept_times(hw))."""
-    key = _op_key(o)
+def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
+    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: _kept_times(hw); key: _op_key(o))."""
     if key is None:
         return op_time(o, hw)
     bucket = kept.get(key)
@@ -134,14 +133,17 @@ def _op_time_kept(o: Op, hw, kept: dict) -> KernelTime:
     return t
 
 
-def first_equal_ops(ops, among=None) -> list[int]:
+def first_equal_ops(ops, among=None, keys: list | None = None) -> list[int]:
     """For each op the index of the first op (of those in `among`, default all) with the same kernels,
-    bit for bit, and the same weight placement; ops holding symbols are their own."""
+    bit for bit, and the same weight placement; ops holding symbols are their own. `keys`, a list as long as `ops`,
+    receives each op's _op_key."""
     buckets: dict = {}
     out = list(range(len(ops)))
     for n in (range(len(ops)) if among is None else among):
         o = ops[n]
         key = _op_key(o)
+        if keys is not None:
+            keys[n] = key
         if key is None:
             continue
         bucket = buckets.setdefault(key, [])
@@ -210,11 +212,13 @@ def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> 
     if len(_GRAPHS) >= GRAPH_CACHE_SIZE:
         _FIRST_EQUAL.pop(id(_GRAPHS.pop(next(iter(_GRAPHS)))[1]), None)
     _GRAPHS[key] = (model, ops)   # the model is kept, so its id is not reused while the entry lives
-    _FIRST_EQUAL[id(ops)] = (ops, first_equal_ops(ops))   # which ops time_ops times (the list kept beside its id)
+    keys = [None] * len(ops)
+    _FIRST_EQUAL[id(ops)] = (ops, first_equal_ops(ops, keys=keys), keys)   # which ops time_ops times (the list kept
+    # beside its id), and their keys
     return ops
 
 
-_FIRST_EQUAL: dict = {}   # id(graph) -> (graph, first_equal_ops(graph)) for the graphs in _GRAPHS
+_FIRST_EQUAL: dict = {}   # id(graph) -> (graph, first_equal_ops(graph), each op's _op_key) for the graphs in _GRAPHS
 
 
 def _graph_key(model, layout, point, gpus_per_tray):
