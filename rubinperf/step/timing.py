@@ -255,6 +255,8 @@ def _same_kernels(a: Op, b: Op) -> bool:
 
 def _same_kernel(x, y) -> bool:
     """Kernels that kernel_time times alike: the same family, costs and shape fields, bit for bit."""
+    if x is y:   # (one kernel: kernels.cost.kept_kernels gives equal calls the same)
+        return True
     if x.family != y.family:
         return False
     u, v = _values_of(x), _values_of(y)
