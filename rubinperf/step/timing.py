@@ -97,8 +97,9 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
 # The times of the ops of the graphs op_graph keeps, timed on each rack (by its identity, the rack kept beside them so
 # that its id is not reused while they live), by _op_key: [(op, its KernelTime)], for an equal op of a later step on
 # that rack (the same kernels, bit for bit, and weight placement: op_time is a pure function of them and the rack; a
-# validate's engines and points time the same GEMMs, norms and collectives at the same rows again and again), at most
-# STEP_TIMES_KEPT ops in all. Inside mathops.held_roundings the roundings of arrays differ: its own entries.
+# validate's points time the same GEMMs, norms and collectives at the same rows again and again), times of numbers
+# only, at most STEP_TIMES_KEPT ops in all. Inside mathops.held_roundings the roundings of arrays differ: its own
+# entries.
 _STEP_TIMES: dict = {}
 STEP_TIMES_KEPT = 8192
 
@@ -122,14 +123,13 @@ def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
     if key is None:
         return op_time(o, hw)
     bucket = kept.get(key)
-    if bucket is None:
-        bucket = kept[key] = []
-    else:
+    if bucket is not None:
         for x, t in bucket:
             if _same_kernels(x, o):
                 return t
     t = op_time(o, hw)
-    bucket.append((o, t))
+    if _SCALAR_TYPES.issuperset(map(type, t.__dict__.values())):   # (times over arrays stay with their step: a
+        kept.setdefault(key, []).append((o, t))                    # validate's engines kept 21 MB of them)
     return t
 
 
