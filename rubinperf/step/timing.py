@@ -102,17 +102,19 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
 # entries.
 _STEP_TIMES: dict = {}
 STEP_TIMES_KEPT = 8192
+STEP_RACKS_KEPT = 64   # (racks made by --set or a sensitivity's perturbations: each a rack of its own)
 
 
 def _kept_times(hw) -> dict:
-    """The kept op times of rack `hw` (a new entry, all others dropped past STEP_TIMES_KEPT ops)."""
+    """The kept op times of rack `hw` (a new entry, all others dropped past STEP_RACKS_KEPT racks or STEP_TIMES_KEPT
+    ops)."""
     from rubinperf import mathops
 
     key = (id(hw), mathops._HELD_ROWS)
     entry = _STEP_TIMES.get(key)
     if entry is not None and entry[0] is hw:
         return entry[1]
-    if sum(len(e[1]) for e in _STEP_TIMES.values()) > STEP_TIMES_KEPT:
+    if len(_STEP_TIMES) >= STEP_RACKS_KEPT or sum(len(e[1]) for e in _STEP_TIMES.values()) > STEP_TIMES_KEPT:
         _STEP_TIMES.clear()
     _STEP_TIMES[key] = entry = (hw, {})
     return entry[1]
@@ -129,7 +131,9 @@ def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
                 return t
     t = op_time(o, hw)
     if _SCALAR_TYPES.issuperset(map(type, t.__dict__.values())):   # (times over arrays stay with their step: a
-        kept.setdefault(key, []).append((o, t))                    # validate's engines kept 21 MB of them)
+        if len(kept) >= STEP_TIMES_KEPT:                            # validate's engines kept 21 MB of them)
+            kept.clear()
+        kept.setdefault(key, []).append((o, t))
     return t
 
 
