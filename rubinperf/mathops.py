@@ -83,6 +83,7 @@ def _sign(v) -> int:
 
 
 _PLAIN = (int, float)
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 def _numpy_only(values) -> bool:
@@ -100,7 +101,7 @@ def _numpy_only(values) -> bool:
 def _extreme(values, pick, numpy_name: str, sympy_name: str):
     """max (min) of numbers, numpy arrays or sympy expressions: `pick` is the builtin, `numpy_name` the
     elementwise ufunc, `sympy_name` the sympy function (left unevaluated, see _symbolic_extreme)."""
-    if all(type(v) in _PLAIN for v in values):  # the scalar path: no symbol or array to look for
+    if _PLAIN_TYPES.issuperset(map(type, values)):  # the scalar path: no symbol or array to look for
         return pick(values)
     numpy_only = _numpy_only(values)
     if not numpy_only and any(type(v) is Outer or type(v) is Bands for v in values):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -217,16 +218,18 @@ def _waves(exact, hw: Platform):
     return exact + hw.wave_quantization * (sceil(exact - 1e-9) - exact)
 
 
+_peak_flops_of = operator.attrgetter(*[f"{p}_flops" for p in PEAKS])   # a Cost's FLOPs at each peak, in PEAKS' order
+
+
 def kernel_time(kern: Kernel, hw: Platform, die_local_weights: bool = False, launch: str = "graph") -> KernelTime:
     cost = kern.cost
     ctas, sm_share, padding = occupancy(kern, hw)
 
-    peaks = [p for p in PEAKS if _nonzero(getattr(cost, f"{p}_flops"))]
+    peaks = [(p, flops) for p, flops in zip(PEAKS, _peak_flops_of(cost)) if _nonzero(flops)]
     # (sper: x / d, an array times 1 / d)
-    sol_compute = sadd(*[sper(getattr(cost, f"{p}_flops"), hw.peak_flops(p)) for p in peaks]) if peaks else 0
-    at_efficiency = [sper(getattr(cost, f"{p}_flops"),
-                          hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
-                     for p in peaks]
+    sol_compute = sadd(*[sper(flops, hw.peak_flops(p)) for p, flops in peaks]) if peaks else 0
+    at_efficiency = [sper(flops, hw.peak_flops(p) * getattr(hw, efficiency_field(kern.family, p, kern.dequantises_weights)))
+                     for p, flops in peaks]
     compute = sdiv(sscale(sadd(*at_efficiency), padding), sm_share) if peaks else 0.0
     if kern.critical_share is not None and _nonzero(hw.attention_tile_overhead_cycles):
         compute = sadd(compute, tile_overhead(kern, hw))

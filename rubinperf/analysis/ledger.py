@@ -82,9 +82,19 @@ class Family:
         memo = self.__dict__.setdefault("_memo", {})
         hit = memo.get(held_out)
         if hit is None or hit[0] is not self.rows or hit[1] != len(self.rows):
+            rows = self.held_rows() if held_out else [r for r in self.rows if _usable(r)]
             hit = memo[held_out] = (self.rows, len(self.rows), [
-                (r["id"], abs(math.log(r["predicted"] / r["measured"]))) for r in self.rows
-                if (r["held_out"] or not held_out) and _usable(r)])
+                (r["id"], abs(math.log(r["predicted"] / r["measured"]))) for r in rows])
+        return hit[2]
+
+    def held_rows(self) -> list:
+        """The usable held-out rows, in order (kept as _errors keeps its errors: stats, coverage and the errors read
+        them)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get("held rows")
+        if hit is None or hit[0] is not self.rows or hit[1] != len(self.rows):
+            hit = memo["held rows"] = (self.rows, len(self.rows),
+                                       [r for r in self.rows if r["held_out"] and _usable(r)])
         return hit[2]
 
 
@@ -118,9 +128,9 @@ def quantile(xs: list[float], q: float) -> float:
 def stats(fam: Family) -> dict:
     """The family's ledger line: rows, held-out rows, median and 90th-percentile |ln|, bias, worst, verdict."""
     e = fam.errors()
-    signed = [math.log(r["predicted"] / r["measured"]) for r in fam.rows if r["held_out"] and _usable(r)]
-    worst = max((r for r in fam.rows if r["held_out"] and _usable(r)),
-                key=lambda r: abs(math.log(r["predicted"] / r["measured"])), default=None)
+    held = fam.held_rows()
+    signed = [math.log(r["predicted"] / r["measured"]) for r in held]
+    worst = held[max(range(len(held)), key=[abs(x) for x in signed].__getitem__)] if held else None
     out = {"family": fam.name, "level": fam.level, "rows": len(fam.rows), "held_out": len(e),
            "median_abs_log": quantile(e, 0.5) if e else None, "p90_abs_log": quantile(e, 0.9) if e else None,
            "bias": quantile(signed, 0.5) if signed else None,
@@ -407,7 +417,7 @@ def coverage(families: list[Family]) -> list[dict]:
     from rubinperf.specs.loader import bundled_names
 
     out = []
-    held = [(f, [r for r in f.rows if r["held_out"] and _usable(r)]) for f in families]
+    held = [(f, f.held_rows()) for f in families]
     for kind, attr, key in (("hardware", "hardware", "hardware"), ("stack", "stacks", "stack"), ("model", "models", "model")):
         # held-out usable rows per (level, name): a row's own `key` where it has one, else each of its family's `attr`
         tally: dict = {}

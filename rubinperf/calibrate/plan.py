@@ -18,6 +18,7 @@ import csv
 import functools
 import io
 import math
+import operator
 import os
 from pathlib import Path
 
@@ -418,12 +419,52 @@ def _typed_by_column(header: list, text: str, kind: str, as_kept: list | None = 
                         return None
                     numbers = [int(x) if x is not None else None for x in numbers]
                 columns.append(numbers)
-        rows = [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
+        rows = _checked_by_column(header, columns, kind)
+        if rows is None:
+            rows = [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
     except (ValueError, TypeError):
         return None
     if as_kept is not None and rows:
         _kept_columns(header, columns, kind, as_kept)
     return rows
+
+
+def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | None:
+    """The rows _checked gives a kernel table's typed columns, where every row passes each of its checks, told a column
+    at a time (each family's rows' shape columns, dtypes, the attention rows' lengths); None where any check might
+    fail, or for another kind of table: _checked then reads row by row (and says which check failed)."""
+    if kind != "kernels" or "measured_s" not in header or "family" not in header:
+        return None
+    col = dict(zip(header, columns))
+    measured = col["measured_s"]
+    if None in measured or not measured or not (min(measured) >= 1e-12 and max(measured) <= 1e6):
+        return None
+    rows_of: dict = {}   # family -> its rows' indices
+    for i, fam in enumerate(col["family"]):
+        rows_of.setdefault(fam, []).append(i)
+    modes = col.get("mode")
+    if modes is not None and not {m or "graph" for m in modes} <= set(MODES):
+        return None
+    dtypes = col.get("dtype")
+    if dtypes is not None and not set(filter(None, dtypes)) <= PRECISIONS.keys():
+        return None
+    for fam, idx in rows_of.items():
+        if fam not in FAMILIES or fam not in SHAPE_COLUMNS:
+            return None
+        pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda c, i=idx[0]: (c[i],))
+        for key in SHAPE_COLUMNS[fam]:
+            if key not in col or not all(pick(col[key])):
+                return None
+        if fam not in NO_DTYPE_FAMILIES and (dtypes is None or not all(pick(dtypes))):
+            return None
+        if fam.startswith("attention") and any(q > kv for q, kv in zip(pick(col["q_len"]), pick(col["kv_len"]))):
+            return None
+    if modes is not None:   # (a row's mode given or "graph", in its place)
+        at = header.index("mode")
+        values = zip(*columns[:at], [m or "graph" for m in modes], *columns[at + 1:])
+        return [dict(zip(header, v)) for v in values]
+    keys = (*header, "mode")   # (no mode column: "graph" after the row's own columns)
+    return [dict(zip(keys, (*v, "graph"))) for v in zip(*columns)]
 
 
 def _kept_columns(header: list, columns: list, kind: str, as_kept: list) -> None:

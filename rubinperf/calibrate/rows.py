@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rubinperf.kernels import activation_quant, empty, stream_probe
+from rubinperf.kernels import activation_quant, copy, empty, stream_probe
+from rubinperf.kernels.catalog import build
 from rubinperf.kernels.cost import Kernel
 from rubinperf.errors import SpecError
 
@@ -268,9 +269,6 @@ def moe_kernels(row: dict) -> tuple:
 def row_kernel(row: dict) -> Kernel:
     """The Kernel of one measured row's work (what its `flops` and `bytes` columns count), from the model's
     own kernel functions; `row_kernels` gives the kernels the measured implementation ran to do it."""
-    from rubinperf.kernels import copy
-    from rubinperf.kernels.catalog import build
-
     fam = row["family"]
     if fam in PROBES:
         return empty(drain_loads=0)

@@ -8,6 +8,8 @@ numbers, numpy arrays or sympy expressions.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -231,3 +233,47 @@ def group_key(k: Kernel) -> tuple:
 KERNEL_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name not in ("family", "cost"))
 _shape_values = operator.attrgetter(*KERNEL_SHAPE_FIELDS)   # a Kernel's shape fields, in order, as one tuple
 _cost_values = operator.attrgetter(*_COST_FIELDS)            # a Cost's fields, in order
+
+
+# ---------------------------------------------------------------- kernels made once per set of plain arguments
+
+_PLAIN_ARGS = frozenset((int, str, bool, type(None)))
+KERNELS_KEPT = 4096   # per constructor: past it, its kept kernels are dropped and made again as asked
+
+
+def _plain_key(args: tuple, kwargs: dict):
+    """A key of a call's arguments where every one is a plain number, string, yes/no or None, each with its type (1 is
+    not 1.0, nor True); None where one is not (an array, a symbol) or is a float that equal numbers would not stand
+    for bit for bit (-0.0, nan)."""
+    key = []
+    for v in (*args, *kwargs.values()):
+        t = type(v)
+        if t is float:
+            if v != v or (v == 0 and math.copysign(1.0, v) < 0):
+                return None
+        elif t not in _PLAIN_ARGS:
+            return None
+        key.append((t, v))
+    return (tuple(key), tuple(kwargs)) if kwargs else tuple(key)
+
+
+def kept_kernels(fn):
+    """Decorator for a kernel constructor, a pure function of its arguments returning frozen Kernels: a call with the
+    same plain arguments (_plain_key) as an earlier one takes the Kernel that call made (a step graph makes the same
+    GEMMs, quantisations and norms for layer after layer, step after step); arrays and symbols make their own."""
+    made: dict = {}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        key = _plain_key(args, kwargs)
+        if key is None:
+            return fn(*args, **kwargs)
+        hit = made.get(key)
+        if hit is None:
+            if len(made) >= KERNELS_KEPT:
+                made.clear()
+            hit = made[key] = fn(*args, **kwargs)
+        return hit
+
+    call.forget = made.clear
+    return call

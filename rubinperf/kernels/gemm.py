@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel, kept_kernels
 from rubinperf.specs.precision import PRECISIONS, mma_peak
 
 
+@kept_kernels
 def gemm(m, n, k, weight: str = "bf16", act: str | None = None, out: str = "bf16", groups=1) -> Kernel:
     """FLOPs 2mnk per group at the MMA rate of (act, weight); weights read once, activations read and written once;
     the output (`Kernel.store_bytes`) written by the epilogue, tile by tile.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel, kept_kernels
 from rubinperf.mathops import sceil
 from rubinperf.specs.precision import PRECISIONS
 
@@ -26,6 +26,7 @@ def stream_probe(nbytes, ctas, in_flight_bytes_per_cta) -> Kernel:
                   in_flight_bytes_per_cta=in_flight_bytes_per_cta)
 
 
+@kept_kernels
 def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "fp32", ctas=None) -> Kernel:
     """A streaming pass (RMSNorm, mHC mixing, SwiGLU, a sampler): bytes in and out, a few FLOPs per element.
 
@@ -34,6 +35,7 @@ def elementwise(read_bytes, write_bytes, flops=0, weight_bytes=0, peak: str = "f
         activation_bytes=read_bytes + write_bytes, weight_bytes=weight_bytes, launches=1), ctas=ctas)
 
 
+@kept_kernels
 def activation_quant(rows, k, fmt: str, act_bytes=2) -> Kernel:
     """Quantisation of a GEMM's activations before it, as a kernel of its own: `rows` x `k` BF16 values read once,
     written once in `fmt` (its values and block scales: specs.precision's bytes per element), each scale block
@@ -87,6 +89,7 @@ def hc_prenorm_gemm(tokens, k, mix_rows, a_bytes=2, splits=HC_PRENORM_SPLITS) ->
                   in_flight_bytes_per_cta=stages * stage)
 
 
+@kept_kernels
 def mhc_split(tokens, routes, hidden, mix_rows, residual_bytes, act_bytes=2) -> tuple[Kernel, ...]:
     """One mHC sublayer boundary as SGLang's TileLang kernels run it (python/sglang/srt/layers/mhc.py, sgl-project/sglang),
     four launches instead of one Mega-mHC:

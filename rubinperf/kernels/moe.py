@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel, kept_kernels
 from rubinperf.kernels.deepgemm import (MEGAMOE_BLOCK_N, MEGAMOE_DISPATCH_WARPS, MEGAMOE_MMA_ROWS, SM100_SMEM_CAPACITY_BYTES,
                                         megamoe_config)
 from rubinperf.kernels.memory import elementwise, empty
@@ -41,6 +41,7 @@ def _grouped_cost(rows, n, k, touched, weight, act, out) -> Cost:
     )
 
 
+@kept_kernels
 def grouped_gemm(rows, groups, n, k, weight: str = "fp4", act: str | None = None, out: str = "bf16",
                  touched=None) -> Kernel:
     """`rows` = tokens x top-k routed rows spread uniformly over `groups` experts of [k, n] weights.
@@ -188,6 +189,7 @@ def ep_exchange(tokens, ranks, top_k, hidden, bytes_per_value, gpus_per_tray=Non
                                      cross_tray_hops=c.cross_tray_hops / 2, collectives=1), dependent_loads=0)
 
 
+@kept_kernels
 def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "fp4", act: str = "fp8",
              out: str = "bf16", gpus_per_tray=None, round_trips=1, gpus_per_domain=None, hierarchical=False,
              smem_bytes=SM100_SMEM_CAPACITY_BYTES, smem_weight_bytes=1.0, pull_round_trips=2) -> Kernel:

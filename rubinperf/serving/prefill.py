@@ -16,6 +16,7 @@ The step is the step model's; the loads and the transfer are kernels
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -153,6 +154,7 @@ def default_prefill_layout(m: Model, hw: Platform, w: Workload, eplb: bool = Tru
     return wanted, "", None
 
 
+@functools.lru_cache(maxsize=4096)   # (a pure function of two numbers: an engine's batch grid asks the same again)
 def busiest_rank_sequences(seqs_per_rank: float, ranks: int) -> float:
     """Expected sequences on the busiest of `ranks` DP ranks when a step's ranks x seqs_per_rank sequences are
     routed to ranks uniformly at random (each rank's count Binomial(S, 1 / ranks), the ranks taken as independent):

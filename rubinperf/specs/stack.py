@@ -276,7 +276,9 @@ def platform(hw: Hardware, st: Stack) -> Platform:
 
 
 def load_platform(hardware: str, stack: str | None = None) -> Platform:
-    """A rack with a stack: `stack` a bundled name or a path; None takes the hardware's default_stack."""
+    """A rack with a stack: `stack` a bundled name or a path; None takes the hardware's default_stack. The records
+    loaded are remembered while their files stay the same (loader.load_spec_file), and so is the Platform made of
+    a pair of them (frozen: a validate loads the same rack and stack for point after point)."""
     hw = load_hardware(hardware)
     try:
         st = load_stack(stack or _beside(hw.default_stack, hw.path))
@@ -284,7 +286,17 @@ def load_platform(hardware: str, stack: str | None = None) -> Platform:
         if stack is None:
             raise SpecError(f"{hw.path}: default_stack: {exc}") from None
         raise
-    return platform(hw, st)
+    hit = _PLATFORMS.get((id(hw), id(st)))
+    if hit is not None and hit[0] is hw and hit[1] is st:
+        return hit[2]
+    rec = platform(hw, st)
+    if len(_PLATFORMS) >= 64:
+        _PLATFORMS.pop(next(iter(_PLATFORMS)))
+    _PLATFORMS[(id(hw), id(st))] = (hw, st, rec)   # (the records kept beside it: their ids are not reused)
+    return rec
+
+
+_PLATFORMS: dict = {}   # (id(hardware record), id(stack record)) -> (hardware, stack, their Platform)
 
 
 def _beside(name_or_path: str, hardware_path: str) -> str:

@@ -63,6 +63,19 @@ class Op:
         return Cost.total(k.cost for k in self.kernels)
 
 
+_OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))
+
+
+def _op_with(o: Op, **changes) -> Op:
+    """dataclasses.replace(o, **changes) for changes of an Op's count and names (repeat, name, names: not its kernels,
+    which __post_init__ reads), the fields set at once (a step's graph makes thousands)."""
+    new = object.__new__(Op)
+    fields = {f: o.__dict__[f] for f in _OP_FIELDS}
+    fields.update(changes)
+    object.__setattr__(new, "__dict__", fields)
+    return new
+
+
 def bpe(dtype: str) -> float:
     return PRECISIONS[dtype].bytes_per_element
 
@@ -532,7 +545,7 @@ def build_step(m: Model, layout: Layout, p: Point, gpus_per_tray=None, context_k
             if layer in m.engram_layers:
                 layer_ops += engram_ops(m, layout, rt, p.engram_placement, p.nvlink_domain_gpus)
             layer_ops += moe_ops(m, layer, layout, p, rt, gpus_per_tray)
-        ops += [dataclasses.replace(o, repeat=o.repeat * n_layers) for o in layer_ops]
+        ops += [_op_with(o, repeat=o.repeat * n_layers) for o in layer_ops]
 
     logits_tokens = tokens if decode else seqs
     if chunk:   # a chunk's last row samples the sequence's first token
@@ -622,8 +635,8 @@ def _draft_pass(m: Model, layout: Layout, p: Point, seqs, t, q, logits_t, passes
         layer_ops += attention_ops(m, layer, layout, p, t, seqs, q, gpus_per_tray, part="draft",
                                    context_kernel=context_kernel)
         layer_ops += moe_ops(m, layer, layout, p, t, gpus_per_tray, part="draft")
-        ops += [dataclasses.replace(o, repeat=o.repeat * len(same)) for o in layer_ops]
+        ops += [_op_with(o, repeat=o.repeat * len(same)) for o in layer_ops]
     if head:
         ops += head_ops(m, layout, t, logits_t, part="draft", p=p)
-    return [dataclasses.replace(o, name="draft: " + o.name, repeat=o.repeat * passes,
-                                names=None if o.names is None else "draft: " + o.names) for o in ops]
+    return [_op_with(o, name="draft: " + o.name, repeat=o.repeat * passes,
+                     names=None if o.names is None else "draft: " + o.names) for o in ops]

@@ -16,8 +16,8 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, _array_key, first_equal_ops, _graph_key,
-                                   _op_key, _same_kernel,
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _SCALAR_TYPES, _STEP_TIMES, _array_key, first_equal_ops,
+                                   _graph_key, _op_key, _same_kernel,
                                    _same_kernels,
                                    _same_value,
                                    _values_of, op_time)
@@ -468,10 +468,11 @@ def _shape_groups(terms: list) -> list:
 
 
 def forget_graphs() -> None:
-    """Drop every remembered graph (op_graph's and grid_graph's) and the once-timed ops' times: the next step or grid
-    builds and times its own."""
+    """Drop every remembered graph (op_graph's and grid_graph's) and the once-timed ops' times (a grid's and the
+    steps'): the next step or grid builds and times its own."""
     _GRAPHS.clear()
     _FIRST_EQUAL.clear()
+    _STEP_TIMES.clear()
     _GRID_GRAPHS.clear()
     _ONCE_TIMES.clear()
     _SPAN_TIMES.clear()

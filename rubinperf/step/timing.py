@@ -77,23 +77,77 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
     kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
     `firsts`: first_equal_ops(ops), where the caller keeps it."""
+    kept = None
     if firsts is None:
         hit = _FIRST_EQUAL.get(id(ops))
         firsts = hit[1] if hit is not None and hit[0] is ops else first_equal_ops(ops)   # a graph op_graph keeps: found once
+        if hit is not None and hit[0] is ops:   # (numbers or small arrays: an op's times kept for the next steps)
+            kept, keys = _kept_times(hw), hit[2]
     times: list = []
     for n, first in enumerate(firsts):
-        times.append(op_time(ops[n], hw) if first == n else times[first])
+        if first != n:
+            times.append(times[first])
+        elif kept is None:
+            times.append(op_time(ops[n], hw))
+        else:
+            times.append(_op_time_kept(ops[n], hw, kept, keys[n]))
     return [OpTime(o, t) for o, t in zip(ops, times)]
 
 
-def first_equal_ops(ops, among=None) -> list[int]:
+# The times of the ops of the graphs op_graph keeps, timed on each rack (by its identity, the rack kept beside them so
+# that its id is not reused while they live), by _op_key: [(op, its KernelTime)], for an equal op of a later step on
+# that rack (the same kernels, bit for bit, and weight placement: op_time is a pure function of them and the rack; a
+# validate's points time the same GEMMs, norms and collectives at the same rows again and again), times of numbers
+# only, at most STEP_TIMES_KEPT ops in all. Inside mathops.held_roundings the roundings of arrays differ: its own
+# entries.
+_STEP_TIMES: dict = {}
+STEP_TIMES_KEPT = 8192
+STEP_RACKS_KEPT = 64   # (racks made by --set or a sensitivity's perturbations: each a rack of its own)
+
+
+def _kept_times(hw) -> dict:
+    """The kept op times of rack `hw` (a new entry, all others dropped past STEP_RACKS_KEPT racks or STEP_TIMES_KEPT
+    ops)."""
+    from rubinperf import mathops
+
+    key = (id(hw), mathops._HELD_ROWS)
+    entry = _STEP_TIMES.get(key)
+    if entry is not None and entry[0] is hw:
+        return entry[1]
+    if len(_STEP_TIMES) >= STEP_RACKS_KEPT or sum(len(e[1]) for e in _STEP_TIMES.values()) > STEP_TIMES_KEPT:
+        _STEP_TIMES.clear()
+    _STEP_TIMES[key] = entry = (hw, {})
+    return entry[1]
+
+
+def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
+    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: _kept_times(hw); key: _op_key(o))."""
+    if key is None:
+        return op_time(o, hw)
+    bucket = kept.get(key)
+    if bucket is not None:
+        for x, t in bucket:
+            if _same_kernels(x, o):
+                return t
+    t = op_time(o, hw)
+    if _SCALAR_TYPES.issuperset(map(type, t.__dict__.values())):   # (times over arrays stay with their step: a
+        if len(kept) >= STEP_TIMES_KEPT:                            # validate's engines kept 21 MB of them)
+            kept.clear()
+        kept.setdefault(key, []).append((o, t))
+    return t
+
+
+def first_equal_ops(ops, among=None, keys: list | None = None) -> list[int]:
     """For each op the index of the first op (of those in `among`, default all) with the same kernels,
-    bit for bit, and the same weight placement; ops holding symbols are their own."""
+    bit for bit, and the same weight placement; ops holding symbols are their own. `keys`, a list as long as `ops`,
+    receives each op's _op_key."""
     buckets: dict = {}
     out = list(range(len(ops)))
     for n in (range(len(ops)) if among is None else among):
         o = ops[n]
         key = _op_key(o)
+        if keys is not None:
+            keys[n] = key
         if key is None:
             continue
         bucket = buckets.setdefault(key, [])
@@ -162,11 +216,13 @@ def op_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=None) -> 
     if len(_GRAPHS) >= GRAPH_CACHE_SIZE:
         _FIRST_EQUAL.pop(id(_GRAPHS.pop(next(iter(_GRAPHS)))[1]), None)
     _GRAPHS[key] = (model, ops)   # the model is kept, so its id is not reused while the entry lives
-    _FIRST_EQUAL[id(ops)] = (ops, first_equal_ops(ops))   # which ops time_ops times (the list kept beside its id)
+    keys = [None] * len(ops)
+    _FIRST_EQUAL[id(ops)] = (ops, first_equal_ops(ops, keys=keys), keys)   # which ops time_ops times (the list kept
+    # beside its id), and their keys
     return ops
 
 
-_FIRST_EQUAL: dict = {}   # id(graph) -> (graph, first_equal_ops(graph)) for the graphs in _GRAPHS
+_FIRST_EQUAL: dict = {}   # id(graph) -> (graph, first_equal_ops(graph), each op's _op_key) for the graphs in _GRAPHS
 
 
 def _graph_key(model, layout, point, gpus_per_tray):
@@ -203,6 +259,8 @@ def _same_kernels(a: Op, b: Op) -> bool:
 
 def _same_kernel(x, y) -> bool:
     """Kernels that kernel_time times alike: the same family, costs and shape fields, bit for bit."""
+    if x is y:   # (one kernel: kernels.cost.kept_kernels gives equal calls the same)
+        return True
     if x.family != y.family:
         return False
     u, v = _values_of(x), _values_of(y)
