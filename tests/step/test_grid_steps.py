@@ -150,6 +150,12 @@ def test_factored_ops_are_timed_once_over_a_span(monkeypatch):
     assert len(split) == 2 and split[1][2] and split[1][0] in grid.span_cuts(span)
 
 
+def _decode_grid(hw, name, b, c) -> GridSteps:
+    """The rack's decode point of layout `name` over batches `b` (a column) x contexts `c` (a row)."""
+    lay = parse_layout(name)
+    return GridSteps(V41, hw, lay, dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c))
+
+
 def test_a_grid_takes_the_span_pieces_of_an_earlier_grid_on_the_rack():
     """DEP32's indexer, top-k and sparse attention are DEP16's at the same batch per rank (the same constructors, the
     same arguments bit for bit): its spans take DEP16's pieces (GridSteps._shared_pieces), and its blocks' metrics are
@@ -161,8 +167,7 @@ def test_a_grid_takes_the_span_pieces_of_an_earlier_grid_on_the_rack():
     span, block = (slice(0, 256), slice(0, 200)), (slice(0, 256), slice(64, 130))
 
     def grid(name):
-        lay = parse_layout(name)
-        return GridSteps(V41, hw, lay, dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c))
+        return _decode_grid(hw, name, b, c)
 
     forget_graphs()
     dep16 = grid("dep16")
@@ -192,8 +197,7 @@ def test_a_grid_takes_the_block_times_of_an_earlier_grid_on_the_rack(monkeypatch
     span, block = (slice(0, 256), slice(0, 200)), (slice(0, 256), slice(0, 64))
 
     def grid(name):
-        lay = parse_layout(name)
-        return GridSteps(V41, hw, lay, dataclasses.replace(make_point(V41, hw, lay, phase="decode"), batch=b, context=c))
+        return _decode_grid(hw, name, b, c)
 
     grid_module.forget_graphs()
     grid("dep16").metrics(block, span)
