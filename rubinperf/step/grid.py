@@ -224,20 +224,31 @@ class GridSteps:
         placement whose kernels are made by the same constructors from the same arguments over its span, bit for bit
         (DEP32's indexer and sparse attention are DEP16's at the same batch per rank): op_time is a pure function of
         them and the rack."""
-        o, start = self.ops[n], span[1].start
-        recipe = [self._made.get(id(k)) for k in o.kernels]
-        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+        start = span[1].start
+        made = self._made_args(n, span)
+        if made is None:
             return self._time_pieces(n, span[0], start, span[1].stop)
-        args = [[_cut(a, span, self.shape) for a in r[2]] for r in recipe]
-        key = (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut)) for r, cut in zip(recipe, args)))
+        key, args = made
         bucket = _SPAN_TIMES.setdefault(key, [])
-        for seen, pieces in bucket:
-            if all(len(x) == len(y) and all(map(_same_value, x, y)) for x, y in zip(seen, args)):
-                return [(a + start, b + start, t) for a, b, t in pieces]
+        pieces = _kept_for(bucket, args)
+        if pieces is not None:
+            return [(a + start, b + start, t) for a, b, t in pieces]
         pieces = self._time_pieces(n, span[0], start, span[1].stop)
         if len(_SPAN_TIMES) <= SPAN_TIMES_KEPT:
             bucket.append((args, [(a - start, b - start, t) for a, b, t in pieces]))
         return pieces
+
+    def _made_args(self, n: int, region):
+        """(key, arguments) of op n's kernels as made over `region` (rows, columns) of the grid: by their weight
+        placement, constructors and the arguments' keys, for times an earlier grid on this rack kept (_kept_for);
+        None where a kernel of the op is not made by a constructor, or the kept times are another rack's."""
+        o = self.ops[n]
+        recipe = [self._made.get(id(k)) for k in o.kernels]
+        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+            return None
+        args = [[_cut(a, region, self.shape) for a in r[2]] for r in recipe]
+        return (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut))
+                                           for r, cut in zip(recipe, args))), args
 
     def _time_pieces(self, n: int, rows, a: int, b: int, depth: int = 0) -> list:
         """_pieces over columns a:b: the whole, or where a formula would make the full block there, the pieces between
@@ -284,16 +295,14 @@ class GridSteps:
         same arguments over the block, bit for bit (the top-k of DEP16, DEP32 and TP8 at the same batch per rank, on
         the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all (4 MB: the
         2 MB of a 1,024-batch sweep's; a sweep of more batches per graph keeps fewer)."""
-        o = self.ops[n]
-        recipe = [self._made.get(id(k)) for k in o.kernels]
-        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+        made = self._made_args(n, block)
+        if made is None:
             return op_time(part, self.hw)
-        args = [[_cut(a, block, self.shape) for a in r[2]] for r in recipe]
-        key = (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut)) for r, cut in zip(recipe, args)))
+        key, args = made
         bucket = _BLOCK_TIMES.setdefault(key, [])
-        for seen, times in bucket:
-            if all(len(x) == len(y) and all(map(_same_value, x, y)) for x, y in zip(seen, args)):
-                return times
+        times = _kept_for(bucket, args)
+        if times is not None:
+            return times
         t = op_time(part, self.hw)
         times = _SpanCut(t.expected_s, t.sol_s)
         size = _nbytes(times.expected_s) + _nbytes(times.sol_s)
@@ -348,6 +357,15 @@ def _nbytes(v) -> int:
     if t is Bands:
         return sum(_nbytes(w) for _, _, w in v.parts)
     return getattr(v, "nbytes", 0) if t.__module__ == "numpy" else 0
+
+
+def _kept_for(bucket: list, args: list):
+    """The value kept in `bucket` ([(arguments, value)]) for made kernels' arguments equal to `args`, bit for bit; None
+    where none is."""
+    for seen, value in bucket:
+        if all(len(x) == len(y) and all(map(_same_value, x, y)) for x, y in zip(seen, args)):
+            return value
+    return None
 
 
 def _arg_key(a):

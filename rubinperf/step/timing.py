@@ -80,9 +80,10 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
     kept = None
     if firsts is None:
         hit = _FIRST_EQUAL.get(id(ops))
-        firsts = hit[1] if hit is not None and hit[0] is ops else first_equal_ops(ops)   # a graph op_graph keeps: found once
-        if hit is not None and hit[0] is ops:   # (numbers or small arrays: an op's times kept for the next steps)
-            kept, keys = _kept_times(hw), hit[2]
+        if hit is not None and hit[0] is ops:   # a graph op_graph keeps: found once, and its ops' times kept for the
+            firsts, kept, keys = hit[1], _kept_times(hw), hit[2]   # next steps (times of numbers only)
+        else:
+            firsts = first_equal_ops(ops)
     times: list = []
     for n, first in enumerate(firsts):
         if first != n:
