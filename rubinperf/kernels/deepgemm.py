@@ -39,6 +39,7 @@ MEGAMOE_REGIMES = ((16, 8, 256, 2), (32, 16, 128, 2), (64, 32, 128, 1), (96, 16,
 
 
 def _align(x, a):
+    """x rounded up to a multiple of a (numbers, numpy arrays and sympy expressions alike: floor division)."""
     return -(-x // a) * a
 
 
@@ -185,13 +186,9 @@ def sm90_fp8_gemm_pipeline(block_m, block_n, k):
     At 16 x 16 and k 5120: 16 stages of 2,048 weight bytes; at 16 x 128: 12 of 16,384."""
     k_blocks = sceil(k / SM90_GEMM_BLOCK_K)
     two_sfb = smin(1, SM90_GEMM_BLOCK_K % block_n)       # 0 where block_n divides 128 (one B scale a K block), else 1
-    extra = (_align_up(block_m * block_n * 2, SMEM_ALIGN) + SM90_GEMM_MAX_STAGES * 8 * 2
-             + _align_up(k_blocks * 4 * (1 + two_sfb), 8))
-    stage = block_m * SM90_GEMM_BLOCK_K + block_n * SM90_GEMM_BLOCK_K + _align_up(block_m * 4, 128)
+    extra = (_align(block_m * block_n * 2, SMEM_ALIGN) + SM90_GEMM_MAX_STAGES * 8 * 2
+             + _align(k_blocks * 4 * (1 + two_sfb), 8))
+    stage = block_m * SM90_GEMM_BLOCK_K + block_n * SM90_GEMM_BLOCK_K + _align(block_m * 4, 128)
     stages = smin(sfloor((SM90_SMEM_CAPACITY_BYTES - extra) / stage), SM90_GEMM_MAX_STAGES)
     return stages, block_n * SM90_GEMM_BLOCK_K
 
-
-def _align_up(x, a):
-    """x rounded up to a multiple of a (numbers, arrays or expressions)."""
-    return sceil(x / a) * a
