@@ -90,8 +90,8 @@ OWN_PRIMARY_METHOD = "kineto"
 
 
 def own_rows(path=None) -> list:
-    """The primary rows of the own measurements (calibration/hopper/deepgemm_sm90_evidence.csv and
-    calibration/hopper/flashmla/flashmla_sm90_evidence.csv, or the file `path`): one per case."""
+    """The primary rows of the own measurements (every file of evidence.own_paths, or the file `path`): one per
+    case."""
     from rubinperf.analysis.evidence import load_evidence, own_paths
 
     paths = [path] if path is not None else own_paths()
