@@ -993,8 +993,9 @@ def _wins(x: Outer, y: Outer):
 
 def _outer_sum(values):
     """ssum of values among which Outers: the Outers that share a column or a row added on their factors (each group
-    one Outer), numbers and rows into the first group's `add`; then that group's full block made once and the other
-    groups, the columns (added among themselves first) and any full blocks added into it in place."""
+    one Outer), numbers and rows into the first group's `add`; then the block made once, as one matrix product a run
+    of rows (_rank_sum), or where a part is not float64, that group's full block with the other groups, the columns
+    (added among themselves first) and any full blocks added into it in place."""
     import numpy as np
 
     groups: list = []
