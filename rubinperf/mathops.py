@@ -315,11 +315,18 @@ def sper(x, d):
 
 
 def sdiv(x, *divisors):
-    """x / d1 / d2 ..., left to right; a numpy array over the plain number 1 is left as it is (the same values)."""
+    """x / d1 / d2 ..., left to right; a numpy array over the plain number 1 is left as it is (the same values). A float
+    array this made is divided by the next plain numbers in place (the same values, without a new array each)."""
+    made = False
     for d in divisors:
-        if type(d) in _PLAIN and d == 1 and type(x).__module__ == "numpy":
-            continue
+        if type(d) in _PLAIN and type(x).__module__ == "numpy":
+            if d == 1:
+                continue
+            if made and getattr(x, "ndim", 0) > 0 and x.dtype.char == "d":
+                x /= d
+                continue
         x = x / d
+        made = True
     return x
 
 

@@ -260,14 +260,17 @@ def _plain_key(args: tuple, kwargs: dict):
 def kept_kernels(fn):
     """Decorator for a kernel constructor, a pure function of its arguments returning frozen Kernels: a call with the
     same plain arguments (_plain_key) as an earlier one takes the Kernel that call made (a step graph makes the same
-    GEMMs, quantisations and norms for layer after layer, step after step); arrays and symbols make their own."""
+    GEMMs, quantisations and norms for layer after layer, step after step); a call whose arguments are plain or small
+    numpy arrays (a grid's batch column: _array_call_key) takes the Kernel an earlier call with the same arguments, bit
+    for bit, made since forget_array_kernels (the layouts of one rack's grid sweep make their dense GEMMs, norms and
+    quantisations over the same token column: 55 distinct calls of 235); symbols make their own."""
     made: dict = {}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         key = _plain_key(args, kwargs)
         if key is None:
-            return fn(*args, **kwargs)
+            return _array_call(fn, args, kwargs)
         hit = made.get(key)
         if hit is None:
             if len(made) >= KERNELS_KEPT:
@@ -277,3 +280,67 @@ def kept_kernels(fn):
 
     call.forget = made.clear
     return call
+
+
+# Kernels made by kept_kernels' constructors from arguments among which are numpy arrays of at most ARRAY_KEY_ELEMENTS
+# elements: {(constructor, _array_call_key): [(the arrays' bytes, Kernel)]}, while they and their kernels' arrays hold
+# at most ARRAY_KERNELS_BYTES (a grid sweep's graphs over 1,024 batches: 55 kernels, about 2 MB), until
+# forget_array_kernels (step.grid.forget_graphs).
+_ARRAY_KERNELS: dict = {}
+_ARRAY_KERNELS_BYTES = [0]
+ARRAY_KERNELS_BYTES = 8 * 2**20
+ARRAY_KEY_ELEMENTS = 1 << 14
+
+
+def forget_array_kernels() -> None:
+    """Drop the kernels kept for calls with array arguments."""
+    _ARRAY_KERNELS.clear()
+    _ARRAY_KERNELS_BYTES[0] = 0
+
+
+def _array_call(fn, args: tuple, kwargs: dict):
+    """fn(*args, **kwargs), or the Kernel an earlier call of fn made from the same arguments, bit for bit (numbers as
+    _plain_key keys them, numpy arrays by their type, shape and bytes)."""
+    key, arrays = _array_call_key(args, kwargs)
+    if key is None:
+        return fn(*args, **kwargs)
+    blobs = [a.tobytes() for a in arrays]
+    bucket = _ARRAY_KERNELS.setdefault((fn, key), [])
+    for seen, kernel in bucket:
+        if seen == blobs:
+            return kernel
+    kernel = fn(*args, **kwargs)
+    size = sum(map(len, blobs)) + sum(map(_kernel_nbytes, kernel if type(kernel) is tuple else (kernel,)))
+    if _ARRAY_KERNELS_BYTES[0] + size > ARRAY_KERNELS_BYTES:
+        forget_array_kernels()
+        bucket = _ARRAY_KERNELS.setdefault((fn, key), [])
+    bucket.append((blobs, kernel))
+    _ARRAY_KERNELS_BYTES[0] += size
+    return kernel
+
+
+def _kernel_nbytes(k) -> int:
+    """Bytes of the numpy values a Kernel holds (its cost and shape fields)."""
+    return sum(v.nbytes for v in (*k.cost.__dict__.values(), *_shape_values(k)) if type(v).__module__ == "numpy")
+
+
+def _array_call_key(args: tuple, kwargs: dict):
+    """(key, arrays) of a call whose arguments are plain (as _plain_key takes them) or numpy arrays (exactly
+    numpy.ndarray, of numbers, at most ARRAY_KEY_ELEMENTS elements): the key holds each array's shape, type and first
+    and last element, `arrays` the arrays, whose bytes tell equal calls apart. (None, None) for any other call."""
+    key, arrays = [], []
+    for v in (*args, *kwargs.values()):
+        t = type(v)
+        if t is float:
+            if v != v or (v == 0 and math.copysign(1.0, v) < 0):
+                return None, None
+            key.append((t, v))
+        elif t in _PLAIN_ARGS:
+            key.append((t, v))
+        elif t.__name__ == "ndarray" and t.__module__ == "numpy" and v.dtype.kind in "fiub" \
+                and 0 < v.size <= ARRAY_KEY_ELEMENTS:
+            key.append((v.shape, v.dtype.str, v.item(0), v.item(-1)))
+            arrays.append(v)
+        else:
+            return None, None
+    return (tuple(key), tuple(kwargs)), arrays

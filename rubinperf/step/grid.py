@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rubinperf.kernels.attention import indexer_logits, indexer_select, sparse_attention
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, forget_array_kernels
 from rubinperf.mathops import _PLAIN, Bands, Outer, Unfactored, _full, only_factored, sscale, ssum
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
@@ -43,6 +43,7 @@ class GridGraph:
     shape: tuple           # (rows, columns) of the grid: its batch and context axes
     once: list[int]        # ops that read no grid array
     once_firsts: list[int]   # first_equal_ops of those ops
+    once_keys: list        # their _op_key (first_equal_ops found them): _time_once looks the kept times up by them
     same: list[int]        # each op read per block: the first such op with the same kernels
     cpu: list[bool]
     sync: list[bool]       # host barrier ops (DP sync) among the cpu ones
@@ -76,15 +77,28 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     made = ContextKernels(shape)
     ops = build_step(model, layout, point, gpus_per_tray=gpus_per_tray, context_kernel=made)
     made = made.made
-    both = [any(id(k) in made for k in o.kernels) or _reads_grid(o, shape) for o in ops]
+    arrays: dict = {}   # id -> nbytes of the numpy values the ops and the made kernels' arguments hold
+    both = []
+    for o in ops:   # (each op's values read once: whether it reads the grid, and its arrays' bytes)
+        grid = any(id(k) in made for k in o.kernels)
+        for v in _op_values(o):
+            if type(v) not in _SCALAR_TYPES:
+                grid = grid or _is_grid(v, shape)
+                if type(v).__module__ == "numpy":
+                    arrays[id(v)] = v.nbytes
+        both.append(grid)
+    for _, _, args in made.values():
+        for a in args:
+            if type(a) not in _SCALAR_TYPES and type(a).__module__ == "numpy":
+                arrays[id(a)] = a.nbytes
     once = [n for n in range(len(ops)) if not both[n]]
     per_block = [n for n in range(len(ops)) if both[n]]
     same = list(range(len(ops)))
     for i, n in enumerate(per_block):
         same[n] = next((j for j in per_block[:i] if same[j] == j and _same_block_op(ops[j], ops[n], made)), n)
-    values = [v for o in ops for v in _op_values(o)] + [a for _, _, args in made.values() for a in args]
-    arrays = {id(v): v.nbytes for v in values if type(v) not in _SCALAR_TYPES and type(v).__module__ == "numpy"}
-    return GridGraph(ops, shape, once, first_equal_ops([ops[n] for n in once]), same,
+    keys = [None] * len(once)
+    firsts = first_equal_ops([ops[n] for n in once], keys=keys)
+    return GridGraph(ops, shape, once, firsts, keys, same,
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
                      sum(arrays.values()))
 
@@ -147,7 +161,7 @@ class GridSteps:
         self.ops, self.shape, self.same, self.cpu, self.sync = g.ops, g.shape, g.same, g.cpu, g.sync
         self.height = self.shape[0]
         self._made, self._cut_op = g.made, g.cutters
-        self.once = dict(zip(g.once, _time_once([g.ops[n] for n in g.once], hw, g.once_firsts)))
+        self.once = dict(zip(g.once, _time_once([g.ops[n] for n in g.once], hw, g.once_firsts, g.once_keys)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
         # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
         # in op order
@@ -490,6 +504,7 @@ def forget_graphs() -> None:
     steps'): the next step or grid builds and times its own."""
     _GRAPHS.clear()
     _FIRST_EQUAL.clear()
+    forget_array_kernels()
     _STEP_TIMES.clear()
     _GRID_GRAPHS.clear()
     _ONCE_TIMES.clear()
@@ -516,9 +531,10 @@ BLOCK_TIMES_BYTES = 4 * 2**20
 ONCE_TIMES_KEPT = 1024
 
 
-def _time_once(ops: list, hw: Platform, firsts: list[int]) -> list[OpTime]:
+def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None = None) -> list[OpTime]:
     """time_ops(ops, hw, firsts), where an op equal to one a grid before timed on the same rack (the same kernels, bit
-    for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time."""
+    for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time. `keys`: each
+    op's _op_key where the caller has them (first_equal_ops' keys)."""
     if _ONCE_RACK[0] is not hw or sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
         _ONCE_TIMES.clear()
         _ONCE_RACK[0] = hw   # (kept, so its id is not reused while the times live)
@@ -533,7 +549,7 @@ def _time_once(ops: list, hw: Platform, firsts: list[int]) -> list[OpTime]:
             times.append(times[first])
             continue
         o, t = ops[n], None
-        key = _op_key(o)
+        key = _op_key(o) if keys is None else keys[n]
         if key is not None:
             bucket = _ONCE_TIMES.setdefault(key, [])
             t = next((kt for x, kt in bucket if _same_kernels(x, o)), None)
@@ -678,8 +694,3 @@ def _is_grid(v, grid) -> bool:
     """An array that spans both axes of the grid (a column or a row spans one)."""
     shape = getattr(v, "shape", ())
     return len(shape) > 1 and shape[0] == grid[0] > 1 and shape[1] == grid[1] > 1
-
-
-def _reads_grid(o: Op, grid) -> bool:
-    """Whether any of op o's values is a grid array."""
-    return any(_is_grid(v, grid) for v in _op_values(o) if type(v) not in _SCALAR_TYPES)

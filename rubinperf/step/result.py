@@ -39,7 +39,7 @@ from rubinperf.kernels.cost import Cost
 from rubinperf.step.graph import Op
 from rubinperf.step.point import Point
 from rubinperf.specs.layout import Layout
-from rubinperf.mathops import sadd, sscale, ssum
+from rubinperf.mathops import sadd, sdiv, sscale, ssum
 from rubinperf.roofline import BOUNDS, KernelTime, binding_term, exposed_host, host_path, split_kv_reduction
 from rubinperf.specs.model import Model
 
@@ -273,7 +273,7 @@ def tokens_per_step(m: Model, lay: Layout, p: Point):
 
 
 def tokens_per_s_per_gpu(m: Model, lay: Layout, p: Point, step_s):
-    return tokens_per_step(m, lay, p) / step_s / lay.ranks
+    return sdiv(tokens_per_step(m, lay, p), step_s, lay.ranks)
 
 
 def tokens_per_s_per_user(m: Model, p: Point, step_s):
