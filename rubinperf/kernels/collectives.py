@@ -19,7 +19,7 @@ the in-domain steps of a hierarchical collective.
 
 from __future__ import annotations
 
-from rubinperf.kernels.cost import Cost, Kernel
+from rubinperf.kernels.cost import Cost, Kernel, kept_kernels
 from rubinperf.kernels.moe import _gt, spans_domains
 from rubinperf.specs.precision import PRECISIONS
 from rubinperf.specs.stack import ALLREDUCE_ALGORITHMS  # noqa: F401  (the names all_reduce_as knows)
@@ -123,6 +123,7 @@ def all_reduce_as(algorithm: str, nbytes, ranks, gpus_per_tray=None, fused_one_s
     raise ValueError(f"unknown all-reduce algorithm {algorithm!r}")
 
 
+@kept_kernels
 def all_reduce_by_size(nbytes, ranks, algorithms, switch_bytes, gpus_per_tray=None, multicast: bool = True,
                        fused_one_shot: bool = False, at: dict | None = None, switch_ranks=()) -> tuple[Kernel, str]:
     """The all-reduce a library runs for a message of `nbytes` (all_reduce_algorithm), and its name. Over a numpy

@@ -320,7 +320,9 @@ def _array_call(fn, args: tuple, kwargs: dict):
 
 
 def _kernel_nbytes(k) -> int:
-    """Bytes of the numpy values a Kernel holds (its cost and shape fields)."""
+    """Bytes of the numpy values a Kernel holds (its cost and shape fields); 0 for anything else (a name)."""
+    if type(k) is not Kernel:
+        return 0
     return sum(v.nbytes for v in (*k.cost.__dict__.values(), *_shape_values(k)) if type(v).__module__ == "numpy")
 
 
@@ -331,16 +333,28 @@ def _array_call_key(args: tuple, kwargs: dict):
     key, arrays = [], []
     for v in (*args, *kwargs.values()):
         t = type(v)
-        if t is float:
-            if v != v or (v == 0 and math.copysign(1.0, v) < 0):
+        if t.__name__ == "ndarray" and t.__module__ == "numpy":
+            if v.dtype.kind not in "fiub" or not 0 < v.size <= ARRAY_KEY_ELEMENTS:
                 return None, None
-            key.append((t, v))
-        elif t in _PLAIN_ARGS:
-            key.append((t, v))
-        elif t.__name__ == "ndarray" and t.__module__ == "numpy" and v.dtype.kind in "fiub" \
-                and 0 < v.size <= ARRAY_KEY_ELEMENTS:
             key.append((v.shape, v.dtype.str, v.item(0), v.item(-1)))
             arrays.append(v)
-        else:
+            continue
+        plain = _plain_value_key(v)
+        if plain is None:
             return None, None
+        key.append(plain)
     return (tuple(key), tuple(kwargs)), arrays
+
+
+def _plain_value_key(v):
+    """_plain_key's key of one value, with tuples of such values and dicts of them (a stack's all-reduce lists, a
+    point's symbol values) as tuples of their keys; None for anything else."""
+    t = type(v)
+    if t is float:
+        return None if v != v or (v == 0 and math.copysign(1.0, v) < 0) else (t, v)
+    if t in _PLAIN_ARGS:
+        return (t, v)
+    if t is tuple or t is dict:
+        keys = tuple(_plain_value_key(x) for x in (v if t is tuple else (*v.keys(), *v.values())))
+        return None if None in keys else (t, keys)
+    return None
