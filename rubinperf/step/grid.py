@@ -292,10 +292,16 @@ class GridSteps:
         """op_time of op n on a block. An op whose kernels carry no context axis on this block (sparse attention past
         its top-k and window) and equal, bit for bit, its kernels on the last block it was timed on (blocks go row by
         row: the next columns of the same rows) takes that block's times: the same inputs give the same numbers."""
+        made = self._made_args(n, block)
+        if made is not None and made[0] in _BLOCK_TIMES:   # (kept only for an op whose kernels carry the context axis
+            times = _kept_for(_BLOCK_TIMES[made[0]], made[1])   # on the block: found before the op is made on it)
+            if times is not None:
+                self._last_timed.pop(n, None)
+                return times
         part = self.cut_op(n, block, factored=True)
         if any(_columns(v) for k in part.kernels for v in _values_of(k)):
             self._last_timed.pop(n, None)
-            return self._shared_block_time(n, block, part)
+            return self._shared_block_time(n, block, part, made)
         last = self._last_timed.get(n)
         if last is not None and _same_kernels(part, last[0]):
             return last[1]
@@ -303,13 +309,15 @@ class GridSteps:
         self._last_timed[n] = (part, t)   # (only ops of no context axis are kept: a column's arrays)
         return t
 
-    def _shared_block_time(self, n: int, block, part):
+    def _shared_block_time(self, n: int, block, part, made=None):
         """op_time of op n on a block (`part`: the op on it), or its (expected_s, sol_s) that an earlier grid on the
         same rack timed for an op of the same weight placement whose kernels are made by the same constructors from the
         same arguments over the block, bit for bit (the top-k of DEP16, DEP32 and TP8 at the same batch per rank, on
         the blocks where its HBM and L2 times cross), kept while they hold at most BLOCK_TIMES_BYTES in all (4 MB: the
-        2 MB of a 1,024-batch sweep's; a sweep of more batches per graph keeps fewer)."""
-        made = self._made_args(n, block)
+        2 MB of a 1,024-batch sweep's; a sweep of more batches per graph keeps fewer). `made`: _made_args(n, block),
+        where the caller has it."""
+        if made is None:
+            made = self._made_args(n, block)
         if made is None:
             return op_time(part, self.hw)
         key, args = made
