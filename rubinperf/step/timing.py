@@ -166,13 +166,26 @@ def _op_key(o: Op):
     parts = [o.die_local_weights]
     for k in o.kernels:
         parts.append(k.family)
-        values = _values_of(k)
-        if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
-            values = tuple([v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values])
-            if _NO_KEY in values:
-                return None
+        hit = _KERNEL_KEYS.get(id(k))
+        if hit is not None and hit[0] is k:   # (a kernel of several ops or graphs: kept_kernels gives equal calls one)
+            values = hit[1]
+        else:
+            values = _values_of(k)
+            if not _SCALAR_TYPES.issuperset(map(type, values)):   # arrays: a summary of each (numbers as they are)
+                values = tuple([v if type(v) in _SCALAR_TYPES else _array_key(v) for v in values])
+                if len(_KERNEL_KEYS) >= KERNEL_KEYS_KEPT:
+                    _KERNEL_KEYS.clear()
+                _KERNEL_KEYS[id(k)] = (k, values)   # (the kernel kept beside its id, so that the id is not reused)
+        if _NO_KEY in values:
+            return None
         parts.append(values)
     return tuple(parts)
+
+
+# The summaries _op_key made of kernels that hold arrays: id(kernel) -> (kernel, its values' summary), at most
+# KERNEL_KEYS_KEPT, until step.grid.forget_graphs.
+_KERNEL_KEYS: dict = {}
+KERNEL_KEYS_KEPT = 512
 
 
 def _array_key(v):
