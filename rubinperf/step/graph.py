@@ -139,12 +139,30 @@ def _all_reduce(m: Model, tokens, layout: Layout, hw_tray, p: Point, what: str, 
                                              switch_ranks=p.allreduce_switch_ranks)
     names = None
     if "/" in algorithm:   # a swept array of sizes over several algorithms: each element's own name
-        import numpy as np
-
         switch = K.switch_row(p.allreduce_switch_bytes, p.allreduce_algorithms, layout.tp, p.allreduce_switch_ranks)
         idx = K.all_reduce_algorithm(nbytes, p.allreduce_algorithms, switch, p.nvlink_multicast)
-        names = np.asarray([f"all-reduce ({what}, {a})" for a in p.allreduce_algorithms])[idx]
+        names = ElementNames([f"all-reduce ({what}, {a})" for a in p.allreduce_algorithms], idx)
     return Op(f"all-reduce ({what}, {algorithm})", kernel, part=part, names=names)
+
+
+class ElementNames:
+    """An op's name element by element over a swept array (the all-reduce's algorithm by message size): the names by
+    index and each element's index, a name made at an element when asked (StepResult.at); a grid sweep never reads
+    them (an array of names over the grid's batches held 160 bytes an element)."""
+
+    __slots__ = ("labels", "idx")
+
+    def __init__(self, labels, idx):
+        self.labels, self.idx = tuple(labels), idx
+
+    def __radd__(self, prefix: str) -> "ElementNames":
+        return ElementNames([prefix + x for x in self.labels], self.idx)
+
+    def at(self, shape, index) -> str:
+        """The name at `index` of an array of `shape` (the element's index broadcast to it)."""
+        import numpy as np
+
+        return self.labels[int(np.broadcast_to(self.idx, shape)[index])]
 
 
 def attention_ops(m: Model, layer: int, layout: Layout, p: Point, tokens, seqs, q_per_seq, hw_tray,

@@ -197,7 +197,7 @@ class StepResult:
             kernels = tuple(k.map(pick) for k in o.op.kernels)
             op = dataclasses.replace(o.op, kernels=kernels, repeat=pick(o.op.repeat), stretch=pick(o.op.stretch))
             if o.op.names is not None:   # an op named by element (the all-reduce's algorithm by message size)
-                op = dataclasses.replace(op, name=str(np.broadcast_to(o.op.names, shape)[index]), names=None)
+                op = dataclasses.replace(op, name=o.op.names.at(shape, index), names=None)
             return OpTime(op, o.time.map(pick))
 
         point = dataclasses.replace(self.point, **{f.name: pick(getattr(self.point, f.name))
