@@ -14,6 +14,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+from rubinperf import mathops
 from rubinperf.mathops import FieldArithmetic, dict_init, sadd
 
 PEAKS = ("fp4", "fp8", "fp8_fp4", "bf16", "tf32", "fp32")
@@ -283,7 +284,7 @@ def kept_kernels(fn):
 
 
 # Kernels made by kept_kernels' constructors from arguments among which are numpy arrays of at most ARRAY_KEY_ELEMENTS
-# elements: {(constructor, _array_call_key): [(the arrays' bytes, Kernel)]}, while they and their kernels' arrays hold
+# elements: {(constructor, _array_call_key, mathops._HELD_ROWS): [(the arrays' bytes, Kernel)]}, while they and their kernels' arrays hold
 # at most ARRAY_KERNELS_BYTES (a grid sweep's graphs over 1,024 batches: 55 kernels, about 2 MB), until
 # forget_array_kernels (step.grid.forget_graphs).
 _ARRAY_KERNELS: dict = {}
@@ -305,7 +306,8 @@ def _array_call(fn, args: tuple, kwargs: dict):
     if key is None:
         return fn(*args, **kwargs)
     blobs = [a.tobytes() for a in arrays]
-    bucket = _ARRAY_KERNELS.setdefault((fn, key), [])
+    key = (fn, key, mathops._HELD_ROWS)   # (inside mathops.held_roundings an array's ceil and floor differ: its own)
+    bucket = _ARRAY_KERNELS.setdefault(key, [])
     for seen, kernel in bucket:
         if seen == blobs:
             return kernel
@@ -313,7 +315,7 @@ def _array_call(fn, args: tuple, kwargs: dict):
     size = sum(map(len, blobs)) + sum(map(_kernel_nbytes, kernel if type(kernel) is tuple else (kernel,)))
     if _ARRAY_KERNELS_BYTES[0] + size > ARRAY_KERNELS_BYTES:
         forget_array_kernels()
-        bucket = _ARRAY_KERNELS.setdefault((fn, key), [])
+        bucket = _ARRAY_KERNELS.setdefault(key, [])
     bucket.append((blobs, kernel))
     _ARRAY_KERNELS_BYTES[0] += size
     return kernel
