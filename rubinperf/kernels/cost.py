@@ -284,9 +284,9 @@ def kept_kernels(fn):
 
 
 # Kernels made by kept_kernels' constructors from arguments among which are numpy arrays of at most ARRAY_KEY_ELEMENTS
-# elements: {(constructor, _array_call_key, mathops._HELD_ROWS): [(the arrays' bytes, Kernel)]}, while they and their kernels' arrays hold
-# at most ARRAY_KERNELS_BYTES (a grid sweep's graphs over 1,024 batches: 55 kernels, about 2 MB), until
-# forget_array_kernels (step.grid.forget_graphs).
+# elements: {(constructor, _array_call_key, mathops._HELD_ROWS): [(the arrays' bytes, Kernel)]}, while they and their
+# kernels' arrays hold at most ARRAY_KERNELS_BYTES (a grid sweep's graphs over 1,024 batches: 55 kernels, about 2 MB),
+# until forget_array_kernels (step.grid.forget_graphs).
 _ARRAY_KERNELS: dict = {}
 _ARRAY_KERNELS_BYTES = [0]
 ARRAY_KERNELS_BYTES = 8 * 2**20

@@ -16,7 +16,8 @@ from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
-from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _KERNEL_KEYS, _SCALAR_TYPES, _STEP_TIMES, _array_key, first_equal_ops,
+from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _KERNEL_KEYS, _SCALAR_TYPES, _STEP_TIMES, _array_key,
+                                   first_equal_ops,
                                    _graph_key, _op_key, _same_kernel,
                                    _same_kernels,
                                    _same_value,
