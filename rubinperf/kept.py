@@ -145,12 +145,9 @@ def kept_of_tree(name: str, compute, encode, decode):
     lists, tuples, dicts)."""
     slug = "-".join(name.split())
     path = kept_file(f"tree-{slug}", _tree_digest(), name.encode())
-    value = read_kept(path)
-    if value is not None:
-        try:
-            return decode(value)
-        except (KeyError, ValueError, TypeError):
-            pass
+    value = _without_collector(lambda: _decoded(read_kept(path), decode))   # (as long-lived as a computed result)
+    if value is not _NOT_KEPT:
+        return value
     value = _without_collector(compute)
     if write_kept(path, encode(value)):
         for old in _DIR.glob(f"tree-{slug}-*"):   # the result of a tree before this one (a megabyte or two)
@@ -159,11 +156,27 @@ def kept_of_tree(name: str, compute, encode, decode):
     return value
 
 
+_NOT_KEPT = object()
+
+
+def _decoded(value, decode):
+    """decode(value), or _NOT_KEPT where nothing was kept or what was kept does not decode."""
+    if value is None:
+        return _NOT_KEPT
+    try:
+        return decode(value)
+    except (KeyError, ValueError, TypeError):
+        return _NOT_KEPT
+
+
 def _without_collector(compute):
     """compute() with Python's cyclic garbage collector paused: a result of the tree is built of tens of thousands of
     small dicts and lists that all live on (the ledger's rows, the points' records), and the collector would walk
-    them again and again as they age (about a tenth of a first `validate`). Nothing is lost: cycles made meanwhile
-    are collected once it runs again."""
+    them again and again as they age (about a tenth of a first `validate`). What is alive when it is done is then
+    moved out of the collector's generations (gc.freeze, as tests/conftest.py does after collection): made while the
+    collector was paused, all of it sat in the youngest generation, and the first collections after (the bands, the
+    tables) walked it whole, then again in each older generation (0.08 s of a first `validate`). Objects freed by
+    their reference count are freed as before; a cycle made meanwhile and dropped is kept to the end of the process."""
     import gc
 
     if not gc.isenabled():
@@ -172,5 +185,6 @@ def _without_collector(compute):
     try:
         return compute()
     finally:
+        gc.freeze()
         gc.enable()
 
