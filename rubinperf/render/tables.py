@@ -69,14 +69,28 @@ class FitTable:
         self.title, self.caption = title, caption
         self.cols = [_colspec(c) for c in columns]
         self.rows = [[str(x) for x in r] for r in rows]
+        self._measured: dict = {}   # (measure, column, short headers?) -> width, and (width, --wide) -> layout: a
+        # table is not changed once made, and layout() asks a column's widths again for every column it leaves out
+        # and for every width it narrows (print_out lays a table out twice where rich draws it: plain(), then build())
 
     # widths
     def _natural(self, i: int, short: bool) -> int:
-        head = self.cols[i]["short" if short else "header"]
-        cells = [head] + [r[i] for r in self.rows]
-        return max(cell_len(line) for c in cells for line in (c.split("\n") or [""]))
+        key = ("natural", i, short)
+        width = self._measured.get(key)
+        if width is None:
+            head = self.cols[i]["short" if short else "header"]
+            cells = [head] + [r[i] for r in self.rows]
+            width = self._measured[key] = max(cell_len(line) for c in cells for line in (c.split("\n") or [""]))
+        return width
 
     def _minimum(self, i: int, short: bool) -> int:
+        key = ("minimum", i, short)
+        width = self._measured.get(key)
+        if width is None:
+            width = self._measured[key] = self._minimum_of(i, short)
+        return width
+
+    def _minimum_of(self, i: int, short: bool) -> int:
         c = self.cols[i]
         if not c["wrap"]:  # numbers do not wrap
             return self._natural(i, short)
@@ -146,6 +160,14 @@ class FitTable:
     def layout(self, width: int):
         """(kept columns, short headers?, boxed?, widths or None, columns left out, width) for `width` columns:
         the table that fits (see the class)."""
+        key = ("layout", width, _WIDE)
+        done = self._measured.get(key)
+        if done is None:
+            done = self._measured[key] = self._layout(width)
+        keep, short, boxed, widths, dropped, width = done
+        return list(keep), short, boxed, None if widths is None else dict(widths), list(dropped), width
+
+    def _layout(self, width: int):
         n = len(self.cols)
         keep = list(range(n))
         if _WIDE or self.natural_width() <= width:   # one style for every table: no box
