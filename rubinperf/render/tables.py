@@ -3,11 +3,14 @@ optional columns left out and named under the table; --wide shows every column a
 
 Rows are strings already formatted (`rubinperf.units`); printed by `rubinperf.render.output.print_out`.
 
-rich draws every table. Where nothing needs rich's styles, wrapping or markup (plain output to a pipe
-or file: no cell wraps, no title or caption wider than the table, no markup or emoji codes, no
-character of uncertain width), `FitTable.plain` writes the very text rich would, without importing
-rich (a quarter of `estimate`'s start-up); tests/render/test_plain_tables.py holds it to rich's text for
-every table the commands print, at many widths. Anything else returns None and rich draws it.
+rich draws every table. Where nothing needs rich's styles (plain output to a pipe or file), `FitTable.plain` writes
+the very text rich would, without importing rich (a quarter of `estimate`'s start-up; `validate`'s tables, wrapped
+at the pipe's 200 columns, took rich 0.06-0.1 s): cells wrapped at single spaces to the widths layout() gives
+(greedily, as rich breaks them), titles and captions wider than the table wrapped the same way, a cell's style tags
+left out as rich's markup prints them. Anything it cannot be sure of (a word wider than its column, two spaces
+together, a closing tag, an escape or emoji code, a character of uncertain width, a table narrower than its columns)
+returns None and rich draws it. tests/render/test_plain_tables.py holds it to rich's text for every table the
+commands print, at many widths.
 """
 
 from __future__ import annotations
@@ -20,6 +23,24 @@ _WIDE = False
 # the tables use); a string with any other character is measured by rich.
 _NARROW = frozenset(chr(c) for c in range(32, 127)) | frozenset("µ—–…×→←↑≥≤·°±≈⋅²³½")
 _MARKUP = _re.compile(r"\[|:\S*?:")   # rich markup ([tag]) and emoji codes (:name:) change what is printed
+_EMOJI = _re.compile(r":\S*?:")
+# A style tag as rich's markup reads one (rich.markup: a bracket, a lower-case letter or #, no bracket before the
+# closing one): rich prints nothing of it, the text around it as it is ("stack [serving]: ..." prints "stack : ...").
+_STYLE_TAG = _re.compile(r"\[[a-z#][^\[]*?\]")
+
+
+def _shown(text: str) -> str | None:
+    """What rich prints of a cell's text on a console without styles: the text without its style tags; None where rich
+    must draw it (a line break or tab, a character of uncertain width, an emoji code, a backslash, a bracket that is
+    no style tag: a closing tag, a handler, an escape)."""
+    if "\n" in text or "\t" in text or not _NARROW.issuperset(text) or _EMOJI.search(text):
+        return None
+    if "[" not in text:
+        return text
+    if "\\" in text:
+        return None
+    shown = _STYLE_TAG.sub("", text)
+    return None if "[" in shown else shown
 
 
 def cell_len(text: str) -> int:
@@ -111,17 +132,25 @@ class FitTable:
     def plain(self, width: int) -> str | None:
         """The text rich prints for build(width) on a console without styles, or None where rich must draw it."""
         keep, short, boxed, widths, dropped, width = self.layout(width)
-        if widths is not None:   # cells wrap: rich's line breaking
-            return None
         heads = [self.cols[i]["short" if short else "header"] for i in keep]
-        rows = [[r[i] for i in keep] for r in self.rows]
-        texts = heads + [x for r in rows for x in r]
-        if any("\n" in x or "\t" in x or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in texts):
+        if any("\n" in x or "\t" in x or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in heads):
             return None
-        sizes = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(heads)]
+        rows = [[_shown(r[i]) for i in keep] for r in self.rows]   # (what rich prints of each cell)
+        if any(None in r for r in rows):
+            return None
         justify = [self.cols[i]["justify"] for i in keep]
         if any(j not in ("left", "right") for j in justify):
             return None
+        if widths is None:
+            sizes = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(heads)]
+        else:   # columns of the widths layout() gave, their cells wrapped at spaces as rich wraps them
+            sizes = [widths[i] for i in keep]
+            if boxed or sum(sizes) + 2 * (len(sizes) - 1) > width:   # (too narrow even so: rich narrows them its way)
+                return None
+            heads, rows = self._wrapped(heads, sizes, bottom=True), [self._wrapped(r, sizes) for r in rows]
+            if heads is None or None in rows:
+                return None
+            rows = [line for r in rows for line in r]   # (a row of n lines: n lines of the table)
 
         def fill(text, k):
             return text.ljust(sizes[k]) if justify[k] == "left" else text.rjust(sizes[k])
@@ -139,7 +168,8 @@ class FitTable:
             def line(cells):   # each cell's right padding (none after the last) and one space between
                 return " ".join(fill(x, k) + (" " if k < last else "") for k, x in enumerate(cells))
 
-            lines = [line(heads), "─" * (sum(sizes) + 2 * last)] + [line(r) for r in rows]
+            head = [line(h) for h in heads] if widths is not None else [line(heads)]
+            lines = head + ["─" * (sum(sizes) + 2 * last)] + [line(r) for r in rows]
         table_width = len(lines[0])
         caption = self._caption(dropped, width)
         notes = []
@@ -156,6 +186,30 @@ class FitTable:
                 parts = [w for x in parts for w in (_wrap(x, table_width) or [""])]
             notes.append([x.ljust(table_width) for x in parts])
         return "\n".join(notes[0] + lines + notes[1]) + "\n"
+
+    @staticmethod
+    def _wrapped(cells: list, sizes: list, bottom: bool = False) -> list | None:
+        """A row's cells, each wrapped to its column's width, as the row's lines (a cell of fewer lines than the row's
+        tallest blank below, rich's top alignment, or above for the header row, which rich aligns at the bottom), or
+        None where rich must break it: a cell wider than its column
+        with a space at either end or two together (rich counts them in its words), or a word wider than the column
+        (rich folds it). Rich breaks a line before the first word that would end past the width (its words' trailing
+        spaces counted up to there), the greedy rule of _wrap for words one space apart."""
+        parts = []
+        for text, size in zip(cells, sizes):
+            if len(text) <= size:
+                parts.append([text])
+                continue
+            if text != text.strip(" ") or "  " in text:
+                return None
+            broken = _wrap(text, size)
+            if any(len(x) > size for x in broken):
+                return None
+            parts.append(broken)
+        height = max(map(len, parts))
+        if bottom:
+            parts = [[""] * (height - len(p)) + p for p in parts]
+        return [[p[j] if j < len(p) else "" for p in parts] for j in range(height)]
 
     def layout(self, width: int):
         """(kept columns, short headers?, boxed?, widths or None, columns left out, width) for `width` columns:
