@@ -191,10 +191,10 @@ class FitTable:
     def _wrapped(cells: list, sizes: list, bottom: bool = False) -> list | None:
         """A row's cells, each wrapped to its column's width, as the row's lines (a cell of fewer lines than the row's
         tallest blank below, rich's top alignment, or above for the header row, which rich aligns at the bottom), or
-        None where rich must break it: a cell wider than its column
-        with a space at either end or two together (rich counts them in its words), or a word wider than the column
-        (rich folds it). Rich breaks a line before the first word that would end past the width (its words' trailing
-        spaces counted up to there), the greedy rule of _wrap for words one space apart."""
+        None where rich must break it: a cell wider than its column with a space at either end or two together (rich
+        counts them in its words), or a word wider than the column (rich folds it). Rich breaks a line before the first
+        word that would end past the width (its words' trailing spaces counted up to there), the greedy rule of _wrap
+        for words one space apart."""
         parts = []
         for text, size in zip(cells, sizes):
             if len(text) <= size:
