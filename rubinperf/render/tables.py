@@ -6,9 +6,9 @@ Rows are strings already formatted (`rubinperf.units`); printed by `rubinperf.re
 rich draws every table. Where nothing needs rich's styles (plain output to a pipe or file), `FitTable.plain` writes
 the very text rich would, without importing rich (a quarter of `estimate`'s start-up; `validate`'s tables, wrapped
 at the pipe's 200 columns, took rich 0.06-0.1 s): cells wrapped at single spaces to the widths layout() gives
-(greedily, as rich breaks them), titles and captions wider than the table wrapped the same way, a cell's style tags
-left out as rich's markup prints them. Anything it cannot be sure of (a word wider than its column, two spaces
-together, a closing tag, an escape or emoji code, a character of uncertain width, a table narrower than its columns)
+(greedily, as rich breaks them), titles and captions wider than the table wrapped the same way. Texts go to rich as
+rich.text.Text, never as markup: a bracket or a colon prints as it is on both paths. Anything it cannot be sure of (a
+word wider than its column, two spaces together, a character of uncertain width, a table narrower than its columns)
 returns None and rich draws it. tests/render/test_plain_tables.py holds it to rich's text for every table the
 commands print, at many widths.
 """
@@ -22,25 +22,13 @@ _WIDE = False
 # Characters of one cell on any terminal, as rich measures them (ASCII printable, and the few others
 # the tables use); a string with any other character is measured by rich.
 _NARROW = frozenset(chr(c) for c in range(32, 127)) | frozenset("µ—–…×→←↑≥≤·°±≈⋅²³½")
-_MARKUP = _re.compile(r"\[|:\S*?:")   # rich markup ([tag]) and emoji codes (:name:) change what is printed
-_EMOJI = _re.compile(r":\S*?:")
-# A style tag as rich's markup reads one (rich.markup: a bracket, a lower-case letter or #, no bracket before the
-# closing one): rich prints nothing of it, the text around it as it is ("stack [serving]: ..." prints "stack : ...").
-_STYLE_TAG = _re.compile(r"\[[a-z#][^\[]*?\]")
 
 
 def _shown(text: str) -> str | None:
-    """What rich prints of a cell's text on a console without styles: the text without its style tags; None where rich
-    must draw it (a line break or tab, a character of uncertain width, an emoji code, a backslash, a bracket that is
-    no style tag: a closing tag, a handler, an escape)."""
-    if "\n" in text or "\t" in text or not _NARROW.issuperset(text) or _EMOJI.search(text):
-        return None
-    if "[" not in text:
-        return text
-    if "\\" in text:
-        return None
-    shown = _STYLE_TAG.sub("", text)
-    return None if "[" in shown else shown
+    """A cell's text as the plain drawer prints it, or None where rich must draw it (a line break or tab, a character
+    of uncertain width). Every text goes to rich as rich.text.Text, never as markup: brackets and colons print as they
+    are ("stack [serving]: ..."), on both paths."""
+    return None if "\n" in text or "\t" in text or not _NARROW.issuperset(text) else text
 
 
 def cell_len(text: str) -> int:
@@ -133,7 +121,7 @@ class FitTable:
         """The text rich prints for build(width) on a console without styles, or None where rich must draw it."""
         keep, short, boxed, widths, dropped, width = self.layout(width)
         heads = [self.cols[i]["short" if short else "header"] for i in keep]
-        if any("\n" in x or "\t" in x or not _NARROW.issuperset(x) or _MARKUP.search(x) for x in heads):
+        if any(_shown(x) is None for x in heads):
             return None
         rows = [[_shown(r[i]) for i in keep] for r in self.rows]   # (what rich prints of each cell)
         if any(None in r for r in rows):
@@ -178,8 +166,8 @@ class FitTable:
                 notes.append([])
                 continue
             parts = text.split("\n")
-            if any(not _NARROW.issuperset(x) or _MARKUP.search(x) or "  " in x for x in parts):
-                return None   # rich marks it up, or measures or wraps it its own way
+            if any(not _NARROW.issuperset(x) or "  " in x for x in parts):
+                return None   # rich measures or wraps it its own way
             if any(len(x) > table_width for x in parts):   # wrapped at spaces, greedily, as rich wraps it
                 if any(len(w) > table_width for x in parts for w in x.split(" ")):
                     return None   # a word wider than the table: rich folds it
@@ -266,17 +254,21 @@ class FitTable:
     def _rich(self, keep, short, boxed, widths, dropped=(), width=None):
         from rich import box
         from rich.table import Table
+        from rich.text import Text
+
+        def text(x, style=""):   # (the text as it is: no markup, no emoji codes)
+            return None if x is None else Text(x, style=style)
 
         caption = self._caption(dropped, width)
         style = {} if boxed else dict(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        t = Table(title=self.title, caption=caption, header_style="bold", title_justify="left", caption_justify="left",
+        t = Table(title=text(self.title, "table.title"), caption=text(caption, "table.caption"), header_style="bold", title_justify="left", caption_justify="left",
                   **style)
         for i in keep:
             c = self.cols[i]
-            t.add_column(c["short"] if short else c["header"], justify=c["justify"], overflow="fold",
+            t.add_column(text(c["short"] if short else c["header"]), justify=c["justify"], overflow="fold",
                          no_wrap=widths is None, width=None if widths is None else widths[i])
         for r in self.rows:
-            t.add_row(*[r[i] for i in keep])
+            t.add_row(*[text(r[i]) for i in keep])
         return t
 
 
