@@ -103,16 +103,15 @@ def kept(module_file: str):
 def _tree_digest() -> bytes:
     """A digest of everything a result computed from the bundled files could depend on: every file of the package
     (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout, a file of the
-    working directory named as a bundled spec, and the versions of Python and numpy. About 15 ms for the 8 MB of the
+    working directory named as a bundled spec, and the versions of Python and numpy (numpy's by its version.py: a run
+    that finds its results kept imports no numpy, 0.1 s of a later `validate`). About 15 ms for the 10 MB of the
     tree."""
-    import numpy
-
     from rubinperf.bundled import SPEC_FOLDERS, data_root
 
     package = Path(__file__).resolve().parent
     roots = [package] + [data_root() / f for f in SPEC_FOLDERS if not (data_root() / f).is_relative_to(package)]
     digest = _blake2b()
-    digest.update(f"{sys.version} numpy {numpy.__version__}".encode())
+    digest.update(f"{sys.version} numpy {_numpy_version()}".encode())
     walked = []
     for root in roots:
         files = []
@@ -138,6 +137,23 @@ def _tree_digest() -> bytes:
     return digest.digest()
 
 
+def _numpy_version() -> str:
+    """The numpy a run imports, by its numpy/version.py (its version and the git revision it was built from), found
+    without importing numpy (imported already or not: the same text); numpy.__version__ where it has no such file."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("numpy")   # (numpy.__spec__ where numpy is imported)
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            with open(os.path.join(folder, "version.py"), "rb") as f:
+                return "version.py " + f.read().decode("utf-8", "replace")
+    except (OSError, ImportError, ValueError):
+        pass
+    import numpy
+
+    return numpy.__version__
+
+
 def kept_of_tree(name: str, compute, encode, decode):
     """decode(the kept encode(compute())) of result `name`, computed from the bundled files and the package alone
     (no argument, no option, no environment): kept beside the bytecode until any file of the tree changes
@@ -145,12 +161,9 @@ def kept_of_tree(name: str, compute, encode, decode):
     lists, tuples, dicts)."""
     slug = "-".join(name.split())
     path = kept_file(f"tree-{slug}", _tree_digest(), name.encode())
-    value = read_kept(path)
-    if value is not None:
-        try:
-            return decode(value)
-        except (KeyError, ValueError, TypeError):
-            pass
+    value = _without_collector(lambda: _decoded(read_kept(path), decode))   # (as long-lived as a computed result)
+    if value is not _NOT_KEPT:
+        return value
     value = _without_collector(compute)
     if write_kept(path, encode(value)):
         for old in _DIR.glob(f"tree-{slug}-*"):   # the result of a tree before this one (a megabyte or two)
@@ -159,11 +172,27 @@ def kept_of_tree(name: str, compute, encode, decode):
     return value
 
 
+_NOT_KEPT = object()
+
+
+def _decoded(value, decode):
+    """decode(value), or _NOT_KEPT where nothing was kept or what was kept does not decode."""
+    if value is None:
+        return _NOT_KEPT
+    try:
+        return decode(value)
+    except (KeyError, ValueError, TypeError):
+        return _NOT_KEPT
+
+
 def _without_collector(compute):
     """compute() with Python's cyclic garbage collector paused: a result of the tree is built of tens of thousands of
     small dicts and lists that all live on (the ledger's rows, the points' records), and the collector would walk
-    them again and again as they age (about a tenth of a first `validate`). Nothing is lost: cycles made meanwhile
-    are collected once it runs again."""
+    them again and again as they age (about a tenth of a first `validate`). What is alive when it is done is then
+    moved out of the collector's generations (gc.freeze, as tests/conftest.py does after collection): made while the
+    collector was paused, all of it sat in the youngest generation, and the first collections after (the bands, the
+    tables) walked it whole, then again in each older generation (0.08 s of a first `validate`). Objects freed by
+    their reference count are freed as before; a cycle made meanwhile and dropped is kept to the end of the process."""
     import gc
 
     if not gc.isenabled():
@@ -172,5 +201,6 @@ def _without_collector(compute):
     try:
         return compute()
     finally:
+        gc.freeze()
         gc.enable()
 

@@ -177,7 +177,7 @@ def print_out(renderable) -> None:
         renderable = renderable.build(width)
     from rich.console import Console
 
-    console = Console(soft_wrap=False, width=width)
+    console = Console(soft_wrap=False, width=width, markup=False, emoji=False)   # text as it is: "[serving]" prints
     console.on_broken_pipe = _reader_gone  # rich's own handler exits 1; a closed pipe is not a failure here
     with _stdout_errors():
         if _is_terminal():

@@ -105,13 +105,22 @@ def test_every_table_at_every_width_is_rich_s_text_or_left_to_rich(monkeypatch, 
 def test_what_the_plain_drawer_leaves_to_rich():
     cols = [col("name", "left"), col("value")]
     assert table("t", cols, [["a", "1"]]).plain(80) is not None
-    assert table("t", cols, [["[bold]a", "1"]]).plain(80) is None          # markup
-    assert table("t", cols, [["a :smile: b", "1"]]).plain(80) is None      # an emoji code
+    # brackets and colons are text, not markup: printed as they are, by rich and by the plain drawer alike
+    for cell in ("stack [serving]: a", "[bold]b[/bold]", "a \\[b]", "[1] a", "a :smile: b"):
+        t = table("t [x]", [col("name [unit]", "left"), col("value")], [[cell, "1"]])
+        assert t.plain(80) == _rich_text(t, 80) and cell in t.plain(80) and "t [x]" in t.plain(80), cell
     assert table("t", cols, [["日本", "1"]]).plain(80) is None               # wide characters
     wider = table("a title wider than its table", cols, [["a", "1"]], caption="a caption wider than it too")
     assert wider.plain(80) == _rich_text(wider, 80)     # wrapped at spaces as rich wraps it
     assert table("t", cols, [["a", "1"]], caption="a  b c d e f g h").plain(80) is None   # two spaces: rich's
     assert table("t", cols, [["a", "1"]], caption="x" * 30).plain(80) is None
+    words = [col("name", "left", min_width=8), col("note", "left", min_width=6), col("value")]
+    long = [["a name that wraps", "one two three four five six", "12"], ["short", "x", "3"]]
+    for width in range(20, 60):   # cells wrapped at spaces to layout()'s widths, as rich breaks them
+        text = table("t", words, long).plain(width)
+        assert text is None or text == _rich_text(table("t", words, long), width), width
+    assert table("t", words, long).plain(30) is not None
+    assert table("t", words, [["a  b c d e f g h i j k l m n", "x", "1"]]).plain(24) is None   # two spaces: rich's
     for ch in tables._NARROW:   # what the plain drawer counts as one cell, rich does too
         assert rich_cell_len(ch) == 1, repr(ch)
 
