@@ -76,6 +76,21 @@ def binding_term(seconds: dict) -> str:
     return max(seconds, key=lambda name: float(seconds[name]))
 
 
+# The units whose work overlaps in a kernel's time: the SMs' MMAs and vector work, HBM, the links.
+UNITS = ("compute", "memory", "comm")
+
+
+def busiest_unit(seconds: dict) -> str:
+    """Of the units whose work overlaps (the SMs: compute_s; HBM: memory_s + parallelism_s, its bytes at the rate its
+    bytes in flight allow; the links: comm_s), the one busy longest at the rates the kernel reaches: the unit a
+    profiler's throughput counters read nearest its limit. The fixed latency_s is no unit's work (a chain of waits:
+    launches, barriers, dependent loads), so where it is the largest term the bound is latency and this names the unit
+    that the rest of the time keeps busiest (DeepGEMM's Mega MoE at one token: docs/deepseek-kernels.md, "Binding
+    terms"). `seconds`: the terms by BOUNDS name."""
+    return binding_term({"compute": seconds["compute"], "memory": float(seconds["memory"]) + float(seconds["parallelism"]),
+                         "comm": seconds["comm"]})
+
+
 @dict_init
 @dataclass(frozen=True, init=False)
 class KernelTime(FieldArithmetic):
@@ -119,6 +134,11 @@ class KernelTime(FieldArithmetic):
     def bound(self) -> str:
         """Which term is largest: compute, memory, parallelism, comm or latency."""
         return binding_term(self.terms)
+
+    @property
+    def busiest(self) -> str:
+        """Which unit's overlapping work is largest: compute, memory or comm (busiest_unit)."""
+        return busiest_unit(self.terms)
 
     @property
     def fraction_of_roofline(self):

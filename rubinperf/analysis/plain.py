@@ -8,7 +8,7 @@ the same roofline.
 
 from __future__ import annotations
 
-from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, bytes_in_flight, distinct_share,
+from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, busiest_unit, bytes_in_flight, distinct_share,
                                 efficiency_field, epilogue_store, kernel_time, launch_parts, occupancy, stream_latency)
 from rubinperf.kernels.cost import PEAKS
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
@@ -50,7 +50,8 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
             "pass)" if occurrences > 1 else ""))
     if step_time_s:
         head += f", {_t(expected)} of a {_t(step_time_s)} step ({fmt_pct(expected / step_time_s)})"
-    lines = [head + f"; bound: {binding_term(terms)}"]
+    bound, busiest = binding_term(terms), busiest_unit(terms)
+    lines = [head + f"; bound: {bound}" + (f"; busiest unit: {busiest}" if busiest != bound else "")]
     work = [f"{si(cost('flops'), 'FLOP')}"]
     hbm = cost("weight_bytes") + cost("activation_bytes") + cost("kv_bytes") + cost("table_bytes")
     if hbm:

@@ -37,7 +37,7 @@ from sympy.printing.str import StrPrinter
 
 from rubinperf.errors import SpecError
 from rubinperf.kernels.cost import BYTE_KINDS, Kernel
-from rubinperf.roofline import BOUNDS, binding_term, kernel_time
+from rubinperf.roofline import BOUNDS, binding_term, busiest_unit, kernel_time
 from rubinperf.specs.hardware import Hardware
 from rubinperf.specs.loader import numeric_fields
 from rubinperf.step.point import Point
@@ -350,7 +350,16 @@ class Explanation:
 
     @property
     def bound(self) -> str:
-        return binding_term({b: self.numbers.get(f"{b}_s", 0.0) for b in BOUNDS})
+        return binding_term(self._terms)
+
+    @property
+    def busiest(self) -> str:
+        """The unit whose overlapping work is largest (roofline.busiest_unit)."""
+        return busiest_unit(self._terms)
+
+    @property
+    def _terms(self) -> dict:
+        return {b: self.numbers.get(f"{b}_s", 0.0) for b in BOUNDS}
 
     @property
     def symbols(self) -> dict:
@@ -361,7 +370,7 @@ class Explanation:
     def to_record(self) -> dict:
         rec = {"kernel": self.kernel, **self.context,
                "time_ms": self.numbers["expected_s"] * 1e3, "sol_time_ms": self.numbers["sol_s"] * 1e3,
-               "bound": self.bound, "rule": self.rule, "symbols": self.symbols, "terms": {}}
+               "bound": self.bound, "busiest_unit": self.busiest, "rule": self.rule, "symbols": self.symbols, "terms": {}}
         for key, label, unit in COST_TERMS + TIME_TERMS:
             if key in self.exprs:
                 e = self.exprs[key]

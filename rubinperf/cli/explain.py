@@ -85,7 +85,10 @@ def explain(
     """A kernel's time in plain words: one line per term (compute, memory, parallelism, link,
     latency) with its numbers and the spec fields behind it, then how they compose. --formulas
     adds the full formulas: FLOPs and bytes in symbols named after spec fields and shapes, the
-    same with numbers substituted, speed of light, expected time and the binding term.
+    same with numbers substituted, speed of light, expected time and the binding term. Where
+    the binding term is latency (fixed waits, no unit's work), the first line also names the
+    busiest unit: the one of compute, memory and link that the rest keeps busiest, as a
+    profiler's throughput counters would read it.
 
     Examples:
 

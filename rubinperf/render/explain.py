@@ -73,13 +73,14 @@ def explanation_text(ex, latex: bool = False) -> None:
             out += ["  with the numbers:", _indent(S.to_pretty(S.substitute(e, ex.values), width - 2))]
     n = ex.numbers
     if latex:
-        out.append(f"% bound: {ex.bound}")
+        out.append(f"% bound: {ex.bound}; busiest unit: {ex.busiest}")
     else:
         roof = (f"{100 * n['sol_s'] / n['expected_s']:.0f}% of roofline" if n["expected_s"]
                 else "no work at this point: it runs no kernel")   # the draft's ops at --draft-tokens 0
         out += [""] + _wrap([f"speed of light {_time(n['sol_s'])}, expected {_time(n['expected_s'])} "
-                             f"({roof}); bound: {ex.bound} "
-                             f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
+                             f"({roof}); bound: {ex.bound}"
+                             + (f", busiest unit: {ex.busiest} " if ex.busiest != ex.bound else " ")
+                             + f"(compute {_time(n['compute_s'])}, memory {_time(n['memory_s'])}, parallelism "
                              f"{_time(n['parallelism_s'])}, link {_time(n['comm_s'])}, latency {_time(n['latency_s'])})"])
     emit_text("\n".join(out))
 

@@ -96,9 +96,12 @@ def test_explain_megamoe_binding_terms_at_pr316_sizes(cli):
     big = cli(*base, "--phase", "prefill", "--new-tokens", "32K", "--context", "0", "--json")
     assert one.code == big.code == 0
     assert big.json()["bound"] == "compute" and one.json()["bound"] == "latency"
+    # the unit the counters read busiest: memory at 1 token (beside the fixed chain), compute at 32768
+    assert one.json()["busiest_unit"] == "memory" and big.json()["busiest_unit"] == "compute"
     terms = {t: one.json()["terms"][f"{t}_s"]["value"] for t in ("compute", "memory", "parallelism", "comm")}
     assert max(terms, key=terms.get) == "memory" and terms["parallelism"] == 0
     # the memory line shows the Little's-law limit its weight stream runs at
     text = cli(*base, "--batch", "1", "--draft-tokens", "0").out
     memory = next(line for line in _plain_part(text) if line.startswith("memory ="))
     assert "Little's law limit" in memory and "megamoe_stream_latency" in memory and "binds" in memory
+    assert _plain_part(text)[0].endswith("bound: latency; busiest unit: memory")

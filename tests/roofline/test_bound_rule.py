@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from rubinperf.kernels import elementwise, gemm
-from rubinperf.roofline import BOUNDS, KernelTime, binding_term
+from rubinperf.roofline import BOUNDS, KernelTime, binding_term, busiest_unit
 from rubinperf.specs.layout import parse_layout
 from rubinperf.specs.model import load_model
 from rubinperf.specs.stack import load_platform
@@ -33,6 +33,17 @@ def test_ties_go_to_the_first_term_in_bounds_order():
 def test_a_kernel_is_bound_by_its_largest_term():
     assert _time(compute=3e-6, memory=2e-6, latency=1e-6).bound == "compute"
     assert _time(memory=1e-6, parallelism=4e-6, latency=1e-6).bound == "parallelism"
+
+
+def test_the_busiest_unit_leaves_latency_out_and_counts_parallelism_as_memory():
+    """Latency is no unit's work: a kernel bound by latency still names the unit its other terms keep busiest. The
+    parallelism term is HBM time (bytes too few in flight), so it adds to memory: 0.6 + 0.7 us of HBM outweighs
+    1.1 us on the link and 1.0 us of compute."""
+    t = _time(compute=1.0e-6, memory=0.6e-6, parallelism=0.7e-6, comm=1.1e-6, latency=5e-6)
+    assert t.bound == "latency" and t.busiest == "memory"
+    assert _time(compute=1.0e-6, memory=0.6e-6, comm=1.1e-6, latency=5e-6).busiest == "comm"
+    assert busiest_unit(dict.fromkeys(BOUNDS, 1.0)) == "memory"      # memory + parallelism 2.0 against 1.0
+    assert busiest_unit({**dict.fromkeys(BOUNDS, 0.0), "compute": 1.0, "comm": 1.0}) == "compute"   # ties: UNITS order
 
 
 def test_a_row_is_bound_by_the_term_of_most_of_its_time_not_its_largest_summed_term():
