@@ -36,7 +36,7 @@ CASES = [
     ('t8_e48', 8, 'touch', 48),
     ('t512', 512, 'random', 0),
 ]
-KFIELDS = ['variant', 'case', 'tokens', 'route', 'experts_target', 'pairs', 'experts_touched', 'weight_bytes',
+KFIELDS = ['variant', 'model', 'case', 'tokens', 'route', 'experts_target', 'pairs', 'experts_touched', 'weight_bytes',
            'kineto_us', 'kineto_calls', 'events_median_us', 'events_p10_us', 'events_p90_us', 'check_diff', 'status',
            'tl_reps', 'tl_span_median_us', 'num_sms']
 
@@ -48,13 +48,18 @@ def main():
     ap.add_argument('--reps', type=int, default=11)
     ap.add_argument('--only', default='')
     ap.add_argument('--label', default='', help='the variant column (default: --variant)')
+    ap.add_argument('--model', default='v4flash', choices=sorted(bm.MODELS))
+    ap.add_argument('--num-sms', type=int, default=0, help='deep_gemm.set_num_sms (default: all)')
+    ap.add_argument('--raw-suffix', default='', help='tl_raw_<variant><suffix>.csv.gz')
     args = ap.parse_args()
     torch.manual_seed(0)
     import deep_gemm
     print(f'[{args.variant}] deep_gemm from {deep_gemm.__file__}; JIT cache {os.environ.get("DG_JIT_CACHE_DIR")}',
           flush=True)
+    if args.num_sms:
+        deep_gemm.set_num_sms(args.num_sms)
     num_sms = deep_gemm.get_num_sms()
-    _C, dims, W, B = bm.setup('v4flash', init=True)
+    _C, dims, W, B = bm.setup(args.model, init=True)
     hidden, inter, E, topk = dims
     l1, l1sf, l2, l2sf, l1t = W
     buf, views, max_tokens = B
@@ -71,7 +76,7 @@ def main():
     kw = csv.DictWriter(kf, fieldnames=KFIELDS)
     if new:
         kw.writeheader()
-    rf = gzip.open(os.path.join(args.out, f'tl_raw_{args.variant}.csv.gz'), 'wt', newline='') \
+    rf = gzip.open(os.path.join(args.out, f'tl_raw_{args.variant}{args.raw_suffix}.csv.gz'), 'wt', newline='') \
         if args.variant == 'inst' else None
     rw = csv.writer(rf) if rf else None
     if rw:
@@ -82,8 +87,8 @@ def main():
         if only and name not in only:
             continue
         t0 = time.time()
-        c = dict(model='v4flash', tokens=T, route=route, experts=ne)
-        row = dict(variant=args.label or args.variant, case=name, tokens=T, route=route, experts_target=ne, num_sms=num_sms)
+        c = dict(model=args.model, tokens=T, route=route, experts=ne)
+        row = dict(variant=args.label or args.variant, model=args.model, case=name, tokens=T, route=route, experts_target=ne, num_sms=num_sms)
         try:
             if T > 0:
                 idx, w = bm.routing(c, E, topk, gen)

@@ -7,6 +7,8 @@
 #   plain  : a copy of the package with the fork's header: check + time each case
 #   inst   : the package with the header patched by patch_timeline.py: check + time + timeline of each case
 #   plain2 : the plain package again (drift)
+#   PHASES (default "plain inst plain2": the first call) also takes "v41" (V4.1-Flash, 0 / 1 / 6 experts, plain and
+#   instrumented) and "sms66" (V4-Flash on 66 SMs, 0, 1 and 6 experts): the second call ran PHASES="v41 sms66"
 set -u
 T0=$(date +%s)
 G=$(pwd)/.gpu_megatl
@@ -14,6 +16,7 @@ W=/tmp/dgbuild
 P=/tmp/dgplain
 OUT=${OUT:-/tmp/out}
 REPS=${REPS:-11}
+PHASES=${PHASES:-"plain inst plain2"}
 rm -rf $W $P; mkdir -p $W $P $OUT
 exec > >(tee -a $OUT/run.log) 2>&1
 export PYTHONUNBUFFERED=1
@@ -57,18 +60,28 @@ PYTHONPATH=$W/DeepGEMM timeout 60 python3 -c 'import deep_gemm; from deep_gemm i
 PYTHONPATH=$W/DeepGEMM python3 $G/bench_mega.py --mode env --out $OUT > /tmp/env.log 2>&1 || { echo "env failed"; tail -5 /tmp/env.log; }
 grep -E "gpu_name|copy_read|nvidia_smi" $OUT/env.json | cut -c1-300
 
-run_variant() {  # label variant pythonpath cache
+run_variant() {  # label variant pythonpath cache [bench_tl.py arguments]
   ph "$1"
-  DG_SM90_MEGA_NO_SWAP_AB=1 PYTHONPATH=$3 DG_JIT_CACHE_DIR=$4 timeout 200 python3 -X faulthandler $G/bench_tl.py \
-    --variant $2 --label $1 --reps $REPS --out $OUT 2>&1 | grep -v "^\s*$" | grep -v "UserWarning\|_warn_once" \
+  local label=$1 variant=$2 pp=$3 cache=$4; shift 4
+  DG_SM90_MEGA_NO_SWAP_AB=1 PYTHONPATH=$pp DG_JIT_CACHE_DIR=$cache timeout 200 python3 -X faulthandler $G/bench_tl.py \
+    --variant $variant --label $label --reps $REPS --out $OUT "$@" 2>&1 | grep -v "^\s*$" | grep -v "UserWarning\|_warn_once" \
     | sed -E 's/(MegaMoESM90Config\(num_ranks.{0,200}).*(num_stages=[0-9]+, smem_size=[0-9]+).*/\1 ... \2/'
   echo "-- $1 rc=${PIPESTATUS[0]}"
 }
-run_variant plain plain $P /tmp/dgjit_plain
-run_variant inst inst $W/DeepGEMM /tmp/dgjit_inst
-run_variant plain2 plain $P /tmp/dgjit_plain
+on() { [[ " $PHASES " == *" $1 "* ]]; }
+on plain && run_variant plain plain $P /tmp/dgjit_plain
+on inst && run_variant inst inst $W/DeepGEMM /tmp/dgjit_inst
+on plain2 && run_variant plain2 plain $P /tmp/dgjit_plain
+if on v41; then
+  run_variant plain_v41 plain $P /tmp/dgjit_plain --model v41flash --only t0,t1_e1,t1_e6
+  run_variant inst_v41 inst $W/DeepGEMM /tmp/dgjit_inst --model v41flash --only t0,t1_e1,t1_e6 --raw-suffix _v41
+fi
+if on sms66; then
+  run_variant plain_sms66 plain $P /tmp/dgjit_plain --num-sms 66 --only t0,t1_e1,t1_e6
+  run_variant inst_sms66 inst $W/DeepGEMM /tmp/dgjit_inst --num-sms 66 --only t0,t1_e1,t1_e6 --raw-suffix _sms66
+fi
 ph "results"
-cat $OUT/tl_kineto.csv | cut -d, -f1-16
+cat $OUT/tl_kineto.csv | cut -d, -f1-17
 ls -la $OUT
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
 echo "== end at $(el)s"
