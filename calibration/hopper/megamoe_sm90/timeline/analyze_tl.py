@@ -4,7 +4,8 @@ case, the call's critical path (each event: median over CTAs and the slowest CTA
 weight stream (first TMA issue, stage latencies, bytes landed under the chain and after it) and the cost of the
 instrumentation (kineto time instrumented / plain).
 
-    python3 analyze_tl.py DIR            (DIR holds tl_raw_inst.csv.gz and tl_kineto.csv)
+    python3 analyze_tl.py DIR [SUFFIX]   (DIR holds tl_raw_inst<SUFFIX>.csv.gz and tl_kineto.csv; the second call's
+                                         files are tl_raw_inst_v41.csv.gz and tl_raw_inst_sms66.csv.gz)
 
 Times: globaltimer (ns, one clock for every SM) is the time axis. clock64 (per SM) is used only to check it: its
 rate per CTA (cycles per ns between the CTA's first and last event) and the spread of (globaltimer - clock64 / f)
@@ -70,9 +71,9 @@ PATH = [
 END_SLOTS = [SLOT[n] for n in ('D_EXIT', 'A_DONE', 'B_DONE', 'M_COMBINE_END_MAX', 'M_COMBINE_END_W0')]
 
 
-def load(d):
+def load(d, suffix=''):
     raw = {}
-    with gzip.open(os.path.join(d, 'tl_raw_inst.csv.gz'), 'rt') as f:
+    with gzip.open(os.path.join(d, f'tl_raw_inst{suffix}.csv.gz'), 'rt') as f:
         for r in csv.DictReader(f):
             key = (r['case'], int(r['rep']))
             raw.setdefault(key, {}).setdefault(int(r['cta']), {})[int(r['slot'])] = (int(r['gt_ns']), int(r['clk']))
@@ -141,15 +142,50 @@ def rep_stats(ctas):
     return out
 
 
+GROUP_EVENTS = ['D_GRIDSYNC', 'D_NVL_PULL', 'B_FIRST_BLOCK', 'B_FIRST_ISSUE', 'A_L1_READY', 'M_L1_FIRST_FULL',
+                'M_L1_LAST_DONE', 'M_L1_EPI_DONE', 'A_L2_WAIT', 'A_L2_READY', 'M_L2_FIRST_FULL', 'M_L2_LAST_DONE',
+                'B_DONE', 'M_GEMM_DONE', 'D_LOOP_END_W0', 'M_NVL_COMBINE', 'M_COMBINE_END_MAX', 'D_EXIT']
+
+
+def group_table(raw, case):
+    """CTAs grouped by the blocks they ran (linear-1 / linear-2 counts): each event's median over the group's CTAs
+    and repeats / its maximum; and the gap between consecutive stages' full-barrier returns (the consumer's pace)."""
+    reps = sorted(r for (c, r) in raw if c == case)
+    groups, gaps = {}, []
+    for r in reps:
+        for c in raw[(case, r)].values():
+            nb = c.get(SLOT['C_BLOCKS'], (0, 0))
+            groups.setdefault(f'{nb[0]} L1 / {nb[1]} L2', []).append(c)
+            lan = [c[LAND0 + k][0] for k in range(NUM_TRACE) if LAND0 + k in c]
+            gaps += [(lan[k] - lan[k - 1]) / 1e3 for k in range(1, len(lan))]
+    print(f'CTAs by blocks run (median / max over the group\'s CTAs and {len(reps)} repeats, us):')
+    print('| event | ' + ' | '.join(f'{k} ({len(v) // len(reps)} CTAs)' for k, v in sorted(groups.items())) + ' |')
+    print('|---|' + '---|' * len(groups))
+    for name in GROUP_EVENTS:
+        s = SLOT[name]
+        cells = []
+        for k, cs in sorted(groups.items()):
+            v = [c[s][0] / 1e3 for c in cs if s in c]
+            cells.append(f'{statistics.median(v):.1f} / {max(v):.1f}' if v else '-')
+        if any(x != '-' for x in cells):
+            print(f'| `{name}` | ' + ' | '.join(cells) + ' |')
+    if gaps:
+        print(f'consecutive stages consumed (full-barrier returns): median gap {statistics.median(gaps):.3f} us, '
+              f'p10 {np.percentile(gaps, 10):.3f}, p90 {np.percentile(gaps, 90):.3f} ({len(gaps)} gaps)')
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else '.'
-    raw, kin = load(d)
-    print('# Kineto time per call (us), plain vs instrumented (same card, same process order: plain, inst, plain2)')
+    suffix = sys.argv[2] if len(sys.argv) > 2 else ''
+    raw, kin = load(d, suffix)
+    labels = {'': ('plain', 'inst', 'plain2'), '_v41': ('plain_v41', 'inst_v41', None),
+              '_sms66': ('plain_sms66', 'inst_sms66', None)}[suffix]
+    print(f'# Kineto time per call (us), plain vs instrumented (same card, in this order: {", ".join(filter(None, labels))})')
     print('| case | pairs | experts | plain | inst | plain2 | inst / mean(plain, plain2) - 1 | check (inst) |')
     print('|---|---|---|---|---|---|---|---|')
     by = {(r['variant'], r['case']): r for r in kin}
     for case in CASE_ORDER:
-        p, i, p2 = by.get(('plain', case)), by.get(('inst', case)), by.get(('plain2', case))
+        p, i, p2 = by.get((labels[0], case)), by.get((labels[1], case)), by.get((labels[2], case))
         if not i:
             continue
         pv = [float(r['kineto_us']) for r in (p, p2) if r and r.get('kineto_us')]
@@ -182,6 +218,8 @@ def main():
         keys = ['ctas', 'issued', 'issued_before_ready', 'chain_end_med', 'first_land_minus_issue_med',
                 'steady_land_minus_issue_med', 'land_gap_med']
         print('stream: ' + ', '.join(f'{k} {fmt(med([x[k] for x in sm]), 2)}' for k in keys))
+        print()
+        group_table(raw, case)
         print()
 
 
