@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 _ns: dict = {"__file__": str(ROOT / "rubinperf" / "bundled.py"), "__name__": "rubinperf_bundled"}
 exec(compile((ROOT / "rubinperf" / "bundled.py").read_text(), "rubinperf/bundled.py", "exec"), _ns)
-SPEC_FOLDERS, DATA_DIR = _ns["SPEC_FOLDERS"], _ns["DATA_DIR"]
+SPEC_FOLDERS, DATA_DIR, NOT_SHIPPED = _ns["SPEC_FOLDERS"], _ns["DATA_DIR"], _ns["NOT_SHIPPED"]
 
 
 class build_py_with_specs(build_py):
@@ -30,7 +30,7 @@ class build_py_with_specs(build_py):
         for name in SPEC_FOLDERS:
             src = ROOT / name
             if src.is_dir():
-                shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+                shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *NOT_SHIPPED))
                 copied += sum(1 for _ in (target / name).rglob("*.toml"))
         if not copied:
             raise SystemExit(f"setup.py: no spec files found in {', '.join(SPEC_FOLDERS)} under {ROOT}")

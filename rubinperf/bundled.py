@@ -17,6 +17,10 @@ from pathlib import Path
 # `stacks/`) is shipped by adding its name here; folders that do not exist are skipped.
 SPEC_FOLDERS = ("hardware", "models", "examples", "validation", "stacks", "calibration")
 
+# Files of those folders left out of the wheel and of kept.py's tree digest: raw device dumps, kept in the repository
+# as the record of a run (calibration/hopper/megamoe_sm90/timeline/: 9 MB of per-CTA stamps) and read by no command.
+NOT_SHIPPED = ("*.gz",)
+
 DATA_DIR = "_data"  # rubinperf/_data/<folder> inside an installed wheel
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the checkout, when run from one

@@ -103,10 +103,12 @@ def kept(module_file: str):
 def _tree_digest() -> bytes:
     """A digest of everything a result computed from the bundled files could depend on: every file of the package
     (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout, a file of the
-    working directory named as a bundled spec, and the versions of Python and numpy (numpy's by its version.py: a run
+    working directory named as a bundled spec (raw device dumps left out: bundled.NOT_SHIPPED), and the versions of Python and numpy (numpy's by its version.py: a run
     that finds its results kept imports no numpy, 0.1 s of a later `validate`). About 15 ms for the 10 MB of the
     tree."""
-    from rubinperf.bundled import SPEC_FOLDERS, data_root
+    from fnmatch import fnmatch
+
+    from rubinperf.bundled import NOT_SHIPPED, SPEC_FOLDERS, data_root
 
     package = Path(__file__).resolve().parent
     roots = [package] + [data_root() / f for f in SPEC_FOLDERS if not (data_root() / f).is_relative_to(package)]
@@ -117,7 +119,7 @@ def _tree_digest() -> bytes:
         files = []
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files.extend(os.path.join(folder, n) for n in names)
+            files.extend(os.path.join(folder, n) for n in names if not any(fnmatch(n, p) for p in NOT_SHIPPED))
         walked.append((root, sorted(files)))
     # A bare name resolves to a file of that name in the working directory before the bundled spec
     # (specs/loader.py: resolve_path): such files are part of what a result read (any bundled .toml's name counts).

@@ -58,6 +58,26 @@ def test_the_tree_digest_sees_a_spec_file_of_the_working_directory(tmp_path, mon
         kept._tree_digest.cache_clear()
 
 
+def test_the_tree_digest_reads_the_bundled_files_but_not_raw_device_dumps(tmp_path, monkeypatch):
+    from rubinperf import bundled
+
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "rows.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "calibration" / "stamps.csv.gz").write_bytes(b"raw")
+    monkeypatch.setattr(bundled, "data_root", lambda: tmp_path)
+    kept._tree_digest.cache_clear()
+    try:
+        plain = kept._tree_digest()
+        (tmp_path / "calibration" / "stamps.csv.gz").write_bytes(b"other raw")   # no command reads it
+        kept._tree_digest.cache_clear()
+        assert kept._tree_digest() == plain
+        (tmp_path / "calibration" / "rows.csv").write_text("a,b\n1,3\n")      # a bundled file a result may read
+        kept._tree_digest.cache_clear()
+        assert kept._tree_digest() != plain
+    finally:
+        kept._tree_digest.cache_clear()
+
+
 def test_a_result_of_the_tree_is_computed_with_the_collector_paused_and_it_runs_again_after(tmp_path, monkeypatch):
     import gc
 
