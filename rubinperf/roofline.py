@@ -602,7 +602,7 @@ def launch_latency(kern: Kernel, hw: Platform, launch: str = "graph"):
     parts = launch_parts(kern, hw, launch)
     fill = parts["loads"] + parts["prologue"]
     if kern.family == "fused_moe":
-        fill = fill + parts["sync"] + parts["walk"]
+        fill = fill + parts["sync"]
     own = kern.cost.launches * (parts["start"] + fill)
     if kern.split_kv_groups is None:
         return own
@@ -618,8 +618,6 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
       sync        MegaMoE's fixed chain (megamoe_sync_s: at least the steps its code times, the SM offsets'
                   atomics, the source-index writes, the two NVLink barriers, the combine's one-token reduction; fitted
                   above that floor);
-      walk        MegaMoE's scheduler walk: every SM steps through the rank's local experts once per linear, blocks
-                  or not (Kernel.scheduler_steps = 2 x local experts) x megamoe_expert_step_cycles at the SM clock;
       reduction   a split-KV decode kernel's reduction kernel, where it splits (0 otherwise)."""
     if launch not in LAUNCH_MODES:
         raise ValueError(f"launch: expected one of {LAUNCH_MODES}, got {launch!r}")
@@ -640,11 +638,8 @@ def launch_parts(kern: Kernel, hw: Platform, launch: str = "graph") -> dict:
         reduction = split_kv_reduction(kern, hw) * (boundary + (loads + 1) * hw.hbm_latency_s)
     # MegaMoE's fixed chain of expert counts, grid syncs and NVLink barriers (docs/deepseek-kernels.md)
     sync = hw.megamoe_sync_s if kern.family == "fused_moe" else 0.0
-    # ... and its scheduler's walk over the local experts, once per linear on every SM (scheduler/mega_moe.cuh)
-    walk = kern.scheduler_steps * hw.megamoe_expert_step_cycles / hw.sm_clock_hz \
-        if kern.family == "fused_moe" and kern.scheduler_steps is not None else 0.0
     return {"start": start, "loads": (kern.dependent_loads + kern.drain_loads) * hw.hbm_latency_s,
-            "prologue": prologue, "sync": sync, "walk": walk, "reduction": reduction}
+            "prologue": prologue, "sync": sync, "reduction": reduction}
 
 
 def host_dispatch(kern: Kernel, hw: Platform):

@@ -55,7 +55,6 @@ FIT_FIELDS = {("mega_moe", "sm100"): ("megamoe_sync_s", "megamoe_stream_latency_
 # WGMMAs' issue (tens of cycles) to 2,000 cycles. hbm_stream_efficiency, fitted there as the candidate's GPU-wide share
 # of the HBM rate: 0.3 to the whole datasheet rate.
 FIT_RANGES = {"megamoe_sync_s": (19.5e-6, 39e-6), "megamoe_stream_latency_s": (0.5e-6, 5e-6),
-              "megamoe_expert_step_cycles": (143.0, 222.0),
               "megamoe_compute_efficiency": (0.0, 1.0), "hc_prenorm_step_cycles": (139.0, 1390.0),
               "deepgemm_sm90_bytes_in_flight_per_sm": (2048.0, 54500.0),
               "deepgemm_sm90_kblock_cycles": (20.0, 2000.0), "hbm_stream_efficiency": (0.3, 1.0),

@@ -128,9 +128,6 @@ def op_lines(ops, hw, step_time_s: float | None = None, launch: str = "graph") -
             bits.append(f"MMA prologue {fmt_num(float(hw.mma_prologue_cycles))} cycles ({_t(p['prologue'])})")
         if float(p["sync"]):
             bits.append(f"fixed chain {_t(p['sync'])} (megamoe_sync_s: the code's timed steps and the fitted rest)")
-        if float(p["walk"]):
-            bits.append(f"scheduler walk {_t(p['walk'])} ({fmt_num(float(k.scheduler_steps))} steps (2 x local experts) x "
-                        f"{fmt_num(float(hw.megamoe_expert_step_cycles))} megamoe_expert_step_cycles at the SM clock)")
         if float(p["reduction"]):
             bits.append(f"split-KV reduction {_t(p['reduction'])}")
         own = sum(float(k.cost.launches) * rep * st * float(sum(launch_parts(k, hw, launch).values()))

@@ -176,10 +176,6 @@ class Kernel:
     # SM cycles of one of those steps where the kernel states them (FlashMLA's SM90 sparse decode: one 64-entry block of
     # a CTA's chain, the stack's sparse_decode_block_cycles). None: the stack's hc_prenorm_step_cycles.
     step_cycles: Any = None
-    # A kernel whose scheduler walks a list one entry at a time on every SM, blocks or not, on the chain before its first
-    # block and after its last (MegaMoE: each local expert once per linear, scheduler/mega_moe.cuh @ 54e2261 lines 118-183):
-    # the steps, each the stack's megamoe_expert_step_cycles (roofline.launch_parts 'walk'). None: no walk.
-    scheduler_steps: Any = None
     # A split-KV kernel whose reduction reads its splits one after another (FlashMLA's combine: a warp per head loops over
     # its request's splits, each split's partial output loaded after the last was summed): the reduction's dependent
     # loads. None: REDUCE_DEPENDENT_LOADS (roofline.launch_parts).

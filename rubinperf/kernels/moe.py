@@ -207,9 +207,7 @@ def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "
       over NVLink, one copy per routed row that lands on another rank; each pull pays `pull_round_trips` remote round
       trips per pull chunk, four dispatch warps per SM pulling at once (Kernel.hop_lanes_per_sm);
     - its fixed chain (expert counts, grid syncs, two NVLink barriers, the combine's first load) is the stack's
-      megamoe_sync_s, plus its scheduler's walk: every SM steps through the rank's local experts once per linear
-      (2 x local_experts steps of megamoe_expert_step_cycles; scheduler/mega_moe.cuh @ 54e2261 lines 118-183)
-      (roofline.launch_latency).
+      megamoe_sync_s (roofline.launch_latency).
     Across NVLink domains the exchange uses the NIC as `ep_dispatch_combine` says (DeepEP's modes), with its
     collectives; within one domain the pulls above."""
     touched = busiest_rank_experts(tokens * ranks, top_k, experts, local_experts, ranks)
@@ -232,8 +230,7 @@ def mega_moe(tokens, ranks, local_experts, experts, top_k, n, k, weight: str = "
                   groups=touched, rows=rows / touched, n=2 * inter, k=k, second_n=k, second_k=inter, fused_rows=rows,
                   tile_rows=cfg.block_m, tile_cols=MEGAMOE_BLOCK_N, pad_rows=MEGAMOE_MMA_ROWS,
                   in_flight_bytes_per_cta=cfg.in_flight_bytes, hop_lanes_per_sm=lanes,
-                  hops_per_item=None if lanes is None else cfg.pulls_per_token * pull_round_trips,
-                  scheduler_steps=2 * local_experts)
+                  hops_per_item=None if lanes is None else cfg.pulls_per_token * pull_round_trips)
 
 
 def busiest_rank_experts(tokens, top_k, experts, local_experts, ranks):
