@@ -17,11 +17,8 @@ from rubinperf.step.graph import Op, build_step
 from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
 from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _KERNEL_KEYS, _SCALAR_TYPES, _STEP_TIMES, _array_key,
-                                   first_equal_ops,
-                                   _graph_key, _op_key, _same_kernel,
-                                   _same_kernels,
-                                   _same_value,
-                                   _values_of, op_time)
+                                   _graph_key, _op_key, _same_kernel, _same_kernels, _same_value, _values_of,
+                                   first_equal_ops, op_time)
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
