@@ -102,10 +102,10 @@ def kept(module_file: str):
 @functools.cache
 def _tree_digest() -> bytes:
     """A digest of everything a result computed from the bundled files could depend on: every file of the package
-    (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout, a file of the
-    working directory named as a bundled spec (raw device dumps left out: bundled.NOT_SHIPPED), and the versions of Python and numpy (numpy's by its version.py: a run
-    that finds its results kept imports no numpy, 0.1 s of a later `validate`). About 15 ms for the 10 MB of the
-    tree."""
+    (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout (raw device dumps
+    left out: bundled.NOT_SHIPPED), a file of the working directory named as a bundled spec, and the versions of
+    Python and numpy (numpy's by its version.py: a run that finds its results kept imports no numpy, 0.1 s of a later
+    `validate`). About 15 ms for the 10 MB of the tree."""
     from fnmatch import fnmatch
 
     from rubinperf.bundled import NOT_SHIPPED, SPEC_FOLDERS, data_root
