@@ -244,17 +244,16 @@ KERNELS_KEPT = 4096   # per constructor: past it, its kept kernels are dropped a
 
 def _plain_key(args: tuple, kwargs: dict):
     """A key of a call's arguments where every one is a plain number, string, yes/no or None, each with its type (1 is
-    not 1.0, nor True); None where one is not (an array, a symbol) or is a float that equal numbers would not stand
-    for bit for bit (-0.0, nan)."""
+    not 1.0, nor True; _plain_value_key); None where one is not (an array, a symbol, a tuple or dict: those go to
+    _array_call) or is a float that equal numbers would not stand for bit for bit (-0.0, nan)."""
     key = []
     for v in (*args, *kwargs.values()):
-        t = type(v)
-        if t is float:
-            if v != v or (v == 0 and math.copysign(1.0, v) < 0):
-                return None
-        elif t not in _PLAIN_ARGS:
+        if type(v) is tuple or type(v) is dict:
             return None
-        key.append((t, v))
+        plain = _plain_value_key(v)
+        if plain is None:
+            return None
+        key.append(plain)
     return (tuple(key), tuple(kwargs)) if kwargs else tuple(key)
 
 
