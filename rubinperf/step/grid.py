@@ -18,7 +18,7 @@ from rubinperf.step.point import Point
 from rubinperf.step.result import OpTime, StepResult, host_rule, tokens_per_s_per_gpu, tokens_per_s_per_user
 from rubinperf.step.timing import (_FIRST_EQUAL, _GRAPHS, _KERNEL_KEYS, _SCALAR_TYPES, _STEP_TIMES, _array_key,
                                    _graph_key, _op_key, _same_kernel, _same_kernels, _same_value, _values_of,
-                                   first_equal_ops, op_time)
+                                   first_equal_ops, op_time, timed_ops)
 
 if TYPE_CHECKING:   # for annotations only
     from rubinperf.specs.stack import Platform
@@ -256,7 +256,7 @@ class GridSteps:
         None where a kernel of the op is not made by a constructor, or the kept times are another rack's."""
         o = self.ops[n]
         recipe = [self._made.get(id(k)) for k in o.kernels]
-        if _SPAN_RACK[0] is not self.hw or any(r is None for r in recipe):
+        if _RACK[0] is not self.hw or any(r is None for r in recipe):
             return None
         args = [[_cut(a, region, self.shape) for a in r[2]] for r in recipe]
         return (o.die_local_weights, tuple((id(r[1]), tuple(_arg_key(a) for a in cut))
@@ -520,16 +520,15 @@ def forget_graphs() -> None:
     _BLOCK_BYTES[0] = 0
 
 
-# The once-timed ops' times of the grids built on one rack (_ONCE_RACK), by _op_key: [(op, its KernelTime)], for the
+# The once-timed ops' times of the grids built on one rack (_RACK), by _op_key: [(op, its KernelTime)], for the
 # next grid on that rack (DEP32's attention and dense GEMMs are DEP16's, at the same batch per rank), at most
 # ONCE_TIMES_KEPT ops.
 _ONCE_TIMES: dict = {}
-_ONCE_RACK: list = [None]
-# The span ops' pieces (GridSteps._shared_pieces) of the grids built on one rack (_SPAN_RACK): {key: [(the made kernels'
+_RACK: list = [None]
+# The span ops' pieces (GridSteps._shared_pieces) of the grids built on that rack: {key: [(the made kernels'
 # arguments over the span, pieces)]}, at most SPAN_TIMES_KEPT keys (their values are columns, rows and arrays of at most
 # SPAN_FULL_POINTS elements).
 _SPAN_TIMES: dict = {}
-_SPAN_RACK: list = [None]
 SPAN_TIMES_KEPT = 64
 # The same for ops timed per block (GridSteps._shared_block_time), while their times hold at most BLOCK_TIMES_BYTES.
 _BLOCK_TIMES: dict = {}
@@ -542,31 +541,20 @@ def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None = N
     """time_ops(ops, hw, firsts), where an op equal to one a grid before timed on the same rack (the same kernels, bit
     for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time. `keys`: each
     op's _op_key where the caller has them (first_equal_ops' keys)."""
-    if _ONCE_RACK[0] is not hw or sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
+    _on_rack(hw)
+    if sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
         _ONCE_TIMES.clear()
-        _ONCE_RACK[0] = hw   # (kept, so its id is not reused while the times live)
-    if _SPAN_RACK[0] is not hw:
+    return timed_ops(ops, hw, firsts, _ONCE_TIMES, keys, any_time=True)
+
+
+def _on_rack(hw: Platform) -> None:
+    """The grids' kept times (_ONCE_TIMES, _SPAN_TIMES, _BLOCK_TIMES) are those of rack `hw`: another rack's dropped."""
+    if _RACK[0] is not hw:
+        _ONCE_TIMES.clear()
         _SPAN_TIMES.clear()
         _BLOCK_TIMES.clear()
         _BLOCK_BYTES[0] = 0
-        _SPAN_RACK[0] = hw
-    times: list = []
-    for n, first in enumerate(firsts):
-        if first != n:
-            times.append(times[first])
-            continue
-        o, t = ops[n], None
-        key = _op_key(o) if keys is None else keys[n]
-        if key is not None:
-            bucket = _ONCE_TIMES.setdefault(key, [])
-            t = next((kt for x, kt in bucket if _same_kernels(x, o)), None)
-        if t is None:
-            t = op_time(o, hw)
-            if key is not None:
-                bucket.append((o, t))
-        times.append(t)
-    return [OpTime(o, t) for o, t in zip(ops, times)]
-
+        _RACK[0] = hw   # (kept, so its id is not reused while the times live)
 
 
 def _cutter(obj, grid):

@@ -77,13 +77,20 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
     """OpTime of each op; an op whose kernels equal an earlier op's (the same GEMM in layers of another
     kind) takes that op's KernelTime: op_time is a pure function of the kernels, so it is the same.
     `firsts`: first_equal_ops(ops), where the caller keeps it."""
-    kept = None
     if firsts is None:
         hit = _FIRST_EQUAL.get(id(ops))
         if hit is not None and hit[0] is ops:   # a graph op_graph keeps: found once, and its ops' times kept for the
-            firsts, kept, keys = hit[1], _kept_times(hw), hit[2]   # next steps (times of numbers only)
-        else:
-            firsts = first_equal_ops(ops)
+            return timed_ops(ops, hw, hit[1], _kept_times(hw), hit[2])   # next steps (times of numbers only)
+        firsts = first_equal_ops(ops)
+    return timed_ops(ops, hw, firsts)
+
+
+def timed_ops(ops: list[Op], hw: Platform, firsts: list[int], kept: dict | None = None, keys: list | None = None,
+              any_time: bool = False) -> list[OpTime]:
+    """time_ops(ops, hw, firsts), where an op equal to one timed before on `hw` takes that op's time: `kept`, the times
+    kept for the rack ({_op_key: [(op, KernelTime)]}, _op_time_kept), None for none; `keys`, each op's _op_key where
+    the caller has them; `any_time`: times over arrays kept too (a grid's once-timed ops), else times of numbers
+    only."""
     times: list = []
     for n, first in enumerate(firsts):
         if first != n:
@@ -91,7 +98,8 @@ def time_ops(ops: list[Op], hw: Platform, firsts: list[int] | None = None) -> li
         elif kept is None:
             times.append(op_time(ops[n], hw))
         else:
-            times.append(_op_time_kept(ops[n], hw, kept, keys[n]))
+            key = _op_key(ops[n]) if keys is None else keys[n]
+            times.append(_op_time_kept(ops[n], hw, kept, key, any_time))
     return [OpTime(o, t) for o, t in zip(ops, times)]
 
 
@@ -121,8 +129,9 @@ def _kept_times(hw) -> dict:
     return entry[1]
 
 
-def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
-    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: _kept_times(hw); key: _op_key(o))."""
+def _op_time_kept(o: Op, hw, kept: dict, key, any_time: bool = False) -> KernelTime:
+    """op_time(o, hw), or the time of an equal op timed before on `hw` (kept: the rack's kept times; key: _op_key(o));
+    a new time kept where it is of numbers only, or `any_time`."""
     if key is None:
         return op_time(o, hw)
     bucket = kept.get(key)
@@ -131,8 +140,9 @@ def _op_time_kept(o: Op, hw, kept: dict, key) -> KernelTime:
             if _same_kernels(x, o):
                 return t
     t = op_time(o, hw)
-    if _SCALAR_TYPES.issuperset(map(type, t.__dict__.values())):   # (times over arrays stay with their step: a
-        if len(kept) >= STEP_TIMES_KEPT:                            # validate's engines kept 21 MB of them)
+    # (a step's times over arrays stay with their step: a validate's engines kept 21 MB of them)
+    if any_time or _SCALAR_TYPES.issuperset(map(type, t.__dict__.values())):
+        if len(kept) >= STEP_TIMES_KEPT:
             kept.clear()
         kept.setdefault(key, []).append((o, t))
     return t
