@@ -30,7 +30,8 @@ class build_py_with_specs(build_py):
         for name in SPEC_FOLDERS:
             src = ROOT / name
             if src.is_dir():
-                shutil.copytree(src, target / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *NOT_SHIPPED))
+                ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", *NOT_SHIPPED)
+                shutil.copytree(src, target / name, ignore=ignore)
                 copied += sum(1 for _ in (target / name).rglob("*.toml"))
         if not copied:
             raise SystemExit(f"setup.py: no spec files found in {', '.join(SPEC_FOLDERS)} under {ROOT}")

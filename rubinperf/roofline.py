@@ -87,8 +87,8 @@ def busiest_unit(seconds: dict) -> str:
     launches, barriers, dependent loads), so where it is the largest term the bound is latency and this names the unit
     that the rest of the time keeps busiest (DeepGEMM's Mega MoE at one token: docs/deepseek-kernels.md, "Binding
     terms"). `seconds`: the terms by BOUNDS name."""
-    return binding_term({"compute": seconds["compute"], "memory": float(seconds["memory"]) + float(seconds["parallelism"]),
-                         "comm": seconds["comm"]})
+    memory = float(seconds["memory"]) + float(seconds["parallelism"])
+    return binding_term({"compute": seconds["compute"], "memory": memory, "comm": seconds["comm"]})
 
 
 @dict_init

@@ -25,8 +25,8 @@ COLUMNS = ("id", "source_url", "source_detail", "gpu", "kernel", "precision", "s
 
 GPUS = ("h20", "h800", "h100", "h200", "b200", "b300", "gb200", "gb300")
 
-KERNELS = ("mega_moe", "mega_moe_sm90", "fp8_gemm", "fp8_fp4_gemm", "bf16_gemm", "grouped_gemm_contiguous", "grouped_gemm_masked",
-           "mqa_logits", "mqa_logits_paged", "hc_prenorm_gemm", "sparse_mla_decode", "sparse_mla_prefill",
+KERNELS = ("mega_moe", "mega_moe_sm90", "fp8_gemm", "fp8_fp4_gemm", "bf16_gemm", "grouped_gemm_contiguous",
+           "grouped_gemm_masked", "mqa_logits", "mqa_logits_paged", "hc_prenorm_gemm", "sparse_mla_decode", "sparse_mla_prefill",
            "mla_decode", "deepep_dispatch", "deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine")
 
 _REQUIRED = ("id", "source_url", "source_detail", "gpu", "kernel", "precision", "shape", "measured_us",

@@ -8,8 +8,9 @@ the same roofline.
 
 from __future__ import annotations
 
-from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, busiest_unit, bytes_in_flight, distinct_share,
-                                efficiency_field, epilogue_store, kernel_time, launch_parts, occupancy, stream_latency)
+from rubinperf.roofline import (BOUNDS, GROUPED, TENSOR_CORE, binding_term, busiest_unit, bytes_in_flight,
+                                distinct_share, efficiency_field, epilogue_store, kernel_time, launch_parts, occupancy,
+                                stream_latency)
 from rubinperf.kernels.cost import PEAKS
 from rubinperf.units import fmt_num, fmt_pct, fmt_time, si
 

@@ -370,7 +370,8 @@ class Explanation:
     def to_record(self) -> dict:
         rec = {"kernel": self.kernel, **self.context,
                "time_ms": self.numbers["expected_s"] * 1e3, "sol_time_ms": self.numbers["sol_s"] * 1e3,
-               "bound": self.bound, "busiest_unit": self.busiest, "rule": self.rule, "symbols": self.symbols, "terms": {}}
+               "bound": self.bound, "busiest_unit": self.busiest, "rule": self.rule, "symbols": self.symbols,
+               "terms": {}}
         for key, label, unit in COST_TERMS + TIME_TERMS:
             if key in self.exprs:
                 e = self.exprs[key]

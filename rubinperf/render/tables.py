@@ -261,8 +261,8 @@ class FitTable:
 
         caption = self._caption(dropped, width)
         style = {} if boxed else dict(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-        t = Table(title=text(self.title, "table.title"), caption=text(caption, "table.caption"), header_style="bold", title_justify="left", caption_justify="left",
-                  **style)
+        t = Table(title=text(self.title, "table.title"), caption=text(caption, "table.caption"), header_style="bold",
+                  title_justify="left", caption_justify="left", **style)
         for i in keep:
             c = self.cols[i]
             t.add_column(text(c["short"] if short else c["header"]), justify=c["justify"], overflow="fold",
