@@ -195,14 +195,15 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
                 cells.append(r["note"])
                 continue
             main = r["tokens_per_s_per_user"] if metric == "single_user" else r["tokens_per_s_per_gpu"]
-            # Two lines: the figure with its unit, then the configuration and the other axis as one word each
-            # ("at 65.5/user"), so that a narrow column breaks between words, never inside a number.
+            # Two lines: the figure, its band and its unit, then the configuration and the other axis, each number one
+            # word ("1.19M (1.13M-1.34M)", "at 65.5/user"), so that a narrow column breaks between words, never
+            # inside a number.
             side = (f"{_word(fmt_num(r['tokens_per_s_per_gpu']))}/GPU" if metric == "single_user"
                     else f"{_word(fmt_num(r['tokens_per_s_per_user']))}/user")
             several = r["prefill_layout"] != recs[0].get("prefill_layout", r["prefill_layout"])
-            band = (f" ({fmt_num(r['low'])}-{fmt_num(r['high'])})" if r.get("low") is not None
+            band = (f" ({_word(fmt_num(r['low']))}-{_word(fmt_num(r['high']))})" if r.get("low") is not None
                     and r.get("high") is not None else "")
-            cells.append(f"{fmt_num(main)}{band} {unit}\n{_config(r, several)} at {side}")
+            cells.append(f"{_word(fmt_num(main))}{band} {unit}\n{_config(r, several)} at {side}")
         ratios = []
         for r in recs[1:]:
             if r["ratio"] is not None:
@@ -219,11 +220,14 @@ def compare_tables(records: list[dict], kernels: int = 6, note: str = "", wins: 
     # Money and power at the peak.
     peak = [by.get((hw, "peak", None)) for hw in hardware]
     if all(p and p["reachable"] for p in peak):
-        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", fmt_num),
+        def figure(v):
+            return _word(fmt_num(v))
+
+        for label, key, fmt in (("output tok/s/GPU at peak", "output_tokens_per_s_per_gpu", figure),
                                 ("$/M input tokens at peak", "usd_per_m_input", _usd),
                                 ("$/M output tokens at peak", "usd_per_m_output", _usd),
                                 ("$/M tokens (all) at peak", "usd_per_m_tokens", _usd),
-                                ("tok/s per kW at peak", "tokens_per_s_per_kw", fmt_num),
+                                ("tok/s per kW at peak", "tokens_per_s_per_kw", figure),
                                 ("TTFT (prefill + KV moves)", "ttft_ms", None)):
             vals = [p[key] for p in peak]
             if fmt is None:

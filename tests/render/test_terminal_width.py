@@ -51,6 +51,19 @@ def test_fits_the_console(cli, monkeypatch, predictions_reused, name, width):
     assert widest <= width, f"{name} at COLUMNS={width}: a line of {widest} columns\n{r.out}"
 
 
+@pytest.mark.parametrize("width", [80, 100])
+def test_compare_never_splits_a_number_from_its_suffix(cli, monkeypatch, predictions_reused, width):
+    # Before: at 80 columns "1.13 M-1.34 M" folded as "1.34" / "M) tok/s/GPU" (a line starting with a bare suffix).
+    import re
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    r = cli("compare", "--max-batch", "256")
+    assert r.code == 0, r
+    split = [line for line in r.out.splitlines() if re.match(r"\s*[kMGT](\)|-|\s|$)", line)]
+    assert not split, f"compare at COLUMNS={width}: a number's suffix begins a line\n{r.out}"
+    assert re.search(r"\(\d[\d.,]*[kMGT]?-\d[\d.,]*[kMGT]?\)", r.out), r.out   # a band on one line, whole
+
+
 def test_fitting_leaves_out_columns_and_says_so(cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     r = cli("estimate")
