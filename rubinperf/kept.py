@@ -206,3 +206,69 @@ def _without_collector(compute):
         gc.freeze()
         gc.enable()
 
+
+
+# ---------------------------------------------------------------- results of the tree and a call's arguments
+
+CALLS_KEPT = 64   # the most recently used results of one kind of call kept (a script of 10,000 calls keeps 64 files)
+
+
+def kept_of_call(name: str, args: tuple, compute):
+    """compute() (a list marshal holds) of a call whose result is a pure function of the tree's files (as
+    kept_of_tree's) and of its arguments `args` (plain values: strings, ints, bools, None, finite floats, and lists,
+    tuples and dicts of them; otherwise it is computed each time): kept beside the bytecode under a digest of both
+    (the arguments by their repr, which tells apart every value that can differ, 1 and 1.0 and -0.0 included), so a
+    later call with the same arguments on the same tree reads it back. An error raised is never kept (it is raised
+    again on every call), nor a result marshal cannot hold, nor one whose computation issued a warning (it is issued
+    again, as it would have been, where a kept result would print nothing). The CALLS_KEPT results of `name` used
+    last are kept; older ones are removed as new ones are written."""
+    if not _plain(args):
+        return compute()
+    slug = "-".join(name.split())
+    path = kept_file(f"tree-call-{slug}", _tree_digest(), name.encode(), b"\0", repr(args).encode())
+    value = read_kept(path)
+    if type(value) is list:
+        try:
+            os.utime(path)   # (used now: the last to be removed)
+        except OSError:
+            pass
+        return value
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:   # (under the filters as they were; shown below)
+        value = compute()
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if not caught and type(value) is list and write_kept(path, value):
+        _keep_latest(f"tree-call-{slug}-", CALLS_KEPT)
+    return value
+
+
+def _plain(value) -> bool:
+    """Whether `value` is made of the exact types whose repr is the value (a finite float's repr reads back bit for
+    bit); a subclass or another object might repr alike for different values."""
+    t = type(value)
+    if t in (str, int, bool) or value is None:
+        return True
+    if t is float:
+        return value - value == 0   # finite (nan and inf are not)
+    if t in (list, tuple):
+        return all(_plain(v) for v in value)
+    if t is dict:
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _keep_latest(prefix: str, count: int) -> None:
+    """Remove all but the `count` files of _DIR named `prefix`... last written or read (by their mtime)."""
+    try:
+        with os.scandir(_DIR) as entries:
+            files = [(e.stat().st_mtime_ns, e.name) for e in entries
+                     if e.name.startswith(prefix) and not e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for _, old in sorted(files)[:-count]:
+        try:
+            os.unlink(_DIR / old)
+        except OSError:
+            pass
