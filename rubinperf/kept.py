@@ -15,6 +15,7 @@ import functools
 import marshal
 import os
 import sys
+import time
 from pathlib import Path
 
 _DIR = Path(__file__).resolve().parent / "__pycache__"
@@ -99,27 +100,74 @@ def kept(module_file: str):
 # ---------------------------------------------------------------- results of the whole tree
 
 
+# A file changed within this many seconds of a run may change again within its file system's timestamp granularity
+# (a second on some, ten milliseconds on Linux's) with its stamps unchanged: its tree is read whole (git's "racy" rule).
+RACY_S = 10
+TREE_STAMPS_KEPT = 8   # the content digests of the trees last seen, by their files' stamps
+
+
 @functools.cache
 def _tree_digest() -> bytes:
     """A digest of everything a result computed from the bundled files could depend on: every file of the package
     (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout (raw device dumps
     left out: bundled.NOT_SHIPPED), a file of the working directory named as a bundled spec, and the versions of
     Python and numpy (numpy's by its version.py: a run that finds its results kept imports no numpy, 0.1 s of a later
-    `validate`). About 15 ms for the 10 MB of the tree."""
-    from fnmatch import fnmatch
+    `validate`). The digest is of the files' bytes (about 20 ms for the 10 MB of the tree); it is kept under a digest
+    of the files' names and stamps (size, modification and change times in nanoseconds, inode: a write to a file
+    changes its change time, which no program can set), about 3 ms, unless a file changed within RACY_S seconds."""
+    walked, shadows = _tree_files()
+    head = f"{sys.version} numpy {_numpy_version()}".encode()
+    stamps, recent = _blake2b(), time.time_ns() - RACY_S * 10 ** 9
+    stamps.update(head)
+    racy = False
+    try:
+        for root, files in [(".", shadows)] + walked:
+            for path in files:
+                st = os.stat(os.path.join(root, path))
+                stamps.update(f"{path}\0{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+                              f"{st.st_ino} {st.st_dev}\0".encode())
+                racy = racy or max(st.st_mtime_ns, st.st_ctime_ns) > recent
+    except OSError:
+        racy = True
+    memo = None if racy else kept_file("tree-stamps", stamps.digest())
+    value = read_kept(memo)
+    if type(value) is bytes and len(value) == 20:
+        return value
+    digest = _blake2b()
+    digest.update(head)
+    for n in shadows:
+        with open(n, "rb") as f:
+            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
+    for root, files in walked:
+        for path in files:
+            digest.update(path.encode() + b"\0")
+            with open(os.path.join(root, path), "rb") as f:
+                digest.update(f.read())
+    value = digest.digest()
+    if memo is not None and write_kept(memo, value):
+        _keep_latest("tree-stamps-", TREE_STAMPS_KEPT)
+    return value
+
+
+def _tree_files() -> tuple[list, list]:
+    """The files _tree_digest reads: [(root, its files' paths relative to it, sorted)] for the package and the
+    bundled folders beside it, and the names of the files of the working directory named as a bundled spec
+    (sorted)."""
+    import re
+    from fnmatch import translate
 
     from rubinperf.bundled import NOT_SHIPPED, SPEC_FOLDERS, data_root
 
     package = Path(__file__).resolve().parent
     roots = [package] + [data_root() / f for f in SPEC_FOLDERS if not (data_root() / f).is_relative_to(package)]
-    digest = _blake2b()
-    digest.update(f"{sys.version} numpy {_numpy_version()}".encode())
+    skip = re.compile("|".join(map(translate, NOT_SHIPPED))).match
     walked = []
-    for root in roots:
+    for root in map(str, roots):
         files = []
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files.extend(os.path.join(folder, n) for n in names if not any(fnmatch(n, p) for p in NOT_SHIPPED))
+            folder = folder[len(root) + 1:]
+            files.extend(os.path.join(folder, n) if folder else n for n in names if not skip(n))
         walked.append((root, sorted(files)))
     # A bare name resolves to a file of that name in the working directory before the bundled spec
     # (specs/loader.py: resolve_path): such files are part of what a result read (any bundled .toml's name counts).
@@ -128,15 +176,7 @@ def _tree_digest() -> bytes:
         shadows = sorted(n for n in os.listdir(".") if n in specs and os.path.isfile(n))
     except OSError:
         shadows = []
-    for n in shadows:
-        with open(n, "rb") as f:
-            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
-    for root, files in walked:
-        for path in files:
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as f:
-                digest.update(f.read())
-    return digest.digest()
+    return walked, shadows
 
 
 def _numpy_version() -> str:
