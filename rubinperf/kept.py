@@ -279,23 +279,25 @@ def kept_of_call(name: str, args: tuple, compute):
         value = compute()
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
-    if not caught and type(value) is list and write_kept(path, value):
+    if not caught and type(value) is list and _plain(value, finite=False) and write_kept(path, value):
         _keep_latest(f"tree-call-{slug}-", CALLS_KEPT)
     return value
 
 
-def _plain(value) -> bool:
-    """Whether `value` is made of the exact types whose repr is the value (a finite float's repr reads back bit for
-    bit); a subclass or another object might repr alike for different values."""
+def _plain(value, finite: bool = True) -> bool:
+    """Whether `value` is made of exact strings, ints, bools, None, floats (`finite`: finite ones only), lists, tuples
+    and dicts of them: the values marshal reads back as they were, and whose repr tells them apart (a finite float's
+    repr reads back bit for bit). A subclass may repr alike for different values, and marshal writes some objects it
+    does not know as their bytes (a numpy float64 reads back as 8 bytes)."""
     t = type(value)
-    if t in (str, int, bool) or value is None:
+    if t is str or t is int or t is bool or value is None:
         return True
     if t is float:
-        return value - value == 0   # finite (nan and inf are not)
-    if t in (list, tuple):
-        return all(_plain(v) for v in value)
+        return not finite or value - value == 0   # (nan and inf are not finite)
+    if t is list or t is tuple:
+        return all(_plain(v, finite) for v in value)
     if t is dict:
-        return all(_plain(k) and _plain(v) for k, v in value.items())
+        return all(_plain(k, finite) and _plain(v, finite) for k, v in value.items())
     return False
 
 
