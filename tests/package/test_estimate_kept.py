@@ -223,7 +223,7 @@ def test_the_kept_files_are_bounded_and_the_last_used_stay(kept_dir, monkeypatch
 
     for i in range(3):
         run(i)
-        for p in kept_dir.glob("tree-call-b-*"):   # (written in order, a second apart: timestamps may be coarser than the calls)
+        for p in kept_dir.glob("tree-call-b-*"):   # (in order, a second apart: timestamps may be coarser than calls)
             if p.stat().st_mtime_ns > 10 ** 9 * (i + 1):
                 os.utime(p, ns=(10 ** 9 * (i + 1),) * 2)
     assert run(0) == [0] and calls == [0, 1, 2]   # read back, and used now
