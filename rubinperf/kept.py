@@ -122,6 +122,7 @@ def _tree_digest() -> bytes:
     racy = False
     try:
         for root, files in [(".", shadows)] + walked:
+            stamps.update(f"{root}\0{len(files)}\0".encode())
             for path in files:
                 st = os.stat(os.path.join(root, path))
                 stamps.update(f"{path}\0{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
