@@ -7,6 +7,10 @@ parsed TOML (specs/loader.py), each result is kept in the package's `__pycache__
 sdist and the wheel), in a file named by a digest of the function's module source, its name and its arguments: an
 edited module computes afresh, and a kept result is the float the function returned (marshal keeps it bit for bit).
 A folder that cannot be written (a read-only install) only means computing each time.
+
+Results computed from the bundled files are kept the same way, under a digest of the whole tree (kept_of_tree:
+`validate`'s records, the ledger's evidence), and results of a call computed from the bundled files and its arguments
+under a digest of the tree and the arguments (kept_of_call: `estimate`'s records).
 """
 
 from __future__ import annotations
@@ -246,7 +250,6 @@ def _without_collector(compute):
     finally:
         gc.freeze()
         gc.enable()
-
 
 
 # ---------------------------------------------------------------- results of the tree and a call's arguments

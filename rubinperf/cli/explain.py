@@ -298,7 +298,8 @@ def resolve_op(name: str, names: list[str]) -> str:
         raise SpecError(f"explain {name!r}: ambiguous, say which: {'; '.join(hits)}")
     import difflib
 
-    near = difflib.get_close_matches(want, [_norm(x) for x in names] + list(generic_kinds()) + ["step"], n=4, cutoff=0.4)
+    near = difflib.get_close_matches(want, [_norm(x) for x in names] + list(generic_kinds()) + ["step"], n=4,
+                                     cutoff=0.4)
     by_norm = {_norm(x): x for x in names}
     hint = f" (close: {'; '.join(by_norm.get(x, x) for x in near)})" if near else ""
     raise SpecError(f"explain {name!r}: no such kernel or op in this step{hint}; "
