@@ -61,3 +61,19 @@ def resolve_bundled(path_text: str) -> str:
         return path_text
     bundled = data_root() / p
     return str(bundled) if bundled.is_file() else path_text
+
+
+def only_bundled(name: str) -> bool:
+    """Whether spec name `name` can be read from nothing but a bundled spec (or from no spec at all: an unknown name
+    is an error): it has no path separator, no .toml or .json suffix, and no file, folder or link of that name is in
+    the working directory (specs/loader.py: resolve_path reads such a file first; specs/model.py: load_model reads a
+    config.json or a folder holding one). A result computed from such names alone depends on the bundled files and
+    the files of the working directory named as a bundled spec (kept._tree_digest's), nothing else."""
+    import os
+
+    if not name or "\0" in name or "/" in name or "\\" in name or name.endswith((".toml", ".json")):
+        return False
+    try:
+        return not os.path.lexists(name)
+    except (OSError, ValueError):   # pragma: no cover - lexists says False for these itself
+        return False

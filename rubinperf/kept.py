@@ -7,6 +7,10 @@ parsed TOML (specs/loader.py), each result is kept in the package's `__pycache__
 sdist and the wheel), in a file named by a digest of the function's module source, its name and its arguments: an
 edited module computes afresh, and a kept result is the float the function returned (marshal keeps it bit for bit).
 A folder that cannot be written (a read-only install) only means computing each time.
+
+Results computed from the bundled files are kept the same way, under a digest of the whole tree (kept_of_tree:
+`validate`'s records, the ledger's evidence), and results of a call computed from the bundled files and its arguments
+under a digest of the tree and the arguments (kept_of_call: `estimate`'s records).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import functools
 import marshal
 import os
 import sys
+import time
 from pathlib import Path
 
 _DIR = Path(__file__).resolve().parent / "__pycache__"
@@ -99,27 +104,75 @@ def kept(module_file: str):
 # ---------------------------------------------------------------- results of the whole tree
 
 
+# A file changed within this many seconds of a run may change again within its file system's timestamp granularity
+# (a second on some, ten milliseconds on Linux's) with its stamps unchanged: its tree is read whole (git's "racy" rule).
+RACY_S = 10
+TREE_STAMPS_KEPT = 8   # the content digests of the trees last seen, by their files' stamps
+
+
 @functools.cache
 def _tree_digest() -> bytes:
     """A digest of everything a result computed from the bundled files could depend on: every file of the package
     (its sources, and an installed wheel's bundled data), the bundled folders beside it in a checkout (raw device dumps
     left out: bundled.NOT_SHIPPED), a file of the working directory named as a bundled spec, and the versions of
     Python and numpy (numpy's by its version.py: a run that finds its results kept imports no numpy, 0.1 s of a later
-    `validate`). About 15 ms for the 10 MB of the tree."""
-    from fnmatch import fnmatch
+    `validate`). The digest is of the files' bytes (about 20 ms for the 10 MB of the tree); it is kept under a digest
+    of the files' names and stamps (size, modification and change times in nanoseconds, inode: a write to a file
+    changes its change time, which no program can set), about 3 ms, unless a file changed within RACY_S seconds."""
+    walked, shadows = _tree_files()
+    head = f"{sys.version} numpy {_numpy_version()}".encode()
+    stamps, recent = _blake2b(), time.time_ns() - RACY_S * 10 ** 9
+    stamps.update(head)
+    racy = False
+    try:
+        for root, files in [(".", shadows)] + walked:
+            stamps.update(f"{root}\0{len(files)}\0".encode())
+            for path in files:
+                st = os.stat(os.path.join(root, path))
+                stamps.update(f"{path}\0{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+                              f"{st.st_ino} {st.st_dev}\0".encode())
+                racy = racy or max(st.st_mtime_ns, st.st_ctime_ns) > recent
+    except OSError:
+        racy = True
+    memo = None if racy else kept_file("tree-stamps", stamps.digest())
+    value = read_kept(memo)
+    if type(value) is bytes and len(value) == 20:
+        return value
+    digest = _blake2b()
+    digest.update(head)
+    for n in shadows:
+        with open(n, "rb") as f:
+            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
+    for root, files in walked:
+        for path in files:
+            digest.update(path.encode() + b"\0")
+            with open(os.path.join(root, path), "rb") as f:
+                digest.update(f.read())
+    value = digest.digest()
+    if memo is not None and write_kept(memo, value):
+        _keep_latest("tree-stamps-", TREE_STAMPS_KEPT)
+    return value
+
+
+def _tree_files() -> tuple[list, list]:
+    """The files _tree_digest reads: [(root, its files' paths relative to it, sorted)] for the package and the
+    bundled folders beside it, and the names of the files of the working directory named as a bundled spec
+    (sorted)."""
+    import re
+    from fnmatch import translate
 
     from rubinperf.bundled import NOT_SHIPPED, SPEC_FOLDERS, data_root
 
     package = Path(__file__).resolve().parent
     roots = [package] + [data_root() / f for f in SPEC_FOLDERS if not (data_root() / f).is_relative_to(package)]
-    digest = _blake2b()
-    digest.update(f"{sys.version} numpy {_numpy_version()}".encode())
+    skip = re.compile("|".join(map(translate, NOT_SHIPPED))).match
     walked = []
-    for root in roots:
+    for root in map(str, roots):
         files = []
         for folder, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            files.extend(os.path.join(folder, n) for n in names if not any(fnmatch(n, p) for p in NOT_SHIPPED))
+            folder = folder[len(root) + 1:]
+            files.extend(os.path.join(folder, n) if folder else n for n in names if not skip(n))
         walked.append((root, sorted(files)))
     # A bare name resolves to a file of that name in the working directory before the bundled spec
     # (specs/loader.py: resolve_path): such files are part of what a result read (any bundled .toml's name counts).
@@ -128,15 +181,7 @@ def _tree_digest() -> bytes:
         shadows = sorted(n for n in os.listdir(".") if n in specs and os.path.isfile(n))
     except OSError:
         shadows = []
-    for n in shadows:
-        with open(n, "rb") as f:
-            digest.update(b"shadow\0" + n.encode() + b"\0" + f.read())
-    for root, files in walked:
-        for path in files:
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as f:
-                digest.update(f.read())
-    return digest.digest()
+    return walked, shadows
 
 
 def _numpy_version() -> str:
@@ -206,3 +251,70 @@ def _without_collector(compute):
         gc.freeze()
         gc.enable()
 
+
+# ---------------------------------------------------------------- results of the tree and a call's arguments
+
+CALLS_KEPT = 64   # the most recently used results of one kind of call kept (a script of 10,000 calls keeps 64 files)
+
+
+def kept_of_call(name: str, args: tuple, compute):
+    """compute() (a list marshal holds) of a call whose result is a pure function of the tree's files (as
+    kept_of_tree's) and of its arguments `args` (plain values: strings, ints, bools, None, finite floats, and lists,
+    tuples and dicts of them; otherwise it is computed each time): kept beside the bytecode under a digest of both
+    (the arguments by their repr, which tells apart every value that can differ, 1 and 1.0 and -0.0 included), so a
+    later call with the same arguments on the same tree reads it back. An error raised is never kept (it is raised
+    again on every call), nor a result marshal cannot hold, nor one whose computation issued a warning (it is issued
+    again, as it would have been, where a kept result would print nothing). The CALLS_KEPT results of `name` used
+    last are kept; older ones are removed as new ones are written."""
+    if not _plain(args):
+        return compute()
+    slug = "-".join(name.split())
+    path = kept_file(f"tree-call-{slug}", _tree_digest(), name.encode(), b"\0", repr(args).encode())
+    value = read_kept(path)
+    if type(value) is list:
+        try:
+            os.utime(path)   # (used now: the last to be removed)
+        except OSError:
+            pass
+        return value
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:   # (under the filters as they were; shown below)
+        value = compute()
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    if not caught and type(value) is list and _plain(value, finite=False) and write_kept(path, value):
+        _keep_latest(f"tree-call-{slug}-", CALLS_KEPT)
+    return value
+
+
+def _plain(value, finite: bool = True) -> bool:
+    """Whether `value` is made of exact strings, ints, bools, None, floats (`finite`: finite ones only), lists, tuples
+    and dicts of them: the values marshal reads back as they were, and whose repr tells them apart (a finite float's
+    repr reads back bit for bit). A subclass may repr alike for different values, and marshal writes some objects it
+    does not know as their bytes (a numpy float64 reads back as 8 bytes)."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return not finite or value - value == 0   # (nan and inf are not finite)
+    if t is list or t is tuple:
+        return all(_plain(v, finite) for v in value)
+    if t is dict:
+        return all(_plain(k, finite) and _plain(v, finite) for k, v in value.items())
+    return False
+
+
+def _keep_latest(prefix: str, count: int) -> None:
+    """Remove all but the `count` files of _DIR named `prefix`... last written or read (by their mtime)."""
+    try:
+        with os.scandir(_DIR) as entries:
+            files = [(e.stat().st_mtime_ns, e.name) for e in entries
+                     if e.name.startswith(prefix) and not e.name.endswith(".tmp")]
+    except OSError:
+        return
+    for _, old in sorted(files)[:-count]:
+        try:
+            os.unlink(_DIR / old)
+        except OSError:
+            pass

@@ -57,8 +57,6 @@ def estimate(
 
       rubinperf estimate -H vr-nvl72 -l dep32 --set hbm_bandwidth=+20% --baseline
     """
-    from rubinperf.step.estimates import run_estimates
-
     check_output_flags(as_json, as_csv, quiet)
     sets = precision_sets(dtype, kv_dtype, sets)
     apply_wide(wide)
@@ -71,22 +69,14 @@ def estimate(
     if baseline and save_dir is not None:
         raise SpecError("--baseline and --save-dir: a bundle holds one run; save the what-if without --baseline")
 
-    def annotate(m, hw, lay, point):
-        from rubinperf.analysis.bands import estimate_band, not_modelled, term_basis
-
-        out = {"terms_basis": term_basis(hw), "not_modelled": not_modelled(m, hw, lay, point.phase)}
-        if band:
-            out.update(estimate_band(m, hw, lay, point))
-        return out
-
     point = dict(phase=phase, batch=batch, context=context, new_tokens=new_tokens, draft_tokens=draft_tokens,
                  acceptance=acceptance, balancedness=balancedness, eplb=eplb, engram_placement=engram_placement,
                  stacks=stack)
-    records = run_estimates(model, hardware, layout, sets=sets, annotate=annotate, **point)
+    records = estimates(model, hardware, layout, sets, point, band)
     if baseline:
         from rubinperf.analysis.whatif import diff_step
 
-        before = run_estimates(model, hardware, layout, **point)
+        before = estimates(model, hardware, layout, None, point, None)
         diffs = [{**diff_step(b, a), "sets": list(sets)} for b, a in zip(before, records)]
 
         def diff_tables(ds):
@@ -109,3 +99,37 @@ def estimate(
         m, hws = load_specs(model, hardware, sets, stack)
         save_estimate(save_dir, records, m, hws)
     emit(records, as_json, tables, as_csv=as_csv, quiet=quiet)
+
+
+def estimates(model: str, hardware, layouts, sets, point: dict, band: bool | None) -> list[dict]:
+    """run_estimates's records, with the band and basis of each step (`band` True or False: its --band) or without
+    (None: --baseline's steps before the what-if). Where every spec is named by a bundled name (the defaults
+    included), the records are a function of the arguments and the tree's files alone, and are kept between runs
+    (rubinperf/kept.py: kept_of_call): a run that finds them imports none of the core. A path, a config.json or a
+    file of the working directory named as given computes afresh every time."""
+    def compute():
+        from rubinperf.step.estimates import run_estimates
+
+        return run_estimates(model, hardware, layouts, sets=sets, annotate=None if band is None else _annotate(band),
+                             **point)
+
+    from rubinperf.bundled import only_bundled
+
+    if not all(map(only_bundled, [model, *(hardware or ()), *(point["stacks"] or ())])):
+        return compute()
+    from rubinperf.kept import kept_of_call
+
+    return kept_of_call("estimate records", (model, hardware, layouts, sets, point, band), compute)
+
+
+def _annotate(band: bool):
+    """The fields run_estimates adds to each record for the CLI: where each roofline term comes from, what is not
+    modelled, and with `band`, the low/high band."""
+    def annotate(m, hw, lay, point):
+        from rubinperf.analysis.bands import estimate_band, not_modelled, term_basis
+
+        out = {"terms_basis": term_basis(hw), "not_modelled": not_modelled(m, hw, lay, point.phase)}
+        if band:
+            out.update(estimate_band(m, hw, lay, point))
+        return out
+    return annotate

@@ -13,10 +13,16 @@ import typer
 
 from rubinperf.cli.options import BYTES, BYTES_RANGE, Layout, QuietPlot, apply_wide, check_output_flags, ranged, shared_options
 from rubinperf.errors import SpecError
-from rubinperf.kernels.catalog import CATALOG  # (no numpy or sympy behind it)
 
-GENERIC = tuple(CATALOG)
 DEFAULT_LAYOUT = "dep32"
+
+
+def generic_kinds() -> tuple:
+    """The generic kernels' names, from rubinperf.kernels.catalog (no numpy or sympy behind it; imported when explain
+    runs: the kernels' modules are a sixth of every other command's start-up)."""
+    from rubinperf.kernels.catalog import CATALOG
+
+    return tuple(CATALOG)
 
 
 def _step_setup(model, hardware, layout, sets, stack=None, **point):
@@ -107,7 +113,7 @@ def explain(
     name = kernel.strip()
     shape_opts = {"m": m, "n": n, "k": k, "tokens": tokens, "groups": groups, "heads": heads, "kv_heads": kv_heads,
                   "q_len": q_len, "kv_len": kv_len, "head_dim": head_dim, "bytes": nbytes}
-    if name.lower() in GENERIC:
+    if name.lower() in generic_kinds():
         kind = name.lower()
         for opt, v in (("phase", phase), ("context", context), ("new-tokens", new_tokens), ("draft-tokens", draft_tokens),
                        ("acceptance", acceptance), ("balancedness", balancedness)):
@@ -140,7 +146,7 @@ def explain(
     given = [o for o, v in shape_opts.items() if v is not None] + (["dtype"] if dtype else []) + (["ranks"] if ranks else [])
     if given:
         raise SpecError(f"--{given[0].replace('_', '-')}: a shape option of the generic kernels "
-                        f"({', '.join(GENERIC)}); step ops take their shapes from the model")
+                        f"({', '.join(generic_kinds())}); step ops take their shapes from the model")
     mod, hw, lay, point = _step_setup(model, hardware, layout, sets, stack, phase=phase, batch=batch, context=context,
                                       new_tokens=new_tokens, draft_tokens=draft_tokens, acceptance=acceptance,
                                       balancedness=balancedness, eplb=eplb)
@@ -292,11 +298,12 @@ def resolve_op(name: str, names: list[str]) -> str:
         raise SpecError(f"explain {name!r}: ambiguous, say which: {'; '.join(hits)}")
     import difflib
 
-    near = difflib.get_close_matches(want, [_norm(x) for x in names] + list(GENERIC) + ["step"], n=4, cutoff=0.4)
+    near = difflib.get_close_matches(want, [_norm(x) for x in names] + list(generic_kinds()) + ["step"], n=4,
+                                     cutoff=0.4)
     by_norm = {_norm(x): x for x in names}
     hint = f" (close: {'; '.join(by_norm.get(x, x) for x in near)})" if near else ""
     raise SpecError(f"explain {name!r}: no such kernel or op in this step{hint}; "
-                    f"generic kernels: {', '.join(GENERIC)}; or 'step'")
+                    f"generic kernels: {', '.join(generic_kinds())}; or 'step'")
 
 
 # ---------------------------------------------------------------- sensitivity

@@ -47,12 +47,6 @@ def tornado_records(points, swing: float = SWING) -> list[list[dict]]:
     return [numeric_sensitivity(m, hw, lay, point, metric="step-time", swing=swing) for m, hw, lay, point in points]
 
 
-try:   # the low/high bands (rubinperf.analysis.bands); without them the headline says the band is not computed
-    from rubinperf.analysis.bands import compare_bands
-except ImportError:   # pragma: no cover - depends on the core's version
-    compare_bands = None
-
-
 def serve_records(setups, layout: str, concurrency: str, draft_tokens, acceptance, eplb) -> tuple[list[dict], str]:
     """`rubinperf serve`'s records on each rack at `layout` and each concurrency (ISL 8K / OSL 1K, its defaults), and
     the command that gives the same."""
@@ -182,8 +176,9 @@ def report(
     stacks, swapped = S._swapped_stacks(setups, decode_layout, prefill_layout, max_batch, draft_tokens, acceptance,
                                         eplb, True, interactivity_stat, limits, total_gpus)
     compared = compare_records(summaries, levels, stacks=stacks, swapped=swapped)
-    if compare_bands is not None:   # low/high from the assumed fields' ranges, where the core computes them
-        compare_bands(compared, summaries)
+    from rubinperf.analysis.bands import compare_bands
+
+    compare_bands(compared, summaries)   # low/high from the assumed fields' ranges
     steps, step_points = step_records(setups, layout)
     tornados = tornado_records(step_points)
     m, _, w = setups[0]

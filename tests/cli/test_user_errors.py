@@ -143,7 +143,7 @@ def _interrupting(target: str, signum: int) -> str:
 
 @pytest.mark.parametrize("signum,status,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 @pytest.mark.parametrize("target,argv", [
-    ("rubinperf.step.estimates:run_estimates", ["estimate"]),
+    ("rubinperf.step.estimates:run_estimates", ["estimate", "-H", "hardware/gb300-nvl72.toml"]),   # (a path: computed)
     ("rubinperf.serving:sweep", ["pareto"]),
     pytest.param("rubinperf.files:write_atomic", ["pareto", "--plot", "PLOT"],
                  marks=pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="a plot needs matplotlib")),
@@ -171,8 +171,11 @@ def test_interrupt_while_the_cli_is_being_imported():
     assert r.returncode == 130 and r.stderr == b"rubinperf: interrupted\n", r
 
 
-def test_interrupt_in_process_is_130_and_one_line(cli, monkeypatch):
+def test_interrupt_in_process_is_130_and_one_line(cli, monkeypatch, tmp_path):
     import rubinperf.step.estimates as engine
+    from rubinperf import kept
+
+    monkeypatch.setattr(kept, "_DIR", tmp_path)   # no records kept: computed
 
     def hit(*a, **k):
         raise KeyboardInterrupt

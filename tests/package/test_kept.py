@@ -100,3 +100,40 @@ def test_a_result_of_the_tree_is_computed_with_the_collector_paused_and_it_runs_
     except ValueError:
         pass
     assert gc.isenabled()   # (also when the computation fails)
+
+
+def test_the_tree_digest_is_kept_by_the_files_stamps_and_a_write_changes_them(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from rubinperf import bundled
+
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    (data / "hardware").mkdir(parents=True)
+    cache.mkdir()
+    spec = data / "hardware" / "rack.toml"
+    spec.write_text("a = 1\n")
+    monkeypatch.setattr(bundled, "data_root", lambda: data)
+    monkeypatch.setattr(kept, "_DIR", cache)
+
+    def digest(racy_s):
+        monkeypatch.setattr(kept, "RACY_S", racy_s)
+        kept._tree_digest.cache_clear()
+        return kept._tree_digest()
+
+    try:
+        fresh = digest(10 ** 9)          # every file "just changed": read whole, nothing kept by stamps
+        assert list(cache.iterdir()) == []
+        assert digest(0) == fresh        # kept by the stamps now
+        (memo,) = cache.glob("tree-stamps-*")
+        kept.write_kept(memo, b"k" * 20)
+        assert digest(0) == b"k" * 20    # (read back from the stamps' file, the tree not read)
+        before = spec.stat()
+        time.sleep(0.05)                 # (past the file system's timestamp granularity: RACY_S is 0 here)
+        spec.write_text("a = 2\n")       # same size; its modification time set back as it was
+        os.utime(spec, ns=(before.st_atime_ns, before.st_mtime_ns))
+        changed = digest(0)              # the change time moved: read whole
+        assert changed not in (fresh, b"k" * 20) and changed == digest(10 ** 9)
+        assert digest(0) == changed and len(list(cache.glob("tree-stamps-*"))) == 2
+    finally:
+        kept._tree_digest.cache_clear()
