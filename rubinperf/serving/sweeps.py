@@ -223,7 +223,7 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
     over the block, bit for bit."""
     b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
     c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
-    _keep_freed_memory()
+    _keep_freed_memory(min(chunk_points, b.size * c.size))
     width = min(c.shape[1], CHUNK_CONTEXTS)
     cols = -(-c.shape[1] // max(1, round(c.shape[1] / width)))   # columns of equal width (no narrow last one)
     for start in range(0, b.shape[0], GRID_ROWS):
@@ -281,8 +281,9 @@ def _snapped(bounds: list, cuts: list) -> list:
     return ends
 
 
-def _keep_freed_memory() -> None:
-    """Let the C allocator keep the memory of one block's arrays for the next block's.
+def _keep_freed_memory(block_points: int = CHUNK_POINTS) -> None:
+    """Let the C allocator keep the memory of one block's arrays for the next block's, and touch the memory the
+    blocks will take in one pass before the first block.
 
     glibc's malloc gives an array above its mmap threshold a fresh mapping, and hands the top of its
     heap back to the system once more than its trim threshold lies free there; both start at 128 kB
@@ -290,11 +291,30 @@ def _keep_freed_memory() -> None:
     have risen, each temporary of a block (25,000 points: 200 kB) is new memory the kernel zeroes page
     by page: half of a grid sweep's time (measured: 3.5 -> 6.2 M points/s). An array of 30 MB,
     allocated and freed without being touched, raises them as a large array of the process would.
-    The numbers are the same; other allocators ignore it. Once a process: the thresholds stay raised."""
+
+    A first sweep then still grows the heap by about 15 arrays of one block (two blocks' four metrics, the caller's
+    last and the one being made, at the widest block, and the graphs' kept times: 21-24 MB at 200,000-point blocks,
+    mallinfo2), a page fault for each 4 kB page its first blocks' numpy loops and matrix products write (about 5,000).
+    Taken there, among the blocks' arithmetic, they cost more than the same faults taken one after another on pages
+    that nothing else is using (measured 2026-12-07: a first sweep 6-12 ms shorter, net of the pass, on ~100-120 ms);
+    so that much memory is allocated in pieces of 1 MB (under numpy's 4 MB at which it asks for huge pages, whose
+    first touch took longer here), one element a page written, and freed: it lies at the top of the heap, which the
+    raised trim threshold keeps, for the blocks to take. The numbers are the same; an allocator that hands freed
+    memory back to the system only loses the pass. Once a process: the thresholds stay raised and the heap grown."""
     global _FREED_MEMORY_KEPT
     if not _FREED_MEMORY_KEPT:
+        import mmap
+
         np.empty(30 * 2**20 // 8)
         _FREED_MEMORY_KEPT = True
+        piece, page = 2**20 // 8, max(1, mmap.PAGESIZE // 8)   # (elements of 1 MB; of a page)
+        pieces = [np.empty(piece) for _ in range(-(-_HEAP_BLOCKS * max(1, block_points) // piece))]
+        for x in pieces:
+            x[::page] = 0.0
+
+
+# The heap a first sweep grows, in arrays of one block (_keep_freed_memory): 21-24 MB at 200,000-point blocks.
+_HEAP_BLOCKS = 15
 
 
 _FREED_MEMORY_KEPT = False
