@@ -223,7 +223,7 @@ def sweep_grid_blocks(model, hw, layout, point: Point, batches, contexts, chunk_
     over the block, bit for bit."""
     b = np.asanyarray(batches, dtype=float).reshape(-1, 1)
     c = np.asanyarray(contexts, dtype=float).reshape(1, -1)
-    _keep_freed_memory(min(chunk_points, b.size * c.size))
+    _keep_freed_memory()
     width = min(c.shape[1], CHUNK_CONTEXTS)
     cols = -(-c.shape[1] // max(1, round(c.shape[1] / width)))   # columns of equal width (no narrow last one)
     for start in range(0, b.shape[0], GRID_ROWS):
@@ -281,9 +281,8 @@ def _snapped(bounds: list, cuts: list) -> list:
     return ends
 
 
-def _keep_freed_memory(block_points: int = CHUNK_POINTS) -> None:
-    """Let the C allocator keep the memory of one block's arrays for the next block's, and have the memory the
-    blocks will take made ready in one pass before the first block.
+def _keep_freed_memory() -> None:
+    """Let the C allocator keep the memory of one block's arrays for the next block's.
 
     glibc's malloc gives an array above its mmap threshold a fresh mapping, and hands the top of its
     heap back to the system once more than its trim threshold lies free there; both start at 128 kB
@@ -291,61 +290,11 @@ def _keep_freed_memory(block_points: int = CHUNK_POINTS) -> None:
     have risen, each temporary of a block (25,000 points: 200 kB) is new memory the kernel zeroes page
     by page: half of a grid sweep's time (measured: 3.5 -> 6.2 M points/s). An array of 30 MB,
     allocated and freed without being touched, raises them as a large array of the process would.
-
-    A first sweep then still grows the heap by about 15 arrays of one block (two blocks' four metrics, the caller's
-    last and the one being made, at the widest block, and the graphs' kept times: 21-24 MB at 200,000-point blocks,
-    mallinfo2): a page fault for each 4 kB page its first blocks' numpy loops and matrix products write (about
-    5,000). Taken there, among the blocks' arithmetic, they cost about 3 us each (a first sweep on a heap grown
-    beforehand took 16 ms less of 110-160); so that much memory is allocated here, in pieces of 1 MB (under the 4 MB
-    from which numpy asks for huge pages, whose first touch took longer on this machine), made resident in one call
-    (Linux's madvise MADV_POPULATE_WRITE: the kernel fills the pages without a fault each; elsewhere, or where it
-    fails, one element a page is written) and freed: it lies at the top of the heap, which the raised trim threshold
-    keeps, for the blocks to take. The numbers are the same; an allocator that hands freed memory back to the system
-    only loses the pass. Once a process: the thresholds stay raised and the heap grown."""
+    The numbers are the same; other allocators ignore it. Once a process: the thresholds stay raised."""
     global _FREED_MEMORY_KEPT
-    if _FREED_MEMORY_KEPT:
-        return
-    np.empty(30 * 2**20 // 8)
-    _FREED_MEMORY_KEPT = True
-    piece = 2**20 // 8   # (elements of 1 MB)
-    pieces = [np.empty(piece) for _ in range(-(-_HEAP_BLOCKS * max(1, block_points) // piece))]
-    if pieces and not _populate(pieces):
-        page = max(1, _page_bytes() // 8)
-        for x in pieces:
-            x[::page] = 0.0
-
-
-# The heap a first sweep grows, in arrays of one block (_keep_freed_memory): 21-24 MB at 200,000-point blocks.
-_HEAP_BLOCKS = 15
-_MADV_POPULATE_WRITE = 23   # (linux/mman.h, Linux 5.14)
-
-
-def _page_bytes() -> int:
-    import mmap
-
-    return mmap.PAGESIZE
-
-
-def _populate(arrays) -> bool:
-    """Make the pages of `arrays` (numpy arrays allocated one after another) resident and written, in one madvise
-    call over the whole pages between the first and the last: True where the kernel did so (Linux 5.14 and later)."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        page = _page_bytes()
-        lo = min(x.ctypes.data for x in arrays)
-        hi = max(x.ctypes.data + x.nbytes for x in arrays)
-        lo, hi = -(-lo // page) * page, hi // page * page
-        if hi <= lo or hi - lo > sum(x.nbytes for x in arrays) + 64 * len(arrays):
-            return False   # (pieces not side by side: another allocator's, with memory of others between them)
-        return libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_POPULATE_WRITE) == 0
-    except (OSError, AttributeError, ValueError):
-        return False
+    if not _FREED_MEMORY_KEPT:
+        np.empty(30 * 2**20 // 8)
+        _FREED_MEMORY_KEPT = True
 
 
 _FREED_MEMORY_KEPT = False
