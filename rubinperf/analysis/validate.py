@@ -184,9 +184,19 @@ def _step(p: RefPoint, before: dict | None = None, **changes):
     args.update(changes)
     from rubinperf.step.estimates import check_finite
 
-    r = step(m, hw, lay, make_point(m, hw, lay, **args))
-    check_finite(r)
-    return r
+    def run():
+        r = step(m, hw, lay, make_point(m, hw, lay, **args))
+        check_finite(r)
+        return r
+
+    if before or not _SHARING[0]:
+        return run()
+    # Inside a validate, points that time the same step on the same loaded specs (_load_specs: one object per spec
+    # and overrides) share it: a step is a pure function of the specs, the layout and the operating point.
+    key = ("step", id(m), id(hw), p.layout, tuple((k, type(v), v) for k, v in args.items()))
+    if key not in _RUNS:
+        _RUNS[key] = run()
+    return _RUNS[key]
 
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
@@ -434,8 +444,15 @@ def _serve(p: RefPoint) -> tuple[float, str]:
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    rec = _run_once(p, lambda: closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance),
-                                           [p.concurrency]).records()[0])
+    def built():   # (an engine is a pure function of its specs and arguments: points of one engine share it)
+        key = ("engine", id(m), id(hw), p.layout, mix, draft, p.acceptance)
+        if not _SHARING[0]:
+            return engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
+        if key not in _RUNS:
+            _RUNS[key] = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
+        return _RUNS[key]
+
+    rec = _run_once(p, lambda: closed_loop(built(), [p.concurrency]).records()[0])
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the serve record")
     return float(rec[p.quantity]), (f"batch {rec['running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of "

@@ -209,14 +209,21 @@ def stacked(kernels: list) -> Kernel:
     import numpy as np
 
     first = kernels[0]
-    costs = np.array([_cost_values(k.cost) for k in kernels], dtype=float).reshape(len(kernels), len(_COST_FIELDS))
+    # Each distinct kernel object's values are read once (kept_kernels gives equal calls one object: a third of a
+    # calibration table's kernels repeat), then taken for each of its places.
+    seen: dict = {}
+    where = [seen.setdefault(id(k), len(seen)) for k in kernels]
+    distinct = list({id(k): k for k in kernels}.values())
+    at = np.array(where, dtype=np.intp)
+    costs = np.array([_cost_values(k.cost) for k in distinct], dtype=float).reshape(len(distinct), len(_COST_FIELDS))[at]
     cost = Cost(**{f: costs[:, j].copy() for j, f in enumerate(_COST_FIELDS)})
     given = _shape_values(first)
     numeric = [j for j, v in enumerate(given) if not _discrete(v)]   # (the group's kernels give the same fields)
     shape = {f: v for f, v in zip(KERNEL_SHAPE_FIELDS, given)}
     if numeric:   # each numeric field's values as floats (as numpy makes them), a column of one array
         pick = operator.itemgetter(*numeric)
-        values = np.array([pick(_shape_values(k)) for k in kernels], dtype=float).reshape(len(kernels), len(numeric))
+        values = np.array([pick(_shape_values(k)) for k in distinct], dtype=float).reshape(len(distinct),
+                                                                                           len(numeric))[at]
         shape.update({KERNEL_SHAPE_FIELDS[j]: values[:, i].copy() for i, j in enumerate(numeric)})
     return Kernel(first.family, cost, **shape)
 
