@@ -215,7 +215,8 @@ def stacked(kernels: list) -> Kernel:
     where = [seen.setdefault(id(k), len(seen)) for k in kernels]
     distinct = list({id(k): k for k in kernels}.values())
     at = np.array(where, dtype=np.intp)
-    costs = np.array([_cost_values(k.cost) for k in distinct], dtype=float).reshape(len(distinct), len(_COST_FIELDS))[at]
+    costs = np.array([_cost_values(k.cost) for k in distinct], dtype=float).reshape(len(distinct),
+                                                                                  len(_COST_FIELDS))[at]
     cost = Cost(**{f: costs[:, j].copy() for j, f in enumerate(_COST_FIELDS)})
     given = _shape_values(first)
     numeric = [j for j, v in enumerate(given) if not _discrete(v)]   # (the group's kernels give the same fields)
