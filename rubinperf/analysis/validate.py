@@ -467,7 +467,7 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
     requests drawn as the client draws them (`request_rate`, `burstiness`, `num_requests`, `isl`/`osl` and the
     range ratio) and simulated step by step (serving/simulate.py: serve_records). `quantity` is the field of the
     simulated serve record compared (request_throughput_per_s, median_ttft_ms, p99_itl_ms, duration_s, ...)."""
-    from rubinperf.serving.aggregated import RequestMix, engine
+    from rubinperf.serving.aggregated import RequestMix, engine_setup
     from rubinperf.serving import simulate as sim
     from rubinperf.specs.layout import check_layout, parse_layout
 
@@ -483,8 +483,10 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
     pcts = (50.0, 90.0, 95.0, 99.0)
+    # (the engine as serve's: its checks, draft, acceptance and budget; the simulation times its own step tables, so
+    # the closed form's steps over its batch grid, which it does not read, are not timed)
     rec, = _run_once(p, lambda: sim.serve_records(
-        engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
+        engine_setup(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
         num_requests=int(p.num_requests), seed=int(p.seed or 0), burstiness=p.burstiness or 1.0, percentiles=pcts))
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)) or not isinstance(rec[p.quantity], (int, float)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the simulated serve record")
