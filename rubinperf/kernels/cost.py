@@ -254,15 +254,23 @@ def _plain_key(args: tuple, kwargs: dict):
     """A key of a call's arguments where every one is a plain number, string, yes/no or None, each with its type (1 is
     not 1.0, nor True; _plain_value_key); None where one is not (an array, a symbol, a tuple or dict: those go to
     _array_call) or is a float that equal numbers would not stand for bit for bit (-0.0, nan)."""
-    key = []
-    for v in (*args, *kwargs.values()):
-        if type(v) is tuple or type(v) is dict:
-            return None
-        plain = _plain_value_key(v)
-        if plain is None:
-            return None
-        key.append(plain)
-    return (tuple(key), tuple(kwargs)) if kwargs else tuple(key)
+    # (the values and their types side by side: equal keys are equal values of the same types, as a tuple of each
+    # value's _plain_value_key would be, made without a call per value)
+    values = (*args, *kwargs.values()) if kwargs else args
+    types = tuple(map(type, values))
+    if not _KEY_TYPES.issuperset(types):
+        return None
+    if float in types and not all(map(_stands_for_itself, (v for v in values if type(v) is float))):
+        return None
+    return (values, types, tuple(kwargs)) if kwargs else (values, types)
+
+
+_KEY_TYPES = _PLAIN_ARGS | {float}
+
+
+def _stands_for_itself(v: float) -> bool:
+    """A float that the numbers equal to it stand for bit for bit: not a nan, not -0.0."""
+    return v == v and not (v == 0 and math.copysign(1.0, v) < 0)
 
 
 def kept_kernels(fn):
@@ -360,7 +368,7 @@ def _plain_value_key(v):
     point's symbol values) as tuples of their keys; None for anything else."""
     t = type(v)
     if t is float:
-        return None if v != v or (v == 0 and math.copysign(1.0, v) < 0) else (t, v)
+        return (t, v) if _stands_for_itself(v) else None
     if t in _PLAIN_ARGS:
         return (t, v)
     if t is tuple or t is dict:
