@@ -407,7 +407,8 @@ def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
             elif how == _YES_NO:
                 columns.append([c.lower() in ("true", "1", "yes") for c in cells])
             else:
-                numbers = [float(c) if c else None for c in cells]
+                empty = "" in cells
+                numbers = [float(c) if c else None for c in cells] if empty else list(map(float, cells))
                 given = list(filter(None, numbers))   # (None and zeros left out: a zero is a finite count)
                 # every number finite (a nan or an infinity makes the sum one; a sum that overflows: row by row)
                 if not math.isfinite(sum(given)):
@@ -415,7 +416,7 @@ def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
                 if how == _COUNT:
                     if given and not (min(given) >= 0 and max(given) <= MAX_COUNT):
                         return None
-                    numbers = [int(x) if x is not None else None for x in numbers]
+                    numbers = [int(x) if x is not None else None for x in numbers] if empty else list(map(int, numbers))
                 columns.append(numbers)
         rows = _checked_by_column(header, columns, kind)
         if rows is None:
