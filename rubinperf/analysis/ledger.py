@@ -180,9 +180,17 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: 
         ids.append(prefix + text)
     if not held_out:   # in-sample rows: the ledger reads only held-out errors, so their kernels are not built
         return [{"id": i, "measured": float(m), "predicted": None, "held_out": False} for i, m in zip(ids, meas)]
-    pred = Stacked(timed, kernels_of, calls).times(hw)
+    # Each distinct call is stacked and timed once (a table lists a call about twice: other runs, other sources), in
+    # the order of its first row, and each row takes its call's time: a row's time is a function of its call alone,
+    # and each time adds its groups' kernels in the same order.
+    first: dict = {}
+    at = [first.setdefault(call, n) for n, call in enumerate(calls)]
+    once = sorted(set(at))
+    where = {n: j for j, n in enumerate(once)}
+    pred = np.asarray(Stacked([timed[n] for n in once], kernels_of, [calls[n] for n in once]).times(hw))
+    pred = pred[np.array([where[n] for n in at], dtype=np.intp)]
     return [{"id": i, "measured": float(m), "predicted": float(p), "held_out": held_out}
-            for i, m, p in zip(ids, meas, np.asarray(pred))]
+            for i, m, p in zip(ids, meas, pred)]
 
 
 def h200_families() -> list[Family]:

@@ -184,9 +184,19 @@ def _step(p: RefPoint, before: dict | None = None, **changes):
     args.update(changes)
     from rubinperf.step.estimates import check_finite
 
-    r = step(m, hw, lay, make_point(m, hw, lay, **args))
-    check_finite(r)
-    return r
+    def run():
+        r = step(m, hw, lay, make_point(m, hw, lay, **args))
+        check_finite(r)
+        return r
+
+    if before or not _SHARING[0]:
+        return run()
+    # Inside a validate, points that time the same step on the same loaded specs (_load_specs: one object per spec
+    # and overrides) share it: a step is a pure function of the specs, the layout and the operating point.
+    key = ("step", id(m), id(hw), p.layout, tuple((k, type(v), v) for k, v in args.items()))
+    if key not in _RUNS:
+        _RUNS[key] = run()
+    return _RUNS[key]
 
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
@@ -434,8 +444,15 @@ def _serve(p: RefPoint) -> tuple[float, str]:
     mix = RequestMix(isl=p.isl, osl=p.osl, range_ratio=p.random_range_ratio or 0.0,
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
-    rec = _run_once(p, lambda: closed_loop(engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance),
-                                           [p.concurrency]).records()[0])
+    def built():   # (an engine is a pure function of its specs and arguments: points of one engine share it)
+        key = ("engine", id(m), id(hw), p.layout, mix, draft, p.acceptance)
+        if not _SHARING[0]:
+            return engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
+        if key not in _RUNS:
+            _RUNS[key] = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
+        return _RUNS[key]
+
+    rec = _run_once(p, lambda: closed_loop(built(), [p.concurrency]).records()[0])
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the serve record")
     return float(rec[p.quantity]), (f"batch {rec['running_batch_per_rank']:.3g}/rank, {rec['prefill_step_share']:.0%} of "
@@ -450,7 +467,7 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
     requests drawn as the client draws them (`request_rate`, `burstiness`, `num_requests`, `isl`/`osl` and the
     range ratio) and simulated step by step (serving/simulate.py: serve_records). `quantity` is the field of the
     simulated serve record compared (request_throughput_per_s, median_ttft_ms, p99_itl_ms, duration_s, ...)."""
-    from rubinperf.serving.aggregated import RequestMix, engine
+    from rubinperf.serving.aggregated import RequestMix, engine_setup
     from rubinperf.serving import simulate as sim
     from rubinperf.specs.layout import check_layout, parse_layout
 
@@ -466,8 +483,10 @@ def _simulated_request_rate(p: RefPoint) -> tuple[float, str]:
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
     pcts = (50.0, 90.0, 95.0, 99.0)
+    # (the engine as serve's: its checks, draft, acceptance and budget; the simulation times its own step tables, so
+    # the closed form's steps over its batch grid, which it does not read, are not timed)
     rec, = _run_once(p, lambda: sim.serve_records(
-        engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
+        engine_setup(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance), rates=[p.request_rate],
         num_requests=int(p.num_requests), seed=int(p.seed or 0), burstiness=p.burstiness or 1.0, percentiles=pcts))
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)) or not isinstance(rec[p.quantity], (int, float)):
         raise SpecError(f"point {p.id}: quantity: {p.quantity!r} is not a number of the simulated serve record")

@@ -289,19 +289,14 @@ def read_csv(path: str | Path) -> tuple[str, list[dict]]:
     data = read_bounded(path, "csv", "a CSV file for --from-csv")
     cache = _parsed_cache(path, data, "csv", _reader_version())   # a bundled CSV's typed rows, kept as its specs' are
     kept = read_kept(cache)
-    if kept is not None:
-        kind, keys, values = kept
-        return kind, [dict(zip(keys[i], v)) for i, v in values]
-    as_kept: list = []
-    kind, rows = _parse_csv(path, _decoded(path, data), as_kept if cache is not None else None)
-    if as_kept:   # (the rows read a column at a time: kept from their columns)
-        write_kept(cache, [kind, *as_kept])
-    elif cache is not None:   # kept as each row's keys (one tuple for the rows that share them) and values
-        keys: dict = {}
-        same: dict = {}   # equal strings as one object: marshal writes it once and refers to it after
-        values = [(keys.setdefault(tuple(r), len(keys)),
-                   tuple(same.setdefault(v, v) if type(v) is str else v for v in r.values())) for r in rows]
-        write_kept(cache, [kind, list(keys), values])
+    if type(kept) is list and len(kept) == 2 and type(kept[1]) is list:
+        return kept[0], kept[1]
+    kind, rows = _parse_csv(path, _decoded(path, data))
+    if cache is not None:
+        # Kept as the rows themselves: marshal reads a list of dicts back in C, where building each row's dict from
+        # kept columns took as long again. _parse_csv gives equal strings as one object, which marshal writes once and
+        # refers to after (and reads back as one object).
+        write_kept(cache, [kind, rows])
     return kind, rows
 
 
@@ -314,9 +309,9 @@ def _reader_version() -> bytes:
         return b"?"
 
 
-def _parse_csv(path: Path, text: str, as_kept: list | None = None) -> tuple[str, list[dict]]:
-    """(kind, typed rows) of a calibration CSV's text. `as_kept`, where given, receives the rows as read_csv keeps them
-    ([key tuples], [(key tuple's index, values)]) when they are read a column at a time."""
+def _parse_csv(path: Path, text: str) -> tuple[str, list[dict]]:
+    """(kind, typed rows) of a calibration CSV's text; a column of strings read a column at a time gives equal strings
+    as one object."""
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if "family" in header:
@@ -328,7 +323,7 @@ def _parse_csv(path: Path, text: str, as_kept: list | None = None) -> tuple[str,
     missing = [c for c in need if c not in header]
     if missing:
         raise SpecError(f"{path}: missing column(s) {', '.join(missing)}")
-    rows = _typed_by_column(header, text, kind, as_kept)
+    rows = _typed_by_column(header, text, kind)
     if rows is None:   # a row with a fault: read row by row, for the error's line and words
         rows = []
         for i, raw in enumerate(reader, start=2):
@@ -336,6 +331,8 @@ def _parse_csv(path: Path, text: str, as_kept: list | None = None) -> tuple[str,
                 rows.append(_typed(raw, kind))
             except (ValueError, TypeError) as exc:
                 raise SpecError(f"{path}: line {i}: {exc}") from None
+        share = {}.setdefault   # (equal strings as one object, as read a column at a time: read_csv keeps each once)
+        rows = [{share(k, k): share(v, v) if type(v) is str else v for k, v in r.items()} for r in rows]
     if not rows:
         raise SpecError(f"{path}: no measurements")
     return kind, rows
@@ -383,7 +380,7 @@ def _typed(raw: dict, kind: str) -> dict:
     return _checked(row, raw, kind)
 
 
-def _typed_by_column(header: list, text: str, kind: str, as_kept: list | None = None) -> list[dict] | None:
+def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
     """The rows _typed gives, read a column at a time (the same conversions: a few times faster than cell by cell over
     the bundled tables' tens of thousands of rows); None where any row is not plain (fields other than the header's,
     a name twice in the header, a value _typed or _checked refuses): _typed then reads row by row, to say where."""
@@ -400,16 +397,18 @@ def _typed_by_column(header: list, text: str, kind: str, as_kept: list | None = 
     # No cell starts or ends in white space where the text has none but line ends (and no quoted cell holds one).
     plain = text.isascii() and not any(c in text for c in ' \t\r\x0b\x0c\x1c\x1d\x1e\x1f"')
     columns = []
+    share = {}.setdefault
     try:
         for j, key in enumerate(header):
             cells = [r[j] for r in body] if plain else [r[j].strip() for r in body]
             how = _COLUMN_KIND.get(key)
-            if how is None:
-                columns.append(cells)
+            if how is None:   # (equal strings as one object: read_csv keeps each once)
+                columns.append(list(map(share, cells, cells)))
             elif how == _YES_NO:
                 columns.append([c.lower() in ("true", "1", "yes") for c in cells])
             else:
-                numbers = [float(c) if c else None for c in cells]
+                empty = "" in cells
+                numbers = [float(c) if c else None for c in cells] if empty else list(map(float, cells))
                 given = list(filter(None, numbers))   # (None and zeros left out: a zero is a finite count)
                 # every number finite (a nan or an infinity makes the sum one; a sum that overflows: row by row)
                 if not math.isfinite(sum(given)):
@@ -417,15 +416,13 @@ def _typed_by_column(header: list, text: str, kind: str, as_kept: list | None = 
                 if how == _COUNT:
                     if given and not (min(given) >= 0 and max(given) <= MAX_COUNT):
                         return None
-                    numbers = [int(x) if x is not None else None for x in numbers]
+                    numbers = [int(x) if x is not None else None for x in numbers] if empty else list(map(int, numbers))
                 columns.append(numbers)
         rows = _checked_by_column(header, columns, kind)
         if rows is None:
             rows = [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
     except (ValueError, TypeError):
         return None
-    if as_kept is not None and rows:
-        _kept_columns(header, columns, kind, as_kept)
     return rows
 
 
@@ -465,23 +462,6 @@ def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | N
         return [dict(zip(header, v)) for v in values]
     keys = (*header, "mode")   # (no mode column: "graph" after the row's own columns)
     return [dict(zip(keys, (*v, "graph"))) for v in zip(*columns)]
-
-
-def _kept_columns(header: list, columns: list, kind: str, as_kept: list) -> None:
-    """The rows of these typed columns as read_csv keeps them (one key tuple; each row's values, equal strings as one
-    object), where _checked left every row as its columns give it: a kernel table's mode column given in every row,
-    or no mode column (each row then ends in mode "graph", as _checked appends it)."""
-    keys, columns = list(header), list(columns)
-    if kind == "kernels":
-        if "mode" not in keys:
-            keys.append("mode")
-            columns.append(["graph"] * len(columns[0]))
-        elif not all(columns[keys.index("mode")]):
-            return
-    same: dict = {}
-    share = same.setdefault
-    columns = [list(map(share, c, c)) if set(map(type, c)) == {str} else c for c in columns]
-    as_kept += [[tuple(keys)], [(0, values) for values in zip(*columns)]]
 
 
 def _checked(row: dict, raw: dict, kind: str) -> dict:

@@ -209,14 +209,22 @@ def stacked(kernels: list) -> Kernel:
     import numpy as np
 
     first = kernels[0]
-    costs = np.array([_cost_values(k.cost) for k in kernels], dtype=float).reshape(len(kernels), len(_COST_FIELDS))
+    # Each distinct kernel object's values are read once (kept_kernels gives equal calls one object: a third of a
+    # calibration table's kernels repeat), then taken for each of its places.
+    seen: dict = {}
+    where = [seen.setdefault(id(k), len(seen)) for k in kernels]
+    distinct = list({id(k): k for k in kernels}.values())
+    at = np.array(where, dtype=np.intp)
+    costs = np.array([_cost_values(k.cost) for k in distinct], dtype=float).reshape(len(distinct),
+                                                                                  len(_COST_FIELDS))[at]
     cost = Cost(**{f: costs[:, j].copy() for j, f in enumerate(_COST_FIELDS)})
     given = _shape_values(first)
     numeric = [j for j, v in enumerate(given) if not _discrete(v)]   # (the group's kernels give the same fields)
     shape = {f: v for f, v in zip(KERNEL_SHAPE_FIELDS, given)}
     if numeric:   # each numeric field's values as floats (as numpy makes them), a column of one array
         pick = operator.itemgetter(*numeric)
-        values = np.array([pick(_shape_values(k)) for k in kernels], dtype=float).reshape(len(kernels), len(numeric))
+        values = np.array([pick(_shape_values(k)) for k in distinct], dtype=float).reshape(len(distinct),
+                                                                                           len(numeric))[at]
         shape.update({KERNEL_SHAPE_FIELDS[j]: values[:, i].copy() for i, j in enumerate(numeric)})
     return Kernel(first.family, cost, **shape)
 
@@ -246,15 +254,23 @@ def _plain_key(args: tuple, kwargs: dict):
     """A key of a call's arguments where every one is a plain number, string, yes/no or None, each with its type (1 is
     not 1.0, nor True; _plain_value_key); None where one is not (an array, a symbol, a tuple or dict: those go to
     _array_call) or is a float that equal numbers would not stand for bit for bit (-0.0, nan)."""
-    key = []
-    for v in (*args, *kwargs.values()):
-        if type(v) is tuple or type(v) is dict:
-            return None
-        plain = _plain_value_key(v)
-        if plain is None:
-            return None
-        key.append(plain)
-    return (tuple(key), tuple(kwargs)) if kwargs else tuple(key)
+    # (the values and their types side by side: equal keys are equal values of the same types, as a tuple of each
+    # value's _plain_value_key would be, made without a call per value)
+    values = (*args, *kwargs.values()) if kwargs else args
+    types = tuple(map(type, values))
+    if not _KEY_TYPES.issuperset(types):
+        return None
+    if float in types and not all(map(_stands_for_itself, (v for v in values if type(v) is float))):
+        return None
+    return (values, types, tuple(kwargs)) if kwargs else (values, types)
+
+
+_KEY_TYPES = _PLAIN_ARGS | {float}
+
+
+def _stands_for_itself(v: float) -> bool:
+    """A float that the numbers equal to it stand for bit for bit: not a nan, not -0.0."""
+    return v == v and not (v == 0 and math.copysign(1.0, v) < 0)
 
 
 def kept_kernels(fn):
@@ -352,7 +368,7 @@ def _plain_value_key(v):
     point's symbol values) as tuples of their keys; None for anything else."""
     t = type(v)
     if t is float:
-        return None if v != v or (v == 0 and math.copysign(1.0, v) < 0) else (t, v)
+        return (t, v) if _stands_for_itself(v) else None
     if t in _PLAIN_ARGS:
         return (t, v)
     if t is tuple or t is dict:

@@ -210,11 +210,34 @@ def layouts_that_hold(m: Model, hw, mix: RequestMix, draft_tokens: int = 0, most
     return out
 
 
-def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
-           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None,
-           suggest: bool = False) -> Engine:
-    """Time the engine's decode and prefill-carrying steps over a grid of running batches. With `suggest`, an engine
-    whose HBM holds no request says which layouts would."""
+@dataclass(frozen=True, eq=False)
+class EngineSetup:
+    """What an aggregated engine is before its steps are timed: its specs, request mix, draft, acceptance and token
+    budget, checked as engine() checks them (all the step-by-step simulation reads of an engine: serve_records)."""
+
+    model: Model
+    hw: Any
+    layout: Layout
+    mix: RequestMix
+    draft_tokens: int
+    acceptance: float
+    budget: float
+    eplb: bool = True
+
+
+def engine_setup(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
+                 acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None,
+                 suggest: bool = False) -> EngineSetup:
+    """The engine engine() times, without timing its steps over the grid of running batches (which a simulation
+    does not read: it times its own tables): the same checks, the same draft, acceptance and budget."""
+    k, a, budget, _, _ = _setup(m, hw, layout, mix, draft_tokens, acceptance, max_batch, suggest)
+    return EngineSetup(model=m, hw=hw, layout=layout, mix=mix, draft_tokens=k, acceptance=a, budget=budget,
+                       eplb=bool(eplb))
+
+
+def _setup(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens, acceptance, max_batch, suggest):
+    """engine()'s checks of its arguments, and (draft tokens, acceptance, token budget, KV capacity, the largest
+    running batch per scheduler)."""
     k = 0 if draft_tokens is None and not m.draft_layers else (m.draft_tokens if draft_tokens is None else int(draft_tokens))
     if k > 0 and not m.draft_layers:
         raise SpecError(f"--draft-tokens: {m.name} has no draft layers")
@@ -234,6 +257,16 @@ def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | No
         hold = layouts_that_hold(m, hw, mix, k) if suggest and cap.max_requests < 1 else []
         raise SpecError(f"{hw.name} {layout.name}: no aggregated engine: {why}"
                         + (f" (layouts that hold one: {', '.join(hold)})" if hold else ""))
+    return k, a, budget, cap, top
+
+
+def engine(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
+           acceptance: float | None = None, eplb: bool = True, max_batch: float | None = None,
+           suggest: bool = False) -> Engine:
+    """Time the engine's decode and prefill-carrying steps over a grid of running batches. With `suggest`, an engine
+    whose HBM holds no request says which layouts would."""
+    k, a, budget, cap, top = _setup(m, hw, layout, mix, draft_tokens, acceptance, max_batch, suggest)
+    per_req = 1 + k
     B = batch_grid_for(top)
     U, O = mix.uncached, mix.mean_output
     rows = B * per_req

@@ -16,6 +16,7 @@ that lists close matches.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -25,12 +26,15 @@ from rubinperf.units import dimension_of, parse_value, relative_factor, unit_suf
 
 def _views(records: dict) -> dict:
     """Spec kind -> (record key, fields). A platform (hardware + stack) answers to both `hardware.`
-    and `stack.`, each with its own fields."""
+    and `stack.`, each with its own fields. (A function of the records' keys and classes: made once for each.)"""
+    return _views_of(tuple((k, type(rec)) for k, rec in records.items() if rec is not None))
+
+
+@functools.cache
+def _views_of(kinds: tuple) -> dict:
     views = {}
-    for k, rec in records.items():
-        if rec is None:
-            continue
-        fields = spec_fields(type(rec))
+    for k, cls in kinds:
+        fields = spec_fields(cls)
         if k == "hardware" and {f.metadata.get("spec") for f in fields} >= {"hardware", "stack"}:
             for spec in ("hardware", "stack"):
                 views[spec] = (k, [f for f in fields if f.metadata.get("spec") == spec])
@@ -48,11 +52,7 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
     if kind and kind not in views:
         raise SpecError(f"--set {key}: unknown spec '{kind}' (expected {', '.join(known)})")
     kinds = [kind] if kind else list(views)
-    candidates = []
-    for k in kinds:
-        for f in views[k][1]:
-            if f.name == name or f.name[: len(f.name) - len(unit_suffix(f.name))] == name:
-                candidates.append((k, f.name))
+    candidates = [(k, n) for k in kinds for n in _names_of(views[k][1]).get(name, ())]
     if len(candidates) == 1:
         return views[candidates[0][0]][0], candidates[0][1]
     if len(candidates) > 1:
@@ -68,6 +68,22 @@ def _resolve(key: str, records: dict) -> tuple[str, str]:
     near = difflib.get_close_matches(key if kind else name, every + [e.split(".", 1)[1] for e in every], n=4, cutoff=0.5)
     hint = f" (close: {', '.join(near)})" if near else ""
     raise SpecError(f"--set {key}: unknown field{hint}")
+
+
+_NAMES: dict = {}   # id(a view's list of fields) -> (the list, {a field's name, or that name less its unit: its fields})
+
+
+def _names_of(fields: list) -> dict:
+    """Each name a field of `fields` answers to (its own, or its name without the unit suffix) -> the names of the
+    fields that answer to it, in the fields' order (a view's fields are _views_of's, made once)."""
+    hit = _NAMES.get(id(fields))
+    if hit is None or hit[0] is not fields:
+        names: dict = {}
+        for f in fields:
+            for n in dict.fromkeys((f.name, f.name[: len(f.name) - len(unit_suffix(f.name))])):
+                names.setdefault(n, []).append(f.name)
+        hit = _NAMES[id(fields)] = (fields, names)
+    return hit[1]
 
 
 def apply_overrides(assignments: list[str] | None, **records):
