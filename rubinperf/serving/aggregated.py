@@ -115,8 +115,9 @@ class RequestMix:
 
 
 @dataclass(frozen=True, eq=False)
-class Engine:
-    """One aggregated engine's two step kinds over a grid of running batches B (per scheduler)."""
+class EngineSetup:
+    """What an aggregated engine is before its steps are timed: its specs, request mix, draft, acceptance and token
+    budget, checked as engine() checks them (all the step-by-step simulation reads of an engine: serve_records)."""
 
     model: Model
     hw: Any
@@ -125,6 +126,14 @@ class Engine:
     draft_tokens: int
     acceptance: float
     budget: float
+    eplb: bool = True          # the stack's EPLB on (its balancedness), as the steps were timed
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Engine(EngineSetup):
+    """One aggregated engine's two step kinds over a grid of running batches B (per scheduler): its setup (specs,
+    request mix, draft, acceptance, budget, EPLB) and the steps timed."""
+
     B: np.ndarray              # running decode requests per scheduler
     busiest: np.ndarray        # DEP: the busiest rank's expected running requests (B on a TP instance)
     chunk: np.ndarray          # prefill tokens of a step that carries prefill, per rank
@@ -135,7 +144,6 @@ class Engine:
     saturated: np.ndarray      # prefill demand reached the budget left (the grid point cannot grow)
     max_requests: float        # KV capacity per scheduler
     bound: np.ndarray
-    eplb: bool = True          # the stack's EPLB on (its balancedness), as the steps were timed
 
     @property
     def step_s(self):
@@ -208,21 +216,6 @@ def layouts_that_hold(m: Model, hw, mix: RequestMix, draft_tokens: int = 0, most
                 if _kv_capacity(m, hw, parse_layout(n), mix, 1 + draft_tokens).max_requests >= 1]
         out += held[:most]
     return out
-
-
-@dataclass(frozen=True, eq=False)
-class EngineSetup:
-    """What an aggregated engine is before its steps are timed: its specs, request mix, draft, acceptance and token
-    budget, checked as engine() checks them (all the step-by-step simulation reads of an engine: serve_records)."""
-
-    model: Model
-    hw: Any
-    layout: Layout
-    mix: RequestMix
-    draft_tokens: int
-    acceptance: float
-    budget: float
-    eplb: bool = True
 
 
 def engine_setup(m: Model, hw, layout: Layout, mix: RequestMix, draft_tokens: int | None = None,
