@@ -189,14 +189,11 @@ def _step(p: RefPoint, before: dict | None = None, **changes):
         check_finite(r)
         return r
 
-    if before or not _SHARING[0]:
+    if before:
         return run()
     # Inside a validate, points that time the same step on the same loaded specs (_load_specs: one object per spec
     # and overrides) share it: a step is a pure function of the specs, the layout and the operating point.
-    key = ("step", id(m), id(hw), p.layout, tuple((k, type(v), v) for k, v in args.items()))
-    if key not in _RUNS:
-        _RUNS[key] = run()
-    return _RUNS[key]
+    return _shared(("step", id(m), id(hw), p.layout, tuple((k, type(v), v) for k, v in args.items())), run)
 
 
 def _tokens_per_s_per_user(p: RefPoint) -> tuple[float, str]:
@@ -405,17 +402,22 @@ _RUNS: dict = {}
 _SHARING = [False]   # inside _records: runs and spec loads are shared by its points
 
 
+def _shared(key, compute):
+    """compute(), or inside a validate (_records) what it gave for `key` earlier in that validate."""
+    if not _SHARING[0]:
+        return compute()
+    if key not in _RUNS:
+        _RUNS[key] = compute()
+    return _RUNS[key]
+
+
 def _load_specs(model: str, hardware: list, sets=None, stacks=None):
     """select.load_specs, loaded once in a validate for the points that name the same specs and overrides (records
     frozen: each point reads them, none changes them)."""
     from rubinperf.specs.select import load_specs
 
-    key = ("specs", model, tuple(hardware), tuple(sets or ()), tuple(stacks or ()))
-    if not _SHARING[0]:
-        return load_specs(model, hardware, sets=sets, stacks=stacks)
-    if key not in _RUNS:
-        _RUNS[key] = load_specs(model, hardware, sets=sets, stacks=stacks)
-    return _RUNS[key]
+    return _shared(("specs", model, tuple(hardware), tuple(sets or ()), tuple(stacks or ())),
+                   lambda: load_specs(model, hardware, sets=sets, stacks=stacks))
 
 
 def _run_once(p: RefPoint, run):
@@ -425,10 +427,7 @@ def _run_once(p: RefPoint, run):
 
     if not _SHARING[0]:
         return run()
-    key = (p.metric, repr(dataclasses.replace(p, **_NOT_RUN)))
-    if key not in _RUNS:
-        _RUNS[key] = run()
-    return _RUNS[key]
+    return _shared((p.metric, repr(dataclasses.replace(p, **_NOT_RUN))), run)
 
 
 def _serve(p: RefPoint) -> tuple[float, str]:
@@ -445,12 +444,8 @@ def _serve(p: RefPoint) -> tuple[float, str]:
                      convention=p.range_convention or "vllm", prefix_hit=p.prefix_hit_rate or 0.0)
     draft = None if p.draft_tokens is None else int(p.draft_tokens)
     def built():   # (an engine is a pure function of its specs and arguments: points of one engine share it)
-        key = ("engine", id(m), id(hw), p.layout, mix, draft, p.acceptance)
-        if not _SHARING[0]:
-            return engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
-        if key not in _RUNS:
-            _RUNS[key] = engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance)
-        return _RUNS[key]
+        return _shared(("engine", id(m), id(hw), p.layout, mix, draft, p.acceptance),
+                       lambda: engine(m, hw, lay, mix, draft_tokens=draft, acceptance=p.acceptance))
 
     rec = _run_once(p, lambda: closed_loop(built(), [p.concurrency]).records()[0])
     if p.quantity not in rec or isinstance(rec[p.quantity], (str, bool)):
