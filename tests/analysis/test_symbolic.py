@@ -23,7 +23,7 @@ from rubinperf.roofline import BOUNDS, KernelTime
 from rubinperf.kernels.cost import Cost  # noqa: E402
 from rubinperf.specs.layout import parse_layout  # noqa: E402
 from rubinperf.roofline import kernel_time  # noqa: E402
-from rubinperf.step.point import make_point  # noqa: E402
+from rubinperf.step.point import _STACK_POINT_FIELDS, make_point  # noqa: E402
 from rubinperf.specs.stack import load_platform  # noqa: E402
 from rubinperf.specs.model import load_model  # noqa: E402
 from rubinperf.step.timing import step  # noqa: E402
@@ -42,16 +42,19 @@ def close(a: float, b: float, rel: float = REL) -> bool:
     return abs(a - b) <= rel * max(abs(a), abs(b)) or abs(a - b) < 1e-300
 
 
-# Spec values: every float field of a bundled GPU, each scaled by its own factor in [1/4, 4].
-def scaled_hardware(choices):
+# Spec values: every float field of a bundled GPU (but `fixed`), each scaled by its own factor in [1/4, 4].
+def scaled_hardware(choices, fixed=()):
+    names = [f for f in FLOAT_FIELDS if f not in fixed]
     return st.tuples(
         st.sampled_from(choices),
-        st.lists(st.floats(0.25, 4.0), min_size=len(FLOAT_FIELDS), max_size=len(FLOAT_FIELDS)),
-    ).map(lambda t: dataclasses.replace(t[0], **{f: getattr(t[0], f) * k for f, k in zip(FLOAT_FIELDS, t[1])}))
+        st.lists(st.floats(0.25, 4.0), min_size=len(names), max_size=len(names)),
+    ).map(lambda t: dataclasses.replace(t[0], **{f: getattr(t[0], f) * k for f, k in zip(names, t[1])}))
 
 
 hardware_values = scaled_hardware([GB300, VR, H200])
-rack_values = scaled_hardware([GB300])   # random values on GB300's structure: one symbolic build per layout
+# Random values on GB300's structure: one symbolic build per layout (and per set of all-reduce algorithms). The
+# stack fields a Point carries as numbers (MegaMoE's shared memory) stay GB300's: they are the point's structure.
+rack_values = scaled_hardware([GB300], fixed=_STACK_POINT_FIELDS)
 
 
 @functools.lru_cache(maxsize=None)
