@@ -40,7 +40,7 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import PEAKS, Kernel, group_key, stacked
+from rubinperf.kernels.cost import _COST_FIELDS, KERNEL_SHAPE_FIELDS, PEAKS, Cost, Kernel, group_key, stacked
 from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
@@ -79,11 +79,16 @@ class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
 
-    def __init__(self, rows: list[dict], kernels_of: dict | None = None, calls: list | None = None):
+    def __init__(self, rows: list[dict], kernels_of: dict | None = None, calls: list | None = None,
+                 by_columns: bool = False):
         """`kernels_of`, when given, keeps each row's kernels (with their groups) by what it says of the call
         (call_key, or `calls`: the rows' call keys), for other rows of the same call (other systems' tables of one
-        op sweep); rows of one call in `rows` build their kernels once either way."""
+        op sweep); rows of one call in `rows` build their kernels once either way. `by_columns`: the rows' kernels
+        built a column at a time (_column_groups: the same groups, bit for bit; `kernels_of` is not read)."""
         self.n = len(rows)
+        if by_columns:
+            self.groups = _column_groups(rows, calls or list(map(call_key, rows)))
+            return
         groups: dict[tuple, list] = {}
         if kernels_of is None:
             kernels_of = {}
@@ -134,6 +139,91 @@ def _grouped_kernels(row: dict) -> tuple:
         mode = row_mode(row) if waits_on_host or row_mode(row) == "graph" else "eager"
         out.append(((mode, *group_key(k)), k))
     return tuple(out)
+
+
+# Columns a row's kernels branch on (`row.get(c) or ...`, a yes/no): rows built a column at a time share their values.
+BRANCH_COLUMNS = frozenset({"family", "mode", "impl", "dtype", "launches", "touched", "v_head_dim", "causal",
+                            "shared_kv"})
+COLUMN_GROUP_MIN = 2   # fewer rows of one structure: built one by one
+
+
+def _column_groups(rows: list[dict], calls: list) -> list:
+    """Stacked's groups, (row indices, stacked Kernel, launch mode) in the order and with the values, bit for bit,
+    that stacking each row's kernels (_grouped_kernels, kernels.stacked) gives, built a column at a time: the rows of one
+    structure (the same columns, the same value of each column the kernels branch on or that is not a number, the same
+    type of each number) go through row_kernels once, each numeric column one numpy array (int64 or float64, as the
+    rows' ints and floats), so the kernel functions run their formulas on arrays as the sweep does; a structure of one
+    row, or one whose kernels cannot take arrays (a branch on a value), is built row by row. Each kernel's cost and
+    numeric shape fields become float64 columns, as stacked() makes them of each row's numbers."""
+    structures: dict = {}
+    for i, (names, values) in enumerate(calls):
+        key = (names, tuple(v if v.__class__ not in _NUMBER_TYPES or c in BRANCH_COLUMNS else v.__class__
+                            for c, v in zip(names, values)))
+        structures.setdefault(key, []).append(i)
+    # each kernel of each row: (row, its place among the row's kernels, group key, Kernel, element in that Kernel)
+    parts: list = []   # (rows' indices array, place, group key, Kernel over those rows or one row's Kernel)
+    for (names, _), members in structures.items():
+        built = None
+        if len(members) >= COLUMN_GROUP_MIN:
+            built = _column_kernels([rows[i] for i in members], names)
+        if built is None:
+            for i in members:
+                for j, (key, k) in enumerate(_grouped_kernels(rows[i])):
+                    parts.append((np.array([i]), j, key, k))
+        else:
+            at = np.array(members)
+            parts.extend((at, j, key, k) for j, (key, k) in enumerate(built))
+    # Stacked's order: groups by first appearance of (row, place), each group's items by (row, place)
+    firsts: dict = {}
+    for n, (at, j, key, _) in enumerate(parts):
+        first = (int(at[0]), j)
+        if key not in firsts or first < firsts[key]:
+            firsts[key] = first
+    out = []
+    for key in sorted(firsts, key=firsts.__getitem__):
+        mine = [p for p in parts if p[2] == key]
+        rows_at = np.concatenate([p[0] for p in mine])
+        places = np.concatenate([np.full(len(p[0]), p[1]) for p in mine])
+        order = np.lexsort((places, rows_at))
+        out.append((rows_at[order], _concatenated([(len(p[0]), p[3]) for p in mine], order), key[0]))
+    return out
+
+
+_NUMBER_TYPES = (int, float)
+
+
+def _column_kernels(rows: list[dict], names: tuple):
+    """_grouped_kernels of rows of one structure, built at once on numpy columns; None where the kernels cannot be
+    built so (a branch on a value)."""
+    first = rows[0]
+    columns = {}
+    for c in names:
+        v = first[c]
+        if v.__class__ in _NUMBER_TYPES and c not in BRANCH_COLUMNS:
+            columns[c] = np.array([r[c] for r in rows], dtype=np.int64 if v.__class__ is int else float)
+        else:
+            columns[c] = v
+    row = {c: columns.get(c, first[c]) for c in first}
+    try:
+        return _grouped_kernels(row)
+    except (TypeError, ValueError):   # a value the kernels branch on: `if`, `or`, max() of an array
+        return None
+
+
+def _concatenated(parts: list, order: np.ndarray) -> Kernel:
+    """One Kernel whose numeric fields are the parts' (count, Kernel) fields as float64 columns (a number repeated
+    count times), concatenated and taken in `order`; its yes/no and None fields those of the first part."""
+    first = parts[0][1]
+    cost = {f: _column([(n, getattr(k.cost, f)) for n, k in parts], order) for f in _COST_FIELDS}
+    shape = {}
+    for f in KERNEL_SHAPE_FIELDS:
+        v = getattr(first, f)
+        shape[f] = v if v is None or v.__class__ is bool else _column([(n, getattr(k, f)) for n, k in parts], order)
+    return Kernel(first.family, Cost(**cost), **shape)
+
+
+def _column(values: list, order: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.broadcast_to(np.asarray(v, dtype=float), (n,)) for n, v in values])[order]
 
 
 _CALL_COLUMNS: dict = {}   # a row's columns, in order -> (those that say which call it was, a getter of their values)
