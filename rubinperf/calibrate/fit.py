@@ -40,7 +40,8 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import _COST_FIELDS, KERNEL_SHAPE_FIELDS, PEAKS, Cost, Kernel, group_key, stacked
+from rubinperf.kernels.cost import (_COST_FIELDS, KERNEL_SHAPE_FIELDS, PEAKS, Cost, Kernel, _cost_values, _discrete,
+                                    group_key, stacked)
 from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
@@ -157,55 +158,51 @@ def _column_groups(rows: list[dict], calls: list) -> list:
     numeric shape fields become float64 columns, as stacked() makes them of each row's numbers."""
     structures: dict = {}
     for i, (names, values) in enumerate(calls):
-        key = (names, tuple(v if v.__class__ not in _NUMBER_TYPES or c in BRANCH_COLUMNS else v.__class__
-                            for c, v in zip(names, values)))
-        structures.setdefault(key, []).append(i)
-    # each kernel of each row: (row, its place among the row's kernels, group key, Kernel, element in that Kernel)
-    parts: list = []   # (rows' indices array, place, group key, Kernel over those rows or one row's Kernel)
-    for (names, _), members in structures.items():
+        types = tuple(map(type, values))
+        kept = _KEPT_VALUES.get((names, types))
+        if kept is None:   # which values name the structure: those not numbers, and those the kernels branch on
+            kept = _KEPT_VALUES[(names, types)] = tuple(t not in _NUMBER_TYPES or c in BRANCH_COLUMNS
+                                                        for c, t in zip(names, types))
+        structures.setdefault((names, types, tuple(itertools.compress(values, kept))), []).append(i)
+    # each structure's kernels: (rows' indices, place among a row's kernels, group key, Kernel over those rows)
+    by_group: dict = {}
+    for (names, types, _), members in structures.items():
         built = None
         if len(members) >= COLUMN_GROUP_MIN:
-            built = _column_kernels([rows[i] for i in members], names)
+            built = _column_kernels(rows[members[0]], names, types, [calls[i][1] for i in members])
         if built is None:
             for i in members:
                 for j, (key, k) in enumerate(_grouped_kernels(rows[i])):
-                    parts.append((np.array([i]), j, key, k))
+                    by_group.setdefault(key, []).append((np.array([i]), j, k))
         else:
             at = np.array(members)
-            parts.extend((at, j, key, k) for j, (key, k) in enumerate(built))
-    # Stacked's order: groups by first appearance of (row, place), each group's items by (row, place)
-    firsts: dict = {}
-    for n, (at, j, key, _) in enumerate(parts):
-        first = (int(at[0]), j)
-        if key not in firsts or first < firsts[key]:
-            firsts[key] = first
+            for j, (key, k) in enumerate(built):
+                by_group.setdefault(key, []).append((at, j, k))
+    # Stacked's order: groups by the first (row, place) of each, each group's items by (row, place)
+    first = {key: min((int(at[0]), j) for at, j, _ in parts) for key, parts in by_group.items()}
     out = []
-    for key in sorted(firsts, key=firsts.__getitem__):
-        mine = [p for p in parts if p[2] == key]
-        rows_at = np.concatenate([p[0] for p in mine])
-        places = np.concatenate([np.full(len(p[0]), p[1]) for p in mine])
+    for key in sorted(by_group, key=first.__getitem__):
+        parts = by_group[key]
+        rows_at = np.concatenate([at for at, _, _ in parts])
+        places = np.concatenate([np.full(len(at), j) for at, j, _ in parts])
         order = np.lexsort((places, rows_at))
-        out.append((rows_at[order], _concatenated([(len(p[0]), p[3]) for p in mine], order), key[0]))
+        out.append((rows_at[order], _concatenated([(len(at), k) for at, _, k in parts], order), key[0]))
     return out
 
 
 _NUMBER_TYPES = (int, float)
+_KEPT_VALUES: dict = {}   # (columns, their values' types) -> which values name a structure (_column_groups)
 
 
-def _column_kernels(rows: list[dict], names: tuple):
-    """_grouped_kernels of rows of one structure, built at once on numpy columns; None where the kernels cannot be
-    built so (a branch on a value)."""
-    first = rows[0]
-    columns = {}
-    for c in names:
-        v = first[c]
-        if v.__class__ in _NUMBER_TYPES and c not in BRANCH_COLUMNS:
-            columns[c] = np.array([r[c] for r in rows], dtype=np.int64 if v.__class__ is int else float)
-        else:
-            columns[c] = v
-    row = {c: columns.get(c, first[c]) for c in first}
+def _column_kernels(row: dict, names: tuple, types: tuple, values: list):
+    """_grouped_kernels of the calls `values` (call_key's values of `names`, of `types`) of one structure, built at once
+    on numpy columns (`row` one of them); None where the kernels cannot be built so (a branch on a value)."""
+    columns = dict(row)
+    for c, t, column in zip(names, types, zip(*values)):
+        if t in _NUMBER_TYPES and c not in BRANCH_COLUMNS:
+            columns[c] = np.array(column, dtype=np.int64 if t is int else float)
     try:
-        return _grouped_kernels(row)
+        return _grouped_kernels(columns)
     except (TypeError, ValueError):   # a value the kernels branch on: `if`, `or`, max() of an array
         return None
 
@@ -214,16 +211,18 @@ def _concatenated(parts: list, order: np.ndarray) -> Kernel:
     """One Kernel whose numeric fields are the parts' (count, Kernel) fields as float64 columns (a number repeated
     count times), concatenated and taken in `order`; its yes/no and None fields those of the first part."""
     first = parts[0][1]
-    cost = {f: _column([(n, getattr(k.cost, f)) for n, k in parts], order) for f in _COST_FIELDS}
-    shape = {}
-    for f in KERNEL_SHAPE_FIELDS:
-        v = getattr(first, f)
-        shape[f] = v if v is None or v.__class__ is bool else _column([(n, getattr(k, f)) for n, k in parts], order)
-    return Kernel(first.family, Cost(**cost), **shape)
-
-
-def _column(values: list, order: np.ndarray) -> np.ndarray:
-    return np.concatenate([np.broadcast_to(np.asarray(v, dtype=float), (n,)) for n, v in values])[order]
+    numeric = [f for f in KERNEL_SHAPE_FIELDS if not _discrete(getattr(first, f))]
+    blocks = []
+    for n, k in parts:
+        block = np.empty((len(_COST_FIELDS) + len(numeric), n))
+        for j, v in enumerate((*_cost_values(k.cost), *(getattr(k, f) for f in numeric))):
+            block[j] = v   # (an int64 column or a Python int made a float64 as np.array(..., dtype=float) makes it)
+        blocks.append(block)
+    block = np.concatenate(blocks, axis=1)[:, order] if len(blocks) > 1 else blocks[0][:, order]
+    cost = Cost(**{f: block[j] for j, f in enumerate(_COST_FIELDS)})
+    shape = {f: getattr(first, f) for f in KERNEL_SHAPE_FIELDS}
+    shape.update({f: block[len(_COST_FIELDS) + j] for j, f in enumerate(numeric)})
+    return Kernel(first.family, cost, **shape)
 
 
 _CALL_COLUMNS: dict = {}   # a row's columns, in order -> (those that say which call it was, a getter of their values)
