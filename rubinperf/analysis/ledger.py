@@ -186,7 +186,7 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, described: d
     at = [first.setdefault(call, n) for n, call in enumerate(calls)]
     once = sorted(set(at))
     where = {n: j for j, n in enumerate(once)}
-    pred = np.asarray(Stacked([timed[n] for n in once], None, [calls[n] for n in once], by_columns=True).times(hw))
+    pred = np.asarray(Stacked([timed[n] for n in once], [calls[n] for n in once], by_columns=True).times(hw))
     pred = pred[np.array([where[n] for n in at], dtype=np.intp)]
     return [{"id": i, "measured": float(m), "predicted": float(p), "held_out": held_out}
             for i, m, p in zip(ids, meas, pred)]

@@ -80,19 +80,15 @@ class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
 
-    def __init__(self, rows: list[dict], kernels_of: dict | None = None, calls: list | None = None,
-                 by_columns: bool = False):
-        """`kernels_of`, when given, keeps each row's kernels (with their groups) by what it says of the call
-        (call_key, or `calls`: the rows' call keys), for other rows of the same call (other systems' tables of one
-        op sweep); rows of one call in `rows` build their kernels once either way. `by_columns`: the rows' kernels
-        built a column at a time (_column_groups: the same groups, bit for bit; `kernels_of` is not read)."""
+    def __init__(self, rows: list[dict], calls: list | None = None, by_columns: bool = False):
+        """`calls`: the rows' call keys (call_key), where known; rows of one call build their kernels once.
+        `by_columns`: the kernels built a column at a time (_column_groups: the same groups, bit for bit)."""
         self.n = len(rows)
         if by_columns:
             self.groups = _column_groups(rows, calls or list(map(call_key, rows)))
             return
         groups: dict[tuple, list] = {}
-        if kernels_of is None:
-            kernels_of = {}
+        kernels_of: dict = {}
         for i, (r, call) in enumerate(zip(rows, calls or map(call_key, rows))):
             grouped = kernels_of.get(call)
             if grouped is None:
