@@ -105,3 +105,27 @@ def test_the_structure_key_tells_ints_from_floats(monkeypatch):
     monkeypatch.setattr(fit, "_column_kernels", lambda *a: built.append(a[-1]) or real(*a))
     assert _groups_equal(Stacked(rows), Stacked(rows, by_columns=True))
     assert sorted(len(values) for values in built) == [2, 2]
+
+
+def test_a_moe_row_without_touched_is_built_row_by_row(monkeypatch):
+    """Without `touched`, a MoE row's kernels take the expected experts touched, G(1 - (1 - 1/G)^rows): a power, which
+    numpy's vectorised pow may round otherwise than Python's (libm's). Such structures are built call by call."""
+    row = {"family": "moe", "mode": "graph", "impl": "moe_torch_flow", "dtype": "fp4", "m": 1, "n": 7168, "k": 2048,
+           "groups": 32, "rows": 8, "touched": None, "measured_s": 1e-5}
+    rows = [{**row, "m": m, "rows": 8 * m} for m in (1, 3, 17, 129, 1000, 4097)]
+    built = []
+    real = fit._grouped_kernels
+    monkeypatch.setattr(fit, "_grouped_kernels", lambda r: built.append(r) or real(r))
+    by_columns = Stacked(rows, by_columns=True)
+    assert all(type(r["rows"]) is int for r in built) and len(built) == len(rows)
+    monkeypatch.setattr(fit, "_grouped_kernels", real)
+    assert _groups_equal(Stacked(rows), by_columns)
+
+
+def test_the_comparison_sees_one_value_moved_by_one_ulp():
+    rows = timed_rows(read_csv(data_root() / "calibration/aiconfigurator/gb300-trtllm.csv")[1])[:100]
+    a, b = Stacked(rows), Stacked(rows, by_columns=True)
+    assert _groups_equal(a, b)
+    launches = b.groups[-1][1].cost.launches
+    launches[-1] = np.nextafter(launches[-1], np.inf)
+    assert not _groups_equal(a, b)
