@@ -202,11 +202,16 @@ def _column_kernels(row: dict, names: tuple, types: tuple, values: list):
     columns = dict(row)
     for c, t, column in zip(names, types, zip(*values)):
         if t in _NUMBER_TYPES and c not in BRANCH_COLUMNS:
+            if t is int and not all(-INT_COLUMN_BOUND < v < INT_COLUMN_BOUND for v in column):
+                return None   # (products of such ints could pass int64's range, where Python's ints do not wrap)
             columns[c] = np.array(column, dtype=np.int64 if t is int else float)
     try:
         return _grouped_kernels(columns)
     except (TypeError, ValueError):   # a value the kernels branch on: `if`, `or`, max() of an array
         return None
+
+
+INT_COLUMN_BOUND = 2 ** 40   # an int column with a value this large is built call by call (_column_kernels)
 
 
 def _concatenated(parts: list, order: np.ndarray) -> Kernel:
