@@ -159,10 +159,8 @@ def verdict(s: dict) -> str:
 # ---------------------------------------------------------------- kernel families
 
 
-def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: dict | None = None,
-                 described: dict | None = None) -> list[dict]:
-    """`kernels_of` and `described` keep each call's kernels and description (fit.call_key) for the same call in
-    another table."""
+def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, described: dict | None = None) -> list[dict]:
+    """`described` keeps each call's description (fit.call_key) for the same call in another table."""
     import numpy as np
 
     from rubinperf.calibrate.fit import Stacked, _describe, call_key, measured, timed_rows
@@ -182,12 +180,13 @@ def _kernel_rows(rows: list[dict], hw, held_out: bool, prefix: str, kernels_of: 
         return [{"id": i, "measured": float(m), "predicted": None, "held_out": False} for i, m in zip(ids, meas)]
     # Each distinct call is stacked and timed once (a table lists a call about twice: other runs, other sources), in
     # the order of its first row, and each row takes its call's time: a row's time is a function of its call alone,
-    # and each time adds its groups' kernels in the same order.
+    # and each time adds its groups' kernels in the same order. The distinct calls' kernels are built a column at a
+    # time (Stacked's by_columns: the same groups, bit for bit).
     first: dict = {}
     at = [first.setdefault(call, n) for n, call in enumerate(calls)]
     once = sorted(set(at))
     where = {n: j for j, n in enumerate(once)}
-    pred = np.asarray(Stacked([timed[n] for n in once], kernels_of, [calls[n] for n in once]).times(hw))
+    pred = np.asarray(Stacked([timed[n] for n in once], [calls[n] for n in once], by_columns=True).times(hw))
     pred = pred[np.array([where[n] for n in at], dtype=np.intp)]
     return [{"id": i, "measured": float(m), "predicted": float(p), "held_out": held_out}
             for i, m, p in zip(ids, meas, pred)]
@@ -224,7 +223,6 @@ def aiconfigurator_families() -> list[Family]:
 
     here = data_root() / "calibration/aiconfigurator"
     out = []
-    kernels_of: dict = {}   # each call's kernels, for the same call in another system's table
     described: dict = {}    # and its description
     notes = {"vllm": "vLLM 0.24.0's FP8 block GEMMs and mHC, not the October 2026 posts' kernels the stack describes"}
     for framework, stack, fitted, systems in AIC_FITS:
@@ -244,7 +242,7 @@ def aiconfigurator_families() -> list[Family]:
             out.append(Family(
                 f"kernels {GPU[rack]} / {stack}: aiconfigurator {FRAMEWORK[framework]} ({'held out' if held else 'fitted'})",
                 "kernel", ", ".join(f"calibration/aiconfigurator/{p.name}" for p in files), (rack,), (stack,),
-                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", kernels_of, described),
+                rows=_kernel_rows(rows, hw, held, f"aic {system} {framework} ", described),
                 note="; ".join(x for x in (how, notes.get(framework, "")) if x), same_kernels=framework not in notes))
     return out
 

@@ -40,7 +40,8 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import PEAKS, Kernel, group_key, stacked
+from rubinperf.kernels.cost import (_COST_FIELDS, KERNEL_SHAPE_FIELDS, PEAKS, Cost, Kernel, _cost_values, _discrete,
+                                    group_key, stacked)
 from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
@@ -79,14 +80,15 @@ class Stacked:
     """The rows' kernels grouped by structure, each group one Kernel whose fields are numpy arrays;
     a row's time is the sum of its kernels' times."""
 
-    def __init__(self, rows: list[dict], kernels_of: dict | None = None, calls: list | None = None):
-        """`kernels_of`, when given, keeps each row's kernels (with their groups) by what it says of the call
-        (call_key, or `calls`: the rows' call keys), for other rows of the same call (other systems' tables of one
-        op sweep); rows of one call in `rows` build their kernels once either way."""
+    def __init__(self, rows: list[dict], calls: list | None = None, by_columns: bool = False):
+        """`calls`: the rows' call keys (call_key), where known; rows of one call build their kernels once.
+        `by_columns`: the kernels built a column at a time (_column_groups: the same groups, bit for bit)."""
         self.n = len(rows)
+        if by_columns:
+            self.groups = _column_groups(rows, calls or list(map(call_key, rows)))
+            return
         groups: dict[tuple, list] = {}
-        if kernels_of is None:
-            kernels_of = {}
+        kernels_of: dict = {}
         for i, (r, call) in enumerate(zip(rows, calls or map(call_key, rows))):
             grouped = kernels_of.get(call)
             if grouped is None:
@@ -134,6 +136,100 @@ def _grouped_kernels(row: dict) -> tuple:
         mode = row_mode(row) if waits_on_host or row_mode(row) == "graph" else "eager"
         out.append(((mode, *group_key(k)), k))
     return tuple(out)
+
+
+# Columns a row's kernels branch on (`row.get(c) or ...`, a yes/no): rows built a column at a time share their values.
+BRANCH_COLUMNS = frozenset({"family", "mode", "impl", "dtype", "launches", "touched", "v_head_dim", "causal",
+                            "shared_kv"})
+POW_FAMILIES = ("moe", "grouped_gemm")   # without `touched`, their kernels raise a column to a power (_column_kernels)
+COLUMN_GROUP_MIN = 2   # fewer rows of one structure: built one by one
+
+
+def _column_groups(rows: list[dict], calls: list) -> list:
+    """Stacked's groups, (row indices, stacked Kernel, launch mode) in the order and with the values, bit for bit,
+    that stacking each row's kernels (_grouped_kernels, kernels.stacked) gives, built a column at a time: the rows of one
+    structure (the same columns, the same value of each column the kernels branch on or that is not a number, the same
+    type of each number) go through row_kernels once, each numeric column one numpy array (int64 or float64, as the
+    rows' ints and floats), so the kernel functions run their formulas on arrays as the sweep does; a structure of one
+    row, or one whose kernels cannot take arrays (a branch on a value), is built row by row. Each kernel's cost and
+    numeric shape fields become float64 columns, as stacked() makes them of each row's numbers."""
+    structures: dict = {}
+    for i, (names, values) in enumerate(calls):
+        types = tuple(map(type, values))
+        kept = _KEPT_VALUES.get((names, types))
+        if kept is None:   # which values name the structure: those not numbers, and those the kernels branch on
+            kept = _KEPT_VALUES[(names, types)] = tuple(t not in _NUMBER_TYPES or c in BRANCH_COLUMNS
+                                                        for c, t in zip(names, types))
+        structures.setdefault((names, types, tuple(itertools.compress(values, kept))), []).append(i)
+    # each structure's kernels: (rows' indices, place among a row's kernels, group key, Kernel over those rows)
+    by_group: dict = {}
+    for (names, types, _), members in structures.items():
+        built = None
+        if len(members) >= COLUMN_GROUP_MIN:
+            built = _column_kernels(rows[members[0]], names, types, [calls[i][1] for i in members])
+        if built is None:
+            for i in members:
+                for j, (key, k) in enumerate(_grouped_kernels(rows[i])):
+                    by_group.setdefault(key, []).append((np.array([i]), j, k))
+        else:
+            at = np.array(members)
+            for j, (key, k) in enumerate(built):
+                by_group.setdefault(key, []).append((at, j, k))
+    # Stacked's order: groups by the first (row, place) of each, each group's items by (row, place)
+    first = {key: min((int(at[0]), j) for at, j, _ in parts) for key, parts in by_group.items()}
+    out = []
+    for key in sorted(by_group, key=first.__getitem__):
+        parts = by_group[key]
+        rows_at = np.concatenate([at for at, _, _ in parts])
+        places = np.concatenate([np.full(len(at), j) for at, j, _ in parts])
+        order = np.lexsort((places, rows_at))
+        out.append((rows_at[order], _concatenated([(len(at), k) for at, _, k in parts], order), key[0]))
+    return out
+
+
+_NUMBER_TYPES = (int, float)
+_KEPT_VALUES: dict = {}   # (columns, their values' types) -> which values name a structure (_column_groups)
+
+
+def _column_kernels(row: dict, names: tuple, types: tuple, values: list):
+    """_grouped_kernels of the calls `values` (call_key's values of `names`, of `types`) of one structure, built at once
+    on numpy columns (`row` one of them); None where the kernels cannot be built so (a branch on a value) or where an
+    array would not give the numbers bit for bit: a MoE row that gives no `touched` takes the expected experts touched,
+    a power (kernels.moe.experts_touched), and numpy's vectorised pow differs from libm's in the last bit (in about 2%
+    of the powers tried on this project's machine)."""
+    if row.get("family") in POW_FAMILIES and not row.get("touched"):
+        return None
+    columns = dict(row)
+    for c, t, column in zip(names, types, zip(*values)):
+        if t in _NUMBER_TYPES and c not in BRANCH_COLUMNS:
+            if t is int and not all(-INT_COLUMN_BOUND < v < INT_COLUMN_BOUND for v in column):
+                return None   # (products of such ints could pass int64's range, where Python's ints do not wrap)
+            columns[c] = np.array(column, dtype=np.int64 if t is int else float)
+    try:
+        return _grouped_kernels(columns)
+    except (TypeError, ValueError):   # a value the kernels branch on: `if`, `or`, max() of an array
+        return None
+
+
+INT_COLUMN_BOUND = 2 ** 40   # an int column with a value this large is built call by call (_column_kernels)
+
+
+def _concatenated(parts: list, order: np.ndarray) -> Kernel:
+    """One Kernel whose numeric fields are the parts' (count, Kernel) fields as float64 columns (a number repeated
+    count times), concatenated and taken in `order`; its yes/no and None fields those of the first part."""
+    first = parts[0][1]
+    numeric = [f for f in KERNEL_SHAPE_FIELDS if not _discrete(getattr(first, f))]
+    blocks = []
+    for n, k in parts:
+        block = np.empty((len(_COST_FIELDS) + len(numeric), n))
+        for j, v in enumerate((*_cost_values(k.cost), *(getattr(k, f) for f in numeric))):
+            block[j] = v   # (an int64 column or a Python int made a float64 as np.array(..., dtype=float) makes it)
+        blocks.append(block)
+    block = np.concatenate(blocks, axis=1)[:, order] if len(blocks) > 1 else blocks[0][:, order]
+    cost = Cost(**{f: block[j] for j, f in enumerate(_COST_FIELDS)})
+    shape = {f: getattr(first, f) for f in KERNEL_SHAPE_FIELDS}
+    shape.update({f: block[len(_COST_FIELDS) + j] for j, f in enumerate(numeric)})
+    return Kernel(first.family, cost, **shape)
 
 
 _CALL_COLUMNS: dict = {}   # a row's columns, in order -> (those that say which call it was, a getter of their values)
