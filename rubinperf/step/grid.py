@@ -341,8 +341,15 @@ class GridSteps:
         block = _rows_cols(block)
         grid, hw = self.shape, self.hw
         sums = self._segment_sums(block, span) if span is not None else None
-        if sums is not None:
-            gpu_s, host_s, sol_s, sync_s = sums
+        if sums is not None:   # (the block's columns of its segment's sums: see _segment_sums)
+            a, b = block[1].start - sums[0], block[1].stop - sums[0]
+            self._cut_rows.clear()
+            gpu_s, host_s, sol_s, sync_s = (
+                outer_finish([_cut_columns(g, a, b, self._cut_rows) for g in s[0]],
+                             [_cut_columns(v, a, b, self._cut_rows) for v in s[1]]) if type(s) is tuple
+                else block_sum(self._partials[k], self._terms[k], [(n, _cut_columns(v, a, b, self._cut_rows))
+                                                                  for n, v in s], block, grid, self._row_cuts)
+                for k, s in enumerate(sums[1]))
         else:
             terms = self._block_terms(block, span)
             # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
@@ -354,18 +361,15 @@ class GridSteps:
         p, m = self.block_point(block), self.model
         return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 
-    def _block_terms(self, block, span=None, own=None) -> tuple:
+    def _block_terms(self, block, span=None) -> tuple:
         """The per-block ops' terms of a block's four sums (GPU time, scheduler's host time, speed of light, DP sync):
-        lists of (op index, value), in op order. `own`: a set of the ops timed (self.same's), the terms of those
-        alone (True) or of the others (False), as a pair (set, True or False)."""
+        lists of (op index, value), in op order."""
         grid = self.shape
         terms, timed = ([], [], [], []), {}
         self._cut_rows.clear()
         for n in self.per_block:
             o = self.ops[n]
             first = self.same[n]
-            if own is not None and (first in own[0]) is not own[1]:
-                continue
             t = timed.get(first)
             if t is None:
                 t = timed[first] = self._op_time(first, block, span)
@@ -381,81 +385,47 @@ class GridSteps:
         return terms
 
     def _segment_sums(self, block, span):
-        """A block's four sums from the terms of its segment of a span, kept for the segment's other blocks; None where
-        none is kept (the block's own path).
-
-        The ops that take the block's times from a factored piece of the span (_pieces) take them from one piece for
-        every block of the segment, the columns those pieces share: their terms are taken over the segment once, and
-        the sums' Outers among them (with the once-ops' partial sums) grouped once, mathops.outer_groups (element by
-        element along the columns: each block's columns of the groups are the groups of its own terms, so the same
-        numbers). The other ops (timed on the block itself: the top-k where its HBM and L2 times cross) are timed on
-        the block, and their terms join the groups' rest in op order, where they are full blocks (or Bands of
-        several rows); else every term is added as on the block's own path."""
+        """The sums of a block inside a span, kept for the span's other blocks: where every per-block op takes the
+        block's times from one factored piece of its span (_pieces), the block lies in a segment of the span (the
+        columns those pieces share), over which the ops' terms are taken once, and the four sums' Outers grouped once
+        (mathops.outer_groups: element by element along the columns, so each block's columns of them are the groups
+        of its own terms). (first column of the segment, [per sum: (groups, rest) where its terms hold an Outer,
+        else its terms]); None where an op is timed on the block itself (or the segment's groups would make a full
+        block: the block's own path)."""
         a, b = block[1].start, block[1].stop
         x, y = span[1].start, span[1].stop
-        own = []
         for n in self._span_ops:
             for px, py, times in self._pieces(n, span):
                 if px <= a and b <= py:
                     if times is None:
-                        own.append(n)
-                    else:
-                        x, y = max(x, px), min(y, py)
+                        return None
+                    x, y = max(x, px), min(y, py)
                     break
             else:
-                own.append(n)
-        if len(own) == len(self._span_ops):
-            return None
-        key = (span[0].start, span[0].stop, x, y, *own)
+                return None
+        key = (span[0].start, span[0].stop, x, y)
         hit = self._segments.get(key, False)
         if hit is False:
-            hit = self._segments[key] = self._segment_terms((span[0], slice(x, y)), span, frozenset(own))
-        if hit is None:
-            return None
-        first, own, terms, grouped = hit
-        mine = self._block_terms(block, span, (own, True)) if own else ([], [], [], [])
-        a, b, rows, grid = a - first, b - first, self._cut_rows, self.shape
+            hit = self._segments[key] = self._segment_terms((span[0], slice(x, y)), span)
+        return hit
+
+    def _segment_terms(self, segment, span):
+        """_segment_sums' kept value for a segment (rows, columns) of a span, or None."""
+        terms = self._block_terms(segment, span)
         sums = []
         for k in range(4):
-            g = grouped[k]
-            if g is not None and all(_rest_like(v) for _, v in mine[k]):
-                rest = sorted([(t, _cut_columns(v, a, b, rows)) for t, v in g[1]] + [((1, n), v) for n, v in mine[k]],
-                              key=_first_item)
-                sums.append(outer_finish([_cut_columns(v, a, b, rows) for v in g[0]], [v for _, v in rest]))
+            if any(type(v) is Outer for _, v in terms[k]):
+                values = [_cut(v, segment, self.shape) for _, v in self._partials[k]] + [v for _, v in terms[k]]
+                try:
+                    with only_factored(SPAN_FULL_POINTS):
+                        sums.append(outer_groups(values))
+                except Unfactored:
+                    return None
             else:
-                merged = sorted([(n, _cut_columns(v, a, b, rows)) for n, v in terms[k]] + mine[k], key=_first_item)
-                sums.append(block_sum(self._partials[k], self._terms[k], merged, block, grid, self._row_cuts))
-        return sums
-
-    def _segment_terms(self, segment, span, own: frozenset):
-        """_segment_sums' kept value for a segment (rows, columns) of a span whose ops `own` are timed per block: (its
-        first column, own, the other ops' terms over it, per sum (groups, rest as ((0, i) for the i-th partial sum, (1,
-        n) for op n's term), value) where the terms hold an Outer, else None); None where the groups would make a full
-        block over the segment."""
-        terms = self._block_terms(segment, span, (own, False))
-        grouped = []
-        for k in range(4):
-            if not any(type(v) is Outer for _, v in terms[k]):
-                grouped.append(None)
-                continue
-            tagged = [((0, i), _cut(v, segment, self.shape)) for i, (_, v) in enumerate(self._partials[k])] \
-                + [((1, n), v) for n, v in terms[k]]
-            tags = {id(v): t for t, v in tagged}
-            try:
-                with only_factored(SPAN_FULL_POINTS):
-                    groups, rest = outer_groups([v for _, v in tagged])
-            except Unfactored:
-                return None
-            grouped.append((groups, [(tags[id(v)], v) for v in rest]))
+                sums.append(terms[k])
         if len(self._segments) > SEGMENTS_KEPT:
             self._segments.clear()
-        return segment[1].start, own, terms, grouped
-
-
-def _rest_like(v) -> bool:
-    """A value outer_groups puts in its rest as it is: not an Outer, and of more than one row."""
-    shape = getattr(v, "shape", ())
-    return type(v) is not Outer and len(shape) == 2 and shape[0] > 1
+        return segment[1].start, sums
 
 
 # The most elements of a full array made over a span (only_factored's limit: the top-k's few rows whose parallelism term

@@ -217,35 +217,6 @@ def test_a_grid_takes_the_block_times_of_an_earlier_grid_on_the_rack(monkeypatch
     grid_module.forget_graphs()
 
 
-@pytest.mark.parametrize("rack,name", [("gb300", "dep16"), ("gb300", "tp8"), ("vr", "dep32"), ("h200", "tp4")])
-def test_a_segment_s_blocks_take_its_sums(monkeypatch, rack, name):
-    """The blocks of a span's segment (GridSteps._segment_sums: the columns where every per-block op timed on its factors
-    takes one piece of the span) take their sums from the segment's terms, grouped once: each block's metrics are the
-    same block's on its own path (its terms taken, cut and grouped on the block), bit for bit, including the blocks
-    whose top-k is timed on the block itself (its HBM and L2 times crossing) and the row's first block."""
-    import rubinperf.step.grid as grid_module
-    from rubinperf.serving.sweeps import _tiles
-
-    hw = RACKS[rack]
-    b, c = np.arange(1.0, 513.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 300)).reshape(1, -1)
-    grid_module.forget_graphs()
-    grid = _decode_grid(hw, name, b, c)
-    tiles = _tiles(grid, 512, 16, 512 * 40)
-    got = [grid.metrics((r, cl), span) for r, cl, span in tiles]
-    kept = [v for v in grid._segments.values() if v is not None]
-    assert kept
-    if rack == "gb300" and name == "dep16":   # (the top-k timed per block on some segments, beside the others' terms)
-        assert any(v[1] for v in kept) and any(not v[1] for v in kept)
-    grid_module.forget_graphs()
-    monkeypatch.setattr(grid_module.GridSteps, "_segment_sums", lambda self, block, span: None)
-    alone = _decode_grid(hw, name, b, c)
-    want = [alone.metrics((r, cl), span) for r, cl, span in tiles]
-    for (r, cl, _), x, y in zip(tiles, got, want):
-        shape = (r.stop - r.start, cl.stop - cl.start)
-        assert [_bits(v, shape) for v in x] == [_bits(v, shape) for v in y]
-    grid_module.forget_graphs()
-
-
 def test_a_cut_is_a_block_bound():
     """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
     bound moved to it where that is at most half its block away, else added; the first block and the row's end stay
