@@ -1003,14 +1003,8 @@ def _outer_sum(values):
     one Outer), numbers and rows into the first group's `add`; then the block made once, as one matrix product a run
     of rows (_rank_sum), or where a part is not float64, that group's full block with the other groups, the columns
     (added among themselves first) and any full blocks added into it in place."""
-    return outer_finish(*outer_groups(values))
+    import numpy as np
 
-
-def outer_groups(values):
-    """_outer_sum's first part: (groups, rest), the Outers among values that share a column or a row added on their
-    factors (each group one Outer), numbers and rows added into the first group; the rest (columns, full blocks,
-    Bands) as they are. Every step is element by element along the columns, so the groups of values over more columns,
-    cut to some of them (step.grid's blocks of a span), are the groups of the cut values (outer_finish makes them)."""
     groups: list = []
     others: list = []
     for v in values:
@@ -1035,13 +1029,6 @@ def outer_groups(values):
             groups[0] = groups[0] + v
         else:
             rest.append(v)
-    return groups, rest
-
-
-def outer_finish(groups: list, rest: list):
-    """_outer_sum's second part: the block of outer_groups' groups and rest, made once (_rank_sum, or where a part is
-    not float64, the first group's full block with the rest added into it in place); the one group where nothing
-    else is."""
     if len(groups) == 1 and not rest:
         return groups[0]
     made = _rank_sum(groups, rest)

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from rubinperf.kernels.attention import indexer_logits, indexer_select, sparse_attention
 from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, forget_array_kernels
-from rubinperf.mathops import (_PLAIN, Bands, Outer, Unfactored, _full, only_factored, outer_finish, outer_groups, sscale,
-                               ssum)
+from rubinperf.mathops import _PLAIN, Bands, Outer, Unfactored, _full, only_factored, sscale, ssum
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
 from rubinperf.step.graph import Op, build_step
@@ -174,8 +173,6 @@ class GridSteps:
         self._last_timed: dict = {}   # op index -> (the op on the last block it was timed on, its OpTime)
         self._span_times: dict = {}   # op index -> (span, its times over the span on their factors, or None)
         self._cut_rows: dict = {}   # (id(a span's row), columns) -> its cut to the current block (one object per row)
-        self._span_ops = sorted({self.same[n] for n in self.per_block})   # the per-block ops timed (the others: equal)
-        self._segments: dict = {}   # (rows, columns) of a span's segment -> _segment_sums' kept value, or None
 
     def cut_op(self, n: int, block, factored: bool = False) -> Op:
         """Op n on a block: its arrays over the grid cut to it, its kernels that read the context made on it (with
@@ -340,32 +337,7 @@ class GridSteps:
         several blocks, whose factored ops are timed once for all of them (_op_time)."""
         block = _rows_cols(block)
         grid, hw = self.shape, self.hw
-        sums = self._segment_sums(block, span) if span is not None else None
-        if sums is not None:   # (the block's columns of its segment's sums: see _segment_sums)
-            a, b = block[1].start - sums[0], block[1].stop - sums[0]
-            self._cut_rows.clear()
-            gpu_s, host_s, sol_s, sync_s = (
-                outer_finish([_cut_columns(g, a, b, self._cut_rows) for g in s[0]],
-                             [_cut_columns(v, a, b, self._cut_rows) for v in s[1]]) if type(s) is tuple
-                else block_sum(self._partials[k], self._terms[k], [(n, _cut_columns(v, a, b, self._cut_rows))
-                                                                  for n, v in s], block, grid, self._row_cuts)
-                for k, s in enumerate(sums[1]))
-        else:
-            terms = self._block_terms(block, span)
-            # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
-            gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], block, grid,
-                                                      self._row_cuts)
-                                            for k in range(4))
-        gpu_s, host_s, sol_s, sync_s = _full(gpu_s), _full(host_s), _full(sol_s), _full(sync_s)
-        step_s = host_rule(gpu_s, host_s, sync_s, hw, self.layout.dp).step_s
-        p, m = self.block_point(block), self.model
-        return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
-
-    def _block_terms(self, block, span=None) -> tuple:
-        """The per-block ops' terms of a block's four sums (GPU time, scheduler's host time, speed of light, DP sync):
-        lists of (op index, value), in op order."""
-        grid = self.shape
-        terms, timed = ([], [], [], []), {}
+        terms, timed = ([], [], [], []), {}   # the per-block ops' terms of the four sums
         self._cut_rows.clear()
         for n in self.per_block:
             o = self.ops[n]
@@ -382,56 +354,19 @@ class GridSteps:
             else:
                 terms[0].append((n, expected))
                 terms[2].append((n, sscale(t.sol_s, repeat, stretch)))
-        return terms
-
-    def _segment_sums(self, block, span):
-        """The sums of a block inside a span, kept for the span's other blocks: where every per-block op takes the
-        block's times from one factored piece of its span (_pieces), the block lies in a segment of the span (the
-        columns those pieces share), over which the ops' terms are taken once, and the four sums' Outers grouped once
-        (mathops.outer_groups: element by element along the columns, so each block's columns of them are the groups
-        of its own terms). (first column of the segment, [per sum: (groups, rest) where its terms hold an Outer,
-        else its terms]); None where an op is timed on the block itself (or the segment's groups would make a full
-        block: the block's own path)."""
-        a, b = block[1].start, block[1].stop
-        x, y = span[1].start, span[1].stop
-        for n in self._span_ops:
-            for px, py, times in self._pieces(n, span):
-                if px <= a and b <= py:
-                    if times is None:
-                        return None
-                    x, y = max(x, px), min(y, py)
-                    break
-            else:
-                return None
-        key = (span[0].start, span[0].stop, x, y)
-        hit = self._segments.get(key, False)
-        if hit is False:
-            hit = self._segments[key] = self._segment_terms((span[0], slice(x, y)), span)
-        return hit
-
-    def _segment_terms(self, segment, span):
-        """_segment_sums' kept value for a segment (rows, columns) of a span, or None."""
-        terms = self._block_terms(segment, span)
-        sums = []
-        for k in range(4):
-            if any(type(v) is Outer for _, v in terms[k]):
-                values = [_cut(v, segment, self.shape) for _, v in self._partials[k]] + [v for _, v in terms[k]]
-                try:
-                    with only_factored(SPAN_FULL_POINTS):
-                        sums.append(outer_groups(values))
-                except Unfactored:
-                    return None
-            else:
-                sums.append(terms[k])
-        if len(self._segments) > SEGMENTS_KEPT:
-            self._segments.clear()
-        return segment[1].start, sums
+        # StepResult.gpu_s, host_s, sol_s, sync_s, expected_s
+        gpu_s, host_s, sol_s, sync_s = (block_sum(self._partials[k], self._terms[k], terms[k], block, grid,
+                                                  self._row_cuts)
+                                        for k in range(4))
+        gpu_s, host_s, sol_s, sync_s = _full(gpu_s), _full(host_s), _full(sol_s), _full(sync_s)
+        step_s = host_rule(gpu_s, host_s, sync_s, hw, self.layout.dp).step_s
+        p, m = self.block_point(block), self.model
+        return step_s, sol_s, tokens_per_s_per_gpu(m, self.layout, p, step_s), tokens_per_s_per_user(m, p, step_s)
 
 
 # The most elements of a full array made over a span (only_factored's limit: the top-k's few rows whose parallelism term
 # is not 0, made in full over the span's columns), so a span's times hold no more than a small block's memory.
 SPAN_FULL_POINTS = 1 << 16
-SEGMENTS_KEPT = 64   # segments' kept sums of one grid (a sweep's blocks go row by row: a row's few segments at a time)
 
 
 def _nbytes(v) -> int:
