@@ -174,7 +174,7 @@ def _kernel_scan(k, shape) -> tuple:
 
 
 _KERNEL_SCANS: dict = {}
-KERNEL_SCANS_KEPT = 4096
+KERNEL_SCANS_KEPT = 512   # (as timing.KERNEL_KEYS_KEPT: the kernels are kept alive beside their ids)
 
 
 def _same_block_op(a: Op, b: Op, made: dict) -> bool:
@@ -633,14 +633,22 @@ def _scaled_once(t: OpTime) -> None:
     with those an earlier grid on the rack scaled from the same KernelTime (the object _time_once shares) by the same
     plain repeat and stretch (DEP32's attention is DEP16's, layer for layer): sscale is a pure function of them."""
     repeat, stretch = t.op.repeat, t.op.stretch
-    if type(repeat) not in _SCALAR_TYPES or type(stretch) not in _SCALAR_TYPES or "expected_s" in t.__dict__:
+    if not (_keyed_number(repeat) and _keyed_number(stretch)) or "expected_s" in t.__dict__:
         return
     key = (id(t.time), type(repeat), repeat, type(stretch), stretch)
     hit = _SCALED.get(key)
     if hit is None or hit[0] is not t.time:
+        if len(_SCALED) >= ONCE_TIMES_KEPT:
+            _SCALED.clear()
         hit = _SCALED[key] = (t.time, t.expected_s, t.sol_s)   # (the KernelTime kept: its id is not reused)
     else:
         t.__dict__["expected_s"], t.__dict__["sol_s"] = hit[1], hit[2]   # (OpTime's cached properties)
+
+
+def _keyed_number(v) -> bool:
+    """A plain number that equal numbers of its type stand for bit for bit (not a nan, not a zero float: -0.0 == 0.0)."""
+    t = type(v)
+    return t is int or t is bool or (t is float and v == v and v != 0)
 
 
 # OpTime.expected_s and sol_s of the once-timed ops of the grids on the rack (_RACK), by their KernelTime's identity and
