@@ -60,10 +60,50 @@ class ContextKernels:
         self.made: dict = {}
 
     def __call__(self, constructor, *args):
-        first = constructor(*(_cut(a, (slice(0, 1), slice(0, 1)), self.shape) for a in args))
-        placeholder = dataclasses.replace(first, cost=first.cost.map(_nan))
+        at = [_cut(a, (slice(0, 1), slice(0, 1)), self.shape) for a in args]
+        key = _first_point_key(constructor, at)
+        hit = _PLACEHOLDERS.get(key) if key is not None else None
+        if hit is None:
+            first = constructor(*at)
+            hit = dataclasses.replace(first, cost=first.cost.map(_nan))
+            if key is not None:
+                if len(_PLACEHOLDERS) >= PLACEHOLDERS_KEPT:
+                    _PLACEHOLDERS.clear()
+                _PLACEHOLDERS[key] = hit
+        placeholder = object.__new__(type(hit))   # (a copy: each call's own object, its id the key of its recipe)
+        object.__setattr__(placeholder, "__dict__", dict(hit.__dict__))
         self.made[id(placeholder)] = (placeholder, constructor, args)   # (kept: its id is not reused)
         return placeholder
+
+
+# The placeholders ContextKernels made, by constructor and the arguments at the grid's first point (bit for bit:
+# _first_point_key), for the next call with the same ones (the layers of another kind, DEP32's attention at DEP16's
+# batch per rank): a constructor is a pure function of its arguments. Until forget_graphs, at most PLACEHOLDERS_KEPT.
+_PLACEHOLDERS: dict = {}
+PLACEHOLDERS_KEPT = 256
+
+
+def _first_point_key(constructor, args: list):
+    """A hashable key of a constructor and its arguments at one point (numbers, strings, None, and numpy arrays of one
+    element, by their type and bytes: equal keys are equal arguments bit for bit), or None where one is another
+    value (a float that equal numbers would not stand for bit for bit, -0.0 or nan: made each time)."""
+    key = [constructor]
+    for a in args:
+        t = type(a)
+        if t is float:
+            if a != a or (a == 0 and math.copysign(1.0, a) < 0):
+                return None
+            key.append((t, a))
+        elif t in _KEY_PLAIN:
+            key.append((t, a))
+        elif t.__module__ == "numpy" and getattr(a, "size", 2) == 1 and a.dtype.kind in "fiub":
+            key.append((t, a.shape, a.dtype.str, a.tobytes()))
+        else:
+            return None
+    return tuple(key)
+
+
+_KEY_PLAIN = frozenset((int, bool, str, type(None)))
 
 
 def _nan(v):
@@ -78,12 +118,20 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     arrays: dict = {}   # id -> nbytes of the numpy values the ops and the made kernels' arguments hold
     both = []
     for o in ops:   # (each op's values read once: whether it reads the grid, and its arrays' bytes)
-        grid = any(id(k) in made for k in o.kernels)
-        for v in _op_values(o):
+        grid = False
+        for v in (o.repeat, o.stretch):
             if type(v) not in _SCALAR_TYPES:
                 grid = grid or _is_grid(v, shape)
                 if type(v).__module__ == "numpy":
                     arrays[id(v)] = v.nbytes
+        for k in o.kernels:
+            if id(k) in made:   # (a placeholder: reads the grid)
+                reads, held = _scan_values(_values_of(k), shape)
+                grid = True
+            else:
+                reads, held = _kernel_scan(k, shape)
+                grid = grid or reads
+            arrays.update(held)
         both.append(grid)
     for _, _, args in made.values():
         for a in args:
@@ -99,6 +147,34 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     return GridGraph(ops, shape, once, firsts, keys, same,
                      [o.part == "cpu" for o in ops], [o.part == "cpu" and o.barrier for o in ops], made, {},
                      sum(arrays.values()))
+
+
+def _scan_values(values, shape) -> tuple:
+    """(whether any of the values spans the grid of `shape`, [(id, nbytes) of each numpy value])."""
+    grid, held = False, []
+    for v in values:
+        if type(v) not in _SCALAR_TYPES:
+            grid = grid or _is_grid(v, shape)
+            if type(v).__module__ == "numpy":
+                held.append((id(v), v.nbytes))
+    return grid, held
+
+
+def _kernel_scan(k, shape) -> tuple:
+    """_scan_values of a kernel's values, kept by the kernel (kept_kernels gives the layers of another kind and the
+    layouts of one rack's sweep one object for equal calls) until forget_graphs."""
+    hit = _KERNEL_SCANS.get(id(k))
+    if hit is not None and hit[0] is k and hit[1] == shape:
+        return hit[2]
+    scan = _scan_values(_values_of(k), shape)
+    if len(_KERNEL_SCANS) >= KERNEL_SCANS_KEPT:
+        _KERNEL_SCANS.clear()
+    _KERNEL_SCANS[id(k)] = (k, shape, scan)   # (the kernel kept beside its id, so that the id is not reused)
+    return scan
+
+
+_KERNEL_SCANS: dict = {}
+KERNEL_SCANS_KEPT = 512   # (as timing.KERNEL_KEYS_KEPT: the kernels are kept alive beside their ids)
 
 
 def _same_block_op(a: Op, b: Op, made: dict) -> bool:
@@ -164,6 +240,8 @@ class GridSteps:
         # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
         # in op order
         gpu = [n for n in g.once if not self.cpu[n]]
+        for t in self.once.values():
+            _scaled_once(t)
         self._terms = ([(n, self.once[n].expected_s) for n in gpu],
                        [(n, self.once[n].expected_s) for n in g.once if self.cpu[n] and not self.sync[n]],
                        [(n, self.once[n].sol_s) for n in gpu],
@@ -518,6 +596,9 @@ def forget_graphs() -> None:
     _SPAN_TIMES.clear()
     _BLOCK_TIMES.clear()
     _BLOCK_BYTES[0] = 0
+    _PLACEHOLDERS.clear()
+    _KERNEL_SCANS.clear()
+    _SCALED.clear()
 
 
 # The once-timed ops' times of the grids built on one rack (_RACK), by _op_key: [(op, its KernelTime)], for the
@@ -547,9 +628,38 @@ def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None = N
     return timed_ops(ops, hw, firsts, _ONCE_TIMES, keys, any_time=True)
 
 
+def _scaled_once(t: OpTime) -> None:
+    """Fill a once-timed op's OpTime.expected_s and sol_s (its KernelTime's times scaled by the op's repeat and stretch)
+    with those an earlier grid on the rack scaled from the same KernelTime (the object _time_once shares) by the same
+    plain repeat and stretch (DEP32's attention is DEP16's, layer for layer): sscale is a pure function of them."""
+    repeat, stretch = t.op.repeat, t.op.stretch
+    if not (_keyed_number(repeat) and _keyed_number(stretch)) or "expected_s" in t.__dict__:
+        return
+    key = (id(t.time), type(repeat), repeat, type(stretch), stretch)
+    hit = _SCALED.get(key)
+    if hit is None or hit[0] is not t.time:
+        if len(_SCALED) >= ONCE_TIMES_KEPT:
+            _SCALED.clear()
+        hit = _SCALED[key] = (t.time, t.expected_s, t.sol_s)   # (the KernelTime kept: its id is not reused)
+    else:
+        t.__dict__["expected_s"], t.__dict__["sol_s"] = hit[1], hit[2]   # (OpTime's cached properties)
+
+
+def _keyed_number(v) -> bool:
+    """A plain number that equal numbers of its type stand for bit for bit (not a nan, not a zero float: -0.0 == 0.0)."""
+    t = type(v)
+    return t is int or t is bool or (t is float and v == v and v != 0)
+
+
+# OpTime.expected_s and sol_s of the once-timed ops of the grids on the rack (_RACK), by their KernelTime's identity and
+# the op's repeat and stretch (_scaled_once).
+_SCALED: dict = {}
+
+
 def _on_rack(hw: Platform) -> None:
     """The grids' kept times (_ONCE_TIMES, _SPAN_TIMES, _BLOCK_TIMES) are those of rack `hw`: another rack's dropped."""
     if _RACK[0] is not hw:
+        _SCALED.clear()
         _ONCE_TIMES.clear()
         _SPAN_TIMES.clear()
         _BLOCK_TIMES.clear()

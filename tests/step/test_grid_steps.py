@@ -217,6 +217,42 @@ def test_a_grid_takes_the_block_times_of_an_earlier_grid_on_the_rack(monkeypatch
     grid_module.forget_graphs()
 
 
+def _is(a, b) -> bool:
+    return a is b
+
+
+def test_a_rack_s_grids_share_placeholders_and_scaled_times():
+    """The layouts of one rack's sweep share what is the same bit for bit: a context kernel's placeholder made from the
+    same arguments at the grid's first point (each call still its own object, keyed to its own recipe), and a once-timed
+    op's expected_s and sol_s scaled from the same KernelTime by the same repeat and stretch; each is what the grid would
+    make alone."""
+    from rubinperf.mathops import sscale
+    from rubinperf.step.grid import ContextKernels, forget_graphs
+    from rubinperf.kernels.attention import indexer_select
+
+    hw = RACKS["gb300"]
+    b, c = np.arange(1.0, 65.0).reshape(-1, 1), np.array([[1.0, 5e4, 3e5]])
+    forget_graphs()
+    made = ContextKernels((64, 3))
+    args = (b * 2, 2.0, c, 4, 2048, False)
+    x, y = made(indexer_select, *args), made(indexer_select, *args)
+    assert x is not y and all(all(map(_is, made.made[id(k)][2], args)) for k in (x, y))
+    assert x.__dict__.keys() == y.__dict__.keys() and all(a is b for a, b in zip(x.__dict__.values(),
+                                                                             y.__dict__.values()))
+    z = made(indexer_select, b * 2, -0.0, c, 4, 2048, False)   # (-0.0: not a key; made on its own)
+    assert z.family == x.family and made.made[id(z)][1] is indexer_select
+    _decode_grid(hw, "dep16", b, c)
+    dep32 = _decode_grid(hw, "dep32", b, c)
+    shared = 0
+    for t in dep32.once.values():
+        for name in ("expected_s", "sol_s"):
+            want = sscale(getattr(t.time, name), t.op.repeat, t.op.stretch)
+            assert _bits(getattr(t, name), (64, 1)) == _bits(want, (64, 1))
+            shared += getattr(t, name) is not want
+    assert shared
+    forget_graphs()
+
+
 def test_a_cut_is_a_block_bound():
     """serving.sweeps._snapped: a column where an op's factored times change piece becomes a block bound, the nearest
     bound moved to it where that is at most half its block away, else added; the first block and the row's end stay
