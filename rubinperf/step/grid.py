@@ -118,12 +118,8 @@ def build_grid_graph(model: Model, layout: Layout, point: Point, gpus_per_tray=N
     arrays: dict = {}   # id -> nbytes of the numpy values the ops and the made kernels' arguments hold
     both = []
     for o in ops:   # (each op's values read once: whether it reads the grid, and its arrays' bytes)
-        grid = False
-        for v in (o.repeat, o.stretch):
-            if type(v) not in _SCALAR_TYPES:
-                grid = grid or _is_grid(v, shape)
-                if type(v).__module__ == "numpy":
-                    arrays[id(v)] = v.nbytes
+        grid, held = _scan_values((o.repeat, o.stretch), shape)
+        arrays.update(held)
         for k in o.kernels:
             if id(k) in made:   # (a placeholder: reads the grid)
                 reads, held = _scan_values(_values_of(k), shape)
