@@ -40,8 +40,7 @@ import numpy as np
 from rubinperf.calibrate.plan import MODES, family_label
 from rubinperf.calibrate.rows import PROBES, modelled, row_kernels, row_mode
 from rubinperf.errors import SpecError
-from rubinperf.kernels.cost import (_COST_FIELDS, KERNEL_SHAPE_FIELDS, PEAKS, Cost, Kernel, _cost_values, _discrete,
-                                    group_key, stacked)
+from rubinperf.kernels.cost import PEAKS, Kernel, concatenated, group_key, stacked
 from rubinperf.roofline import GROUPED, MMA_PRECISION_EFFICIENCY, TENSOR_CORE, efficiency_field, kernel_time
 
 if TYPE_CHECKING:   # for annotations only
@@ -183,7 +182,7 @@ def _column_groups(rows: list[dict], calls: list) -> list:
         rows_at = np.concatenate([at for at, _, _ in parts])
         places = np.concatenate([np.full(len(at), j) for at, j, _ in parts])
         order = np.lexsort((places, rows_at))
-        out.append((rows_at[order], _concatenated([(len(at), k) for at, _, k in parts], order), key[0]))
+        out.append((rows_at[order], concatenated([(len(at), k) for at, _, k in parts], order), key[0]))
     return out
 
 
@@ -215,24 +214,6 @@ def _column_kernels(row: dict, names: tuple, types: tuple, values: list):
 
 
 INT_COLUMN_BOUND = 2 ** 40   # an int column with a value this large is built call by call (_column_kernels)
-
-
-def _concatenated(parts: list, order: np.ndarray) -> Kernel:
-    """One Kernel whose numeric fields are the parts' (count, Kernel) fields as float64 columns (a number repeated
-    count times), concatenated and taken in `order`; its yes/no and None fields those of the first part."""
-    first = parts[0][1]
-    numeric = [f for f in KERNEL_SHAPE_FIELDS if not _discrete(getattr(first, f))]
-    blocks = []
-    for n, k in parts:
-        block = np.empty((len(_COST_FIELDS) + len(numeric), n))
-        for j, v in enumerate((*_cost_values(k.cost), *(getattr(k, f) for f in numeric))):
-            block[j] = v   # (an int64 column or a Python int made a float64 as np.array(..., dtype=float) makes it)
-        blocks.append(block)
-    block = np.concatenate(blocks, axis=1)[:, order] if len(blocks) > 1 else blocks[0][:, order]
-    cost = Cost(**{f: block[j] for j, f in enumerate(_COST_FIELDS)})
-    shape = {f: getattr(first, f) for f in KERNEL_SHAPE_FIELDS}
-    shape.update({f: block[len(_COST_FIELDS) + j] for j, f in enumerate(numeric)})
-    return Kernel(first.family, cost, **shape)
 
 
 _CALL_COLUMNS: dict = {}   # a row's columns, in order -> (those that say which call it was, a getter of their values)

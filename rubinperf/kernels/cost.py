@@ -229,6 +229,27 @@ def stacked(kernels: list) -> Kernel:
     return Kernel(first.family, cost, **shape)
 
 
+def concatenated(parts: list, order) -> Kernel:
+    """One Kernel whose numeric fields are the parts' (count, Kernel) fields as float64 columns (a number repeated
+    count times), concatenated and taken in `order`; its yes/no and None fields those of the first part: stacked()'s
+    Kernel where the parts are kernels over columns (a calibration fit's rows built a column at a time)."""
+    import numpy as np
+
+    first = parts[0][1]
+    numeric = [f for f in KERNEL_SHAPE_FIELDS if not _discrete(getattr(first, f))]
+    blocks = []
+    for n, k in parts:
+        block = np.empty((len(_COST_FIELDS) + len(numeric), n))
+        for j, v in enumerate((*_cost_values(k.cost), *(getattr(k, f) for f in numeric))):
+            block[j] = v   # (an int64 column or a Python int made a float64 as np.array(..., dtype=float) makes it)
+        blocks.append(block)
+    block = np.concatenate(blocks, axis=1)[:, order] if len(blocks) > 1 else blocks[0][:, order]
+    cost = Cost(**{f: block[j] for j, f in enumerate(_COST_FIELDS)})
+    shape = {f: getattr(first, f) for f in KERNEL_SHAPE_FIELDS}
+    shape.update({f: block[len(_COST_FIELDS) + j] for j, f in enumerate(numeric)})
+    return Kernel(first.family, cost, **shape)
+
+
 def _discrete(value) -> bool:
     return value is None or isinstance(value, bool)
 
