@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rubinperf.kernels.attention import indexer_logits, indexer_select, sparse_attention
-from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, forget_array_kernels
+from rubinperf.kernels.cost import KERNEL_SHAPE_FIELDS, _plain_value_key, forget_array_kernels
 from rubinperf.mathops import _PLAIN, Bands, Outer, Unfactored, _full, only_factored, sscale, ssum
 from rubinperf.specs.layout import Layout
 from rubinperf.specs.model import Model
@@ -84,26 +84,23 @@ PLACEHOLDERS_KEPT = 256
 
 
 def _first_point_key(constructor, args: list):
-    """A hashable key of a constructor and its arguments at one point (numbers, strings, None, and numpy arrays of one
-    element, by their type and bytes: equal keys are equal arguments bit for bit), or None where one is another
-    value (a float that equal numbers would not stand for bit for bit, -0.0 or nan: made each time)."""
+    """A hashable key of a constructor and its arguments at one point (plain values by kernels.cost's
+    _plain_value_key, numpy arrays of one element by their type and bytes: equal keys are equal arguments bit for
+    bit), or None where one is another value (a float that equal numbers would not stand for bit for bit, -0.0 or
+    nan: made each time)."""
     key = [constructor]
     for a in args:
         t = type(a)
-        if t is float:
-            if a != a or (a == 0 and math.copysign(1.0, a) < 0):
+        if t.__module__ == "numpy":
+            if getattr(a, "size", 2) != 1 or a.dtype.kind not in "fiub":
                 return None
-            key.append((t, a))
-        elif t in _KEY_PLAIN:
-            key.append((t, a))
-        elif t.__module__ == "numpy" and getattr(a, "size", 2) == 1 and a.dtype.kind in "fiub":
             key.append((t, a.shape, a.dtype.str, a.tobytes()))
-        else:
+            continue
+        k = _plain_value_key(a)
+        if k is None:
             return None
+        key.append(k)
     return tuple(key)
-
-
-_KEY_PLAIN = frozenset((int, bool, str, type(None)))
 
 
 def _nan(v):
@@ -628,10 +625,10 @@ def _scaled_once(t: OpTime) -> None:
     """Fill a once-timed op's OpTime.expected_s and sol_s (its KernelTime's times scaled by the op's repeat and stretch)
     with those an earlier grid on the rack scaled from the same KernelTime (the object _time_once shares) by the same
     plain repeat and stretch (DEP32's attention is DEP16's, layer for layer): sscale is a pure function of them."""
-    repeat, stretch = t.op.repeat, t.op.stretch
-    if not (_keyed_number(repeat) and _keyed_number(stretch)) or "expected_s" in t.__dict__:
+    repeat, stretch = _plain_value_key(t.op.repeat), _plain_value_key(t.op.stretch)   # (None: an array, -0.0, nan)
+    if repeat is None or stretch is None or "expected_s" in t.__dict__:
         return
-    key = (id(t.time), type(repeat), repeat, type(stretch), stretch)
+    key = (id(t.time), repeat, stretch)
     hit = _SCALED.get(key)
     if hit is None or hit[0] is not t.time:
         if len(_SCALED) >= ONCE_TIMES_KEPT:
@@ -639,12 +636,6 @@ def _scaled_once(t: OpTime) -> None:
         hit = _SCALED[key] = (t.time, t.expected_s, t.sol_s)   # (the KernelTime kept: its id is not reused)
     else:
         t.__dict__["expected_s"], t.__dict__["sol_s"] = hit[1], hit[2]   # (OpTime's cached properties)
-
-
-def _keyed_number(v) -> bool:
-    """A plain number that equal numbers of its type stand for bit for bit (not a nan, not a zero float: -0.0 == 0.0)."""
-    t = type(v)
-    return t is int or t is bool or (t is float and v == v and v != 0)
 
 
 # OpTime.expected_s and sol_s of the once-timed ops of the grids on the rack (_RACK), by their KernelTime's identity and
