@@ -21,6 +21,7 @@ import math
 import operator
 import os
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 from rubinperf.kernels.cost import Cost
 from rubinperf.errors import SpecError, shorten
@@ -418,72 +419,121 @@ def _typed_by_column(header: list, text: str, kind: str) -> list[dict] | None:
                         return None
                     numbers = [int(x) if x is not None else None for x in numbers] if empty else list(map(int, numbers))
                 columns.append(numbers)
-        rows = _checked_by_column(header, columns, kind)
-        if rows is None:
-            rows = [_checked(dict(zip(header, values)), {}, kind) for values in zip(*columns)]
+        return _checked_by_column(header, columns, kind)
     except (ValueError, TypeError):
         return None
-    return rows
 
 
-def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | None:
-    """The rows _checked gives a kernel table's typed columns, where every row passes each of its checks, told a column
-    at a time (each family's rows' shape columns, dtypes, the attention rows' lengths); None where any check might
-    fail, or for another kind of table: _checked then reads row by row (and says which check failed)."""
-    if kind != "kernels" or "measured_s" not in header or "family" not in header:
-        return None
-    col = dict(zip(header, columns))
-    measured = col["measured_s"]
-    if None in measured or not measured or not (min(measured) >= 1e-12 and max(measured) <= 1e6):
-        return None
-    rows_of: dict = {}   # family -> its rows' indices
-    for i, fam in enumerate(col["family"]):
-        rows_of.setdefault(fam, []).append(i)
-    modes = col.get("mode")
-    if modes is not None and not {m or "graph" for m in modes} <= set(MODES):
-        return None
-    dtypes = col.get("dtype")
-    if dtypes is not None and not set(filter(None, dtypes)) <= PRECISIONS.keys():
-        return None
-    for fam, idx in rows_of.items():
-        if fam not in FAMILIES or fam not in SHAPE_COLUMNS:
-            return None
-        pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda c, i=idx[0]: (c[i],))
-        for key in SHAPE_COLUMNS[fam]:
-            if key not in col or not all(pick(col[key])):
-                return None
-        if fam not in NO_DTYPE_FAMILIES and (dtypes is None or not all(pick(dtypes))):
-            return None
-        if fam.startswith("attention") and any(q > kv for q, kv in zip(pick(col["q_len"]), pick(col["kv_len"]))):
-            return None
-    if modes is not None:   # (a row's mode given or "graph", in its place)
-        at = header.index("mode")
-        values = zip(*columns[:at], [m or "graph" for m in modes], *columns[at + 1:])
-        return [dict(zip(header, v)) for v in values]
-    keys = (*header, "mode")   # (no mode column: "graph" after the row's own columns)
-    return [dict(zip(keys, (*v, "graph"))) for v in zip(*columns)]
+# ---------------------------------------------------------------- the rows' checks, each stated once
+
+
+class _Rule(NamedTuple):
+    """One check of a typed row: a row of a table of `kind` ("kernels", "collectives"; None: either) whose family is
+    one of `families` (None: any; a collectives row's family is "collective", as in SHAPE_COLUMNS) passes where
+    `holds(*its values of columns)` (a column the table lacks gives None); else `says(row, raw)` is its error.
+    _checked applies the rules to one row, in this order, and raises the first failing rule's words; _checked_by_column
+    applies each to a table's columns. `holds` may take for granted that the row passes the rules before it.
+    `interval`: `holds` (of one column) is true of any number between two it is true of, so that a column of numbers
+    passes where its least and greatest do."""
+    kind: str | None
+    families: frozenset | None
+    columns: tuple
+    holds: Callable[..., bool]
+    says: Callable[[dict, dict], str]
+    interval: bool = False
+
+    def applies(self, kind: str, family: str) -> bool:
+        """Whether the rule checks a row of `family` in a table of `kind`."""
+        return (self.kind is None or self.kind == kind) and (self.families is None or family in self.families)
+
+
+_DEFAULT_MODE = "graph"   # a kernels row without a mode (the default suite's CSV has none): all graph replays
+_COLLECTIVE = "collective"   # the family of a collectives table's rows, to the rules
+_ATTENTION = frozenset(f for f in FAMILIES if f.startswith("attention"))
+
+
+def _positive_says(key: str, row: dict, raw: dict) -> str:
+    return f"{key}: a {row.get('family') or row.get('collective')} row needs a positive {key}, got {raw.get(key)!r}"
+
+
+def _dtype_says(row: dict, raw: dict) -> str:
+    return f"dtype: expected one of {', '.join(PRECISIONS)}, got {row.get('dtype')!r}"
+
+
+_RULES = (
+    _Rule(None, None, ("measured_s",), lambda t: t is not None and 1e-12 <= t <= 1e6,
+          lambda row, raw: "measured_s: expected a positive number of seconds (1e-12 to 1e6), "
+                           f"got {raw.get('measured_s')!r}", interval=True),
+    _Rule("kernels", None, ("family",), FAMILIES.__contains__,
+          lambda row, raw: f"family: unknown '{row['family']}' (known: {', '.join(FAMILIES)})"),
+    _Rule("kernels", None, ("mode",), MODES.__contains__,   # (the mode given or _DEFAULT_MODE)
+          lambda row, raw: f"mode: expected one of {', '.join(MODES)}, got {row['mode']!r}"),
+    # each family's shape columns (SHAPE_COLUMNS), in its order: a count, so positive is not zero and not missing
+    *(_Rule("collectives" if family == _COLLECTIVE else "kernels", frozenset((family,)), (key,), bool,
+            functools.partial(_positive_says, key)) for family, keys in SHAPE_COLUMNS.items() for key in keys),
+    _Rule("kernels", _ATTENTION, ("q_len", "kv_len"), operator.le,
+          lambda row, raw: f"q_len: expected at most kv_len ({row['kv_len']}), got {row['q_len']}"),
+    # a dtype given is a known one, in either table; a kernels row has one unless its family has none
+    _Rule(None, None, ("dtype",), lambda dtype: not dtype or dtype in PRECISIONS, _dtype_says),
+    _Rule("kernels", frozenset(FAMILIES).difference(NO_DTYPE_FAMILIES), ("dtype",), bool, _dtype_says),
+    _Rule("collectives", None, ("collective",), READ_COLLECTIVES.__contains__,
+          lambda row, raw: f"collective: unknown '{row['collective']}' (known: {', '.join(READ_COLLECTIVES)})"),
+)
 
 
 def _checked(row: dict, raw: dict, kind: str) -> dict:
-    """A typed row's checks of the row as a whole (`raw`: its text, for the error's words)."""
-    t = row.get("measured_s")
-    if t is None or not math.isfinite(t) or not 1e-12 <= t <= 1e6:
-        raise ValueError(f"measured_s: expected a positive number of seconds (1e-12 to 1e6), got {raw.get('measured_s')!r}")
-    if kind == "kernels" and row["family"] not in FAMILIES:
-        raise ValueError(f"family: unknown '{row['family']}' (known: {', '.join(FAMILIES)})")
+    """A typed row, checked as a whole by _RULES (`raw`: its text, for the error's words): the first rule it fails is a
+    ValueError. A kernels row gets its mode (_DEFAULT_MODE where it has none)."""
     if kind == "kernels":
-        row["mode"] = row.get("mode") or "graph"  # the default suite's CSV has no mode: it is all graph replays
-        if row["mode"] not in MODES:
-            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {row['mode']!r}")
-    for key in SHAPE_COLUMNS[row["family"] if kind == "kernels" else "collective"]:
-        if not row.get(key):
-            raise ValueError(f"{key}: a {row.get('family') or row.get('collective')} row needs a positive {key}, "
-                             f"got {raw.get(key)!r}")
-    if kind == "kernels" and row["family"].startswith("attention") and row["q_len"] > row["kv_len"]:
-        raise ValueError(f"q_len: expected at most kv_len ({row['kv_len']}), got {row['q_len']}")
-    if row.get("dtype") and row["dtype"] not in PRECISIONS or kind == "kernels" \
-            and row["family"] not in NO_DTYPE_FAMILIES and not row.get("dtype"):
-        raise ValueError(f"dtype: expected one of {', '.join(PRECISIONS)}, got {row.get('dtype')!r}")
-    if kind == "collectives" and row["collective"] not in READ_COLLECTIVES:
-        raise ValueError(f"collective: unknown '{row['collective']}' (known: {', '.join(READ_COLLECTIVES)})")
+        row["mode"] = row.get("mode") or _DEFAULT_MODE
+    rule = _failing_rule(row, kind)
+    if rule is not None:
+        raise ValueError(rule.says(row, raw))
     return row
+
+
+def _failing_rule(row: dict, kind: str) -> _Rule | None:
+    """The first of _RULES that applies to a typed row of a table of `kind` and that it fails; None if it passes all."""
+    family = row["family"] if kind == "kernels" else _COLLECTIVE
+    for rule in _RULES:
+        if rule.applies(kind, family) and not rule.holds(*map(row.get, rule.columns)):
+            return rule
+    return None
+
+
+def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | None:
+    """The rows _checked gives a table's typed columns (one list per name of `header`), where every row passes every
+    rule of _RULES that applies to it; None where a row fails one: _checked then reads row by row (and says which).
+    A rule applies to all of a family's rows or to none, so each is told over its columns' values a family's rows at a
+    time (the whole columns where it applies to every row); the rules in order, so that a rule sees only rows that
+    passed those before it, as in _checked."""
+    col = dict(zip(header, columns))
+    count = len(columns[0]) if columns else 0
+    if kind == "kernels":
+        col["mode"] = [m or _DEFAULT_MODE for m in col["mode"]] if "mode" in col else [_DEFAULT_MODE] * count
+    rows_of: dict = {}   # family -> its rows' indices
+    for i, family in enumerate(col["family"] if kind == "kernels" else [_COLLECTIVE] * count):
+        rows_of.setdefault(family, []).append(i)
+    pick_of = {family: operator.itemgetter(*idx) if len(idx) > 1 else (lambda c, i=idx[0]: (c[i],))
+               for family, idx in rows_of.items()}   # family -> its rows' values of a column
+    nones = [None] * count
+    for rule in _RULES:
+        picks = [pick for family, pick in pick_of.items() if rule.applies(kind, family)]
+        values = [col.get(key, nones) for key in rule.columns]
+        for pick in [None] if len(picks) == len(pick_of) else picks:   # (None: every row)
+            if not _holds_for_all(rule, values if pick is None else [pick(v) for v in values]):
+                return None
+    keys = (*header, "mode") if kind == "kernels" and "mode" not in header else header
+    return [dict(zip(keys, values)) for values in zip(*[col[key] for key in keys])]
+
+
+def _holds_for_all(rule: _Rule, values: list) -> bool:
+    """Whether `rule.holds` is true of each row's values (`values`: a sequence per column, a row's values at one index
+    of each). A rule of one column is told each distinct value once (equal values pass or fail alike), an interval's
+    only the least and greatest (where no cell is empty; a column's numbers are finite: _typed_by_column)."""
+    if len(values) > 1:
+        return all(map(rule.holds, *values))
+    column = values[0]
+    if rule.interval and column and None not in column:
+        column = (min(column), max(column))
+    return all(map(rule.holds, set(column)))
