@@ -345,7 +345,7 @@ SHAPE_COLUMNS = {"launch": (), "copy": ("nbytes",), "gemm": ("m", "n", "k"), "gr
                  "attention_prefill": ("batch", "heads", "kv_heads", "q_len", "kv_len", "head_dim"),
                  "pointer_chase": ("nbytes", "stride_bytes", "steps"), "stream_ctas": ("ctas", "inflight_bytes", "nbytes"),
                  "elementwise": ("m", "n", "nbytes"), "collective": ("ranks", "nbytes"),
-                 "moe": ("rows", "groups", "n", "k"), "mhc": ("m", "n", "groups")}
+                 "moe": ("rows", "groups", "n", "k"), "mhc": ("m", "n", "groups"), "topk": ("m", "n", "k")}
 MAX_COUNT = 1e15  # shapes, byte counts and calls: far beyond any benchmark, keeps products finite
 
 

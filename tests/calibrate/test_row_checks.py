@@ -135,6 +135,7 @@ DTYPES = ", ".join(plan.PRECISIONS)
     ("kernels", "grouped_gemm", "groups", "0", "groups: a grouped_gemm row needs a positive groups, got '0'"),
     ("kernels", "pointer_chase", "stride_bytes", "", "stride_bytes: a pointer_chase row needs a positive stride_bytes, "
                                                      "got ''"),
+    ("kernels", "topk", "m", "", "m: a topk row needs a positive m, got ''"),   # (was a KeyError: no shape columns)
     ("kernels", "attention_prefill", "kv_len", "1", "q_len: expected at most kv_len (1), got 2"),
     ("kernels", "gemm", "dtype", "fp6", f"dtype: expected one of {DTYPES}, got 'fp6'"),
     ("kernels", "gemm", "dtype", "", f"dtype: expected one of {DTYPES}, got ''"),
