@@ -494,11 +494,17 @@ def _checked(row: dict, raw: dict, kind: str) -> dict:
 
 def _failing_rule(row: dict, kind: str) -> _Rule | None:
     """The first of _RULES that applies to a typed row of a table of `kind` and that it fails; None if it passes all."""
-    family = row["family"] if kind == "kernels" else _COLLECTIVE
-    for rule in _RULES:
-        if rule.applies(kind, family) and not rule.holds(*map(row.get, rule.columns)):
+    for rule in _rules_for(kind, row["family"] if kind == "kernels" else _COLLECTIVE):
+        if not rule.holds(*map(row.get, rule.columns)):
             return rule
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _rules_for(kind: str, family: str) -> tuple[_Rule, ...]:
+    """The rules of _RULES that apply to a row of `family` in a table of `kind`, in order (a row read row by row is
+    told only these: a few of the dozens)."""
+    return tuple(rule for rule in _RULES if rule.applies(kind, family))
 
 
 def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | None:
