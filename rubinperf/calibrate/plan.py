@@ -494,17 +494,18 @@ def _checked(row: dict, raw: dict, kind: str) -> dict:
 
 def _failing_rule(row: dict, kind: str) -> _Rule | None:
     """The first of _RULES that applies to a typed row of a table of `kind` and that it fails; None if it passes all."""
-    for rule in _rules_for(kind, row["family"] if kind == "kernels" else _COLLECTIVE):
+    for n in _applying(kind, row["family"] if kind == "kernels" else _COLLECTIVE):
+        rule = _RULES[n]
         if not rule.holds(*map(row.get, rule.columns)):
             return rule
     return None
 
 
 @functools.lru_cache(maxsize=64)
-def _rules_for(kind: str, family: str) -> tuple[_Rule, ...]:
-    """The rules of _RULES that apply to a row of `family` in a table of `kind`, in order (a row read row by row is
-    told only these: a few of the dozens)."""
-    return tuple(rule for rule in _RULES if rule.applies(kind, family))
+def _applying(kind: str, family: str) -> tuple[int, ...]:
+    """The places in _RULES of the rules that apply to a row of `family` in a table of `kind`, in order (kept: a row is
+    told only these, a few of the dozens, and a table's families are asked once each)."""
+    return tuple(n for n, rule in enumerate(_RULES) if rule.applies(kind, family))
 
 
 def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | None:
@@ -522,9 +523,12 @@ def _checked_by_column(header: list, columns: list, kind: str) -> list[dict] | N
         rows_of.setdefault(family, []).append(i)
     pick_of = {family: operator.itemgetter(*idx) if len(idx) > 1 else (lambda c, i=idx[0]: (c[i],))
                for family, idx in rows_of.items()}   # family -> its rows' values of a column
+    picks_of = [[] for _ in _RULES]   # each rule's picks: of the families it applies to
+    for family, pick in pick_of.items():
+        for n in _applying(kind, family):
+            picks_of[n].append(pick)
     nones = [None] * count
-    for rule in _RULES:
-        picks = [pick for family, pick in pick_of.items() if rule.applies(kind, family)]
+    for rule, picks in zip(_RULES, picks_of):
         values = [col.get(key, nones) for key in rule.columns]
         for pick in [None] if len(picks) == len(pick_of) else picks:   # (None: every row)
             if not _holds_for_all(rule, values if pick is None else [pick(v) for v in values]):
