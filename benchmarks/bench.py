@@ -23,6 +23,11 @@ figure is given as CPU time beside wall time. The machine is shared: wall time m
 time much less; a same-process numpy yardstick (a fused expression with the sweep's own count of array operations
 per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
 
+The first line names the host (CPU, Python, numpy and the SIMD levels its loops run at, the load): the
+yardstick's speed follows the host's vector units, the sweep's Python its scalar speed, so the sweep's ratio moves
+with the host (docs/performance.md). First runs are timed FIRST_RUNS times and their median given: validate's each
+after forgetting what is kept, the sweep's each in a process of its own.
+
 The package is byte-compiled first (as `pip install` does): with PYTHONDONTWRITEBYTECODE=1 and no
 __pycache__ beside an editable checkout, every run would compile rubinperf from source, which no
 installed copy does. `--no-compile` measures as found. `--sweep` runs the sweep's lines alone.
@@ -41,6 +46,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNS = 5
+FIRST_RUNS = 3   # first runs timed (validate's after forgetting what is kept, the sweep's in processes of their own)
 RACKS = ("gb300-nvl72", "vr-nvl72")
 LAYOUTS = ("dep16", "dep32", "tp8")
 # Every other command, as a user runs it: (line, arguments, target). `validate` exits 1 where a point is out of its band.
@@ -61,11 +67,13 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def timed(cmd: list[str], runs: int = RUNS, ok: tuple = (0,)) -> tuple[float, float, float]:
+def timed(cmd: list[str], runs: int = RUNS, ok: tuple = (0,), before=None) -> tuple[float, float, float]:
     """Median wall seconds, median CPU seconds and max peak RSS (MB) of a command run `runs` times (`ok`: the exit
-    statuses that are no failure)."""
+    statuses that are no failure; `before`, where given, is called before each run, untimed)."""
     walls, cpus, rss = [], [], []
     for _ in range(runs):
+        if before is not None:
+            before()
         c, t = _children_cpu(), time.perf_counter()
         proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
         walls.append(time.perf_counter() - t)
@@ -292,6 +300,7 @@ def main() -> None:
         compile_package()
     rp = [py, "-m", "rubinperf"]
     rows = []
+    print(f"host: {host()}")
 
     def row(name, wall_s=None, cpu_s=None, value="", target=""):
         shown = value or f"{wall_s * 1e3:,.0f} ms wall, {cpu_s * 1e3:,.0f} ms CPU"
@@ -346,24 +355,31 @@ def estimate_lines(rp: list[str], py: str, row) -> None:
 
 
 def sweep_lines(row, py: str, quick: bool) -> None:
-    """The sweep's lines: its rate on a first run and later, against `estimate --json`, the yardstick, peak RSS."""
+    """The sweep's lines: its rate on a first run and later, against `estimate --json`, the yardstick, peak RSS. A
+    first run happens once a process, so the sweep runs in FIRST_RUNS processes and each line gives their median."""
     nb, nc = (256, 500) if quick else (1024, 1000)
     for rack in RACKS:
         ops = json.loads(subprocess.run([py, "-c", YARDSTICK, rack, str(nb), str(nc)], capture_output=True,
                                         text=True, check=True).stdout)["ops_per_point"]
-        s = sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0], ops=ops)
-        first, again = s["points"] / s["cpu"][0], s["points"] / min(s["cpu"][1:])
+        runs = [sweep(rack, nb, nc, runs=2 if quick else 3, check=rack == RACKS[0] and not k, ops=ops)
+                for k in range(1 if quick else FIRST_RUNS)]
+        s, med = runs[0], statistics.median
+        first = med(s["points"] / r["cpu"][0] for r in runs)
+        again = med(s["points"] / min(r["cpu"][1:]) for r in runs)
         row(f"sweep {rack}: {s['points']:,} points, first run", value=f"{first / 1e6:.2f} M points/s CPU "
-            f"({s['points'] / s['wall'][0] / 1e6:.2f} M/s wall)")
+            f"({med(s['points'] / r['wall'][0] for r in runs) / 1e6:.2f} M/s wall)")
         row(f"sweep {rack}: again (best of the later runs)", value=f"{again / 1e6:.2f} M points/s CPU")
         if "check" in s:
             worst, compared, beyond = check_against_estimate(rack, s["check"])
             row(f"sweep {rack} vs `estimate --json` at {compared} points ({beyond} beyond HBM)",
                 value=f"{worst:.1e} max rel. difference", target="<= 1e-12")
-        yard = s["points"] / statistics.median(s["yardstick_cpu"])
-        ratios = ", ".join(f"{y / c:.2f}" for c, y in zip(s["cpu"], s["yardstick_cpu"]))
-        row(f"sweep {rack}: numpy yardstick, {ops:.0f} array ops/point",
-            value=f"{yard / 1e6:.2f} M points/s CPU; sweep/yardstick per run {ratios}", target=">= 0.5 (first run)")
+        yard = s["points"] / med(y for r in runs for y in r["yardstick_cpu"])
+        firsts = [r["yardstick_cpu"][0] / r["cpu"][0] for r in runs]
+        later = [y / c for r in runs for c, y in zip(r["cpu"][1:], r["yardstick_cpu"][1:])]
+        row(f"sweep {rack}: numpy yardstick, {ops:.0f} array ops/point", value=f"{yard / 1e6:.2f} M points/s CPU")
+        row(f"sweep {rack}: sweep / yardstick, first run of {len(runs)} processes",
+            value=f"{med(firsts):.2f} ({', '.join(f'{x:.2f}' for x in firsts)}); later runs {med(later):.2f}",
+            target=">= 0.5 (first run)")
         big = sweep(rack, 4 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), 4x as many
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
@@ -378,11 +394,35 @@ def commands(rp: list[str], quick: bool, row, only: str | None = None) -> None:
             continue
         if cmd[0] == "validate":
             for install, when in ((False, "after a change of the tree"), (True, "after an install")):
-                forget_kept(install)
-                w, c, _ = timed(rp + cmd, runs=1, ok=(0, 1))
+                w, c, _ = timed(rp + cmd, runs=1 if quick else FIRST_RUNS, ok=(0, 1),
+                                before=lambda install=install: forget_kept(install))
                 row(f"{name}, first run {when}", w, c, target=target)
         w, c, _ = timed(rp + cmd, runs=1 if quick else 3, ok=(0, 1) if cmd[0] == "validate" else (0,))
         row(name, w, c, target=target)
+
+
+def host() -> str:
+    """The machine the lines were measured on: its CPU and their count, Python, numpy and the SIMD levels numpy's
+    loops are dispatched to on it (the yardstick's speed follows them; the sweep's Python does not), and the load."""
+    import platform
+
+    import numpy
+
+    cpu = platform.processor() or platform.machine()
+    try:   # (a virtual machine may name its CPU no more than "AMD EPYC": its family and model say which)
+        with open("/proc/cpuinfo") as f:
+            info = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines() if ":" in line)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        cpu = f"{info.get('model name', cpu)} (family {info.get('cpu family', '?')}, model {info.get('model', '?')})"
+    except (OSError, ValueError):
+        pass
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:   # (numpy 1.x)
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    simd = ", ".join(k for k in __cpu_dispatch__ if __cpu_features__.get(k)) or "baseline only"
+    return (f"{cpu}, {os.cpu_count()} CPUs; Python {platform.python_version()}, numpy {numpy.__version__} (SIMD "
+            f"{simd}); load {os.getloadavg()[0]:.2f} at {time.strftime('%H:%M UTC', time.gmtime())}")
 
 
 def show(rows: list[tuple]) -> None:
