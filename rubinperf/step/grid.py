@@ -156,14 +156,21 @@ def _scan_values(values, shape) -> tuple:
 def _kernel_scan(k, shape) -> tuple:
     """_scan_values of a kernel's values, kept by the kernel (kept_kernels gives the layers of another kind and the
     layouts of one rack's sweep one object for equal calls) until forget_graphs."""
-    hit = _KERNEL_SCANS.get(id(k))
-    if hit is not None and hit[0] is k and hit[1] == shape:
-        return hit[2]
-    scan = _scan_values(_values_of(k), shape)
-    if len(_KERNEL_SCANS) >= KERNEL_SCANS_KEPT:
-        _KERNEL_SCANS.clear()
-    _KERNEL_SCANS[id(k)] = (k, shape, scan)   # (the kernel kept beside its id, so that the id is not reused)
-    return scan
+    return _kept_by_identity(_KERNEL_SCANS, KERNEL_SCANS_KEPT, k, (id(k), shape),
+                             lambda: _scan_values(_values_of(k), shape))
+
+
+def _kept_by_identity(store: dict, bound: int, obj, key, compute):
+    """compute() for `obj`, kept in `store` under `key` (which holds id(obj)) beside obj itself, so that the id is not
+    reused while the entry lives; the store is emptied when it holds `bound` entries."""
+    hit = store.get(key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    value = compute()
+    if len(store) >= bound:
+        store.clear()
+    store[key] = (obj, value)
+    return value
 
 
 _KERNEL_SCANS: dict = {}
@@ -628,14 +635,8 @@ def _scaled_once(t: OpTime) -> None:
     repeat, stretch = _plain_value_key(t.op.repeat), _plain_value_key(t.op.stretch)   # (None: an array, -0.0, nan)
     if repeat is None or stretch is None or "expected_s" in t.__dict__:
         return
-    key = (id(t.time), repeat, stretch)
-    hit = _SCALED.get(key)
-    if hit is None or hit[0] is not t.time:
-        if len(_SCALED) >= ONCE_TIMES_KEPT:
-            _SCALED.clear()
-        hit = _SCALED[key] = (t.time, t.expected_s, t.sol_s)   # (the KernelTime kept: its id is not reused)
-    else:
-        t.__dict__["expected_s"], t.__dict__["sol_s"] = hit[1], hit[2]   # (OpTime's cached properties)
+    t.__dict__["expected_s"], t.__dict__["sol_s"] = _kept_by_identity(   # (OpTime's cached properties)
+        _SCALED, ONCE_TIMES_KEPT, t.time, (id(t.time), repeat, stretch), lambda: (t.expected_s, t.sol_s))
 
 
 # OpTime.expected_s and sol_s of the once-timed ops of the grids on the rack (_RACK), by their KernelTime's identity and
