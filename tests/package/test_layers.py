@@ -11,6 +11,7 @@ kernels/ and roofline.py only; everywhere else they come from the kernel functio
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -63,11 +64,23 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once for the checks below that only read it (the stages' files are read by
+    several tests: parsing them again in each was most of this file's CPU time)."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
 def imports_of(path: Path, here: str | None = None) -> list[tuple[int, str]]:
     """(line, module) for every import in the file: `import a.b`, `from a import b` (as a.b too,
     b may be a module), relative imports resolved against the file's package (`here`: the file's
-    module name, by default from its place under the repository)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    module name, by default from its place under the repository). Worked out once per file and name."""
+    return list(_imports_of(path, here))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of(path: Path, here: str | None) -> tuple[tuple[int, str], ...]:
+    tree = ast.parse(path.read_text(), filename=str(path))   # its own tree: the walk below empties TYPE_CHECKING
     for node in ast.walk(tree):   # `if TYPE_CHECKING:` imports never run (annotations only): not imports
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             node.body = []
@@ -86,7 +99,7 @@ def imports_of(path: Path, here: str | None = None) -> list[tuple[int, str]]:
                 mod = node.module or ""
             out.append((node.lineno, mod))
             out += [(node.lineno, f"{mod}.{alias.name}") for alias in node.names]
-    return out
+    return tuple(out)
 
 
 def _presentation(module: str) -> bool:
@@ -209,9 +222,8 @@ def _constructions(path: Path) -> list[tuple[int, str]]:
     """(line, class) of every call `Cost(...)`, `Kernel(...)`, `KernelTime(...)`, and of every `type(x)(...)` (a
     record made by whatever class x has: "self's class"; generic code makes records through the class's own methods,
     e.g. `map`, written in the class's module)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
     out = []
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(path)):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
@@ -248,5 +260,5 @@ def test_time_is_computed_only_in_the_roofline():
     """kernel_time is the one door to time: no stage builds a KernelTime, and only the roofline defines it."""
     defined = [f"{path.relative_to(REPO)}" for n in RANK for path in _files(n)
                if any(isinstance(node, ast.ClassDef) and node.name == "KernelTime"
-                      for node in ast.walk(ast.parse(path.read_text())))]
+                      for node in ast.walk(_tree(path)))]
     assert defined == ["rubinperf/roofline.py"]
