@@ -277,21 +277,20 @@ def predictions_reused():
 
 
 def _click_commands_built_once() -> None:
-    """`rubinperf.cli.main` in-process answered with one click command per first word of the command line: the
-    product builds the command for each run from every function's signature (`rubinperf.cli._click_command`,
-    5-15 ms of CPU for one command, about 90 ms for the whole group), which a process does once and the suite about
-    1,400 times over (about 15 s of CPU). The first build of a word is the product's own and is kept, keyed also
-    by what else a build reads: whether shell completion is asked for (the product's choice of command) and typer's
-    switch of shell detection (the whole group's completion options). click makes a fresh context for each run, as
-    for `app_command`. Installed after collection where the test modules imported rubinperf.cli."""
+    """`rubinperf.cli.main` in-process answered with one click command per choice of command: the product builds
+    the command for each run from every function's signature (`rubinperf.cli._click_command`, 5-15 ms of CPU for
+    one command, about 90 ms for the whole group), which a process does once and the suite about 1,400 times over
+    (about 15 s of CPU). The first build for a choice (`rubinperf.cli._command_named`: one command, or the whole
+    group) is the product's own and is kept, keyed also by what else a build reads: typer's switch of shell
+    detection (the whole group's completion options). click makes a fresh context for each run, as for
+    `app_command`. Installed after collection where the test modules imported rubinperf.cli."""
     cli = sys.modules.get("rubinperf.cli")
     if cli is None or getattr(cli._click_command, "_built", None) is not None:
         return
     build, built = cli._click_command, {}
 
     def click_command(argv):
-        key = (argv[0] if argv else "", any(k.startswith("_RUBINPERF_COMPLETE") for k in os.environ),
-               os.environ.get("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"))
+        key = (cli._command_named(argv), os.environ.get("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"))
         if key not in built:
             built[key] = build(argv)
         return built[key]

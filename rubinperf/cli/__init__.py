@@ -144,21 +144,32 @@ def main(argv: list[str] | None = None) -> int:
 def _click_command(argv: list[str]):
     """The click group for this run. typer builds a click command from each function's signature
     on every run (about 20 ms for all of rubinperf's); when the first word is a command (or a
-    command group), only that one is built: its help, errors and behaviour are the same. Anything
-    else (no command, group options, a misspelt name, shell completion) gets the whole group."""
+    command group), only that one is built (_command_named): its help, errors and behaviour are the same."""
     import copy
 
-    name = argv[0] if argv else ""
-    if name.startswith("-") or any(k.startswith("_RUBINPERF_COMPLETE") for k in os.environ):
-        return typer.main.get_command(app)
-    commands = [c for c in app.registered_commands
-                if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
+    name = _command_named(argv)
+    if name is None:
         return typer.main.get_command(app)
     lite = copy.copy(app)
-    lite.registered_commands, lite.registered_groups = commands, groups
+    lite.registered_commands = [c for c in app.registered_commands if _name_of(c) == name]
+    lite.registered_groups = [g for g in app.registered_groups if g.name == name]
     return typer.main.get_command(lite)
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command (or command group) alone that _click_command builds for a command line: its first word, where
+    that names one; None where the whole group is built (no command, group options, a misspelt name, shell
+    completion). Two command lines of the same answer get the same click command."""
+    name = argv[0] if argv else ""
+    if name.startswith("-") or any(k.startswith("_RUBINPERF_COMPLETE") for k in os.environ):
+        return None
+    if any(_name_of(c) == name for c in app.registered_commands) or any(g.name == name for g in app.registered_groups):
+        return name
+    return None
+
+
+def _name_of(command) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)
 
 
 # Commands that can work for more than a moment: a spinner on a terminal's stderr while they do (never with --json,
