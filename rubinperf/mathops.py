@@ -855,15 +855,20 @@ _ROWS: list = []
 
 
 def _canon(v, kept: list):
-    """(v / v[0], v[0], every element >= 0), the first from `kept` where it holds an equal array; (v, 1, ...) where
-    that division may round (v[0] not a power of two, and v / v[0] not whole numbers: a column 3, 4, 5), so that a
-    block of whole numbers made from the factors stays whole and its ceiling is the plain path's."""
+    """(v / s, s, every element >= 0), the first from `kept` where it holds an equal array. s is v[0] where that
+    division is exact (v[0] a power of two, or v / v[0] whole numbers, each times v[0] giving v's); else, for a column
+    of whole numbers, their greatest common divisor (_whole_divisor); else (v, 1, ...), v kept as it is, so that a
+    block of whole numbers made from the factors stays whole and its ceiling is the plain path's (normalised by 3, a
+    column 3, 4, 5 rounds)."""
     s = float(v.flat[0])
     if not (s != 0 and math.isfinite(s)):
         return v, 1.0, bool(v.min() >= 0)
     n = v / s
     if math.frexp(s)[0] not in (0.5, -0.5) and not bool((n == n.round()).all() and (n * s == v).all()):
-        return v, 1.0, bool(v.min() >= 0)
+        s = _whole_divisor(v, s) if kept is _COLS else None   # (a row: kept as it is)
+        if s is None:
+            return v, 1.0, bool(v.min() >= 0)
+        n = v / s
     last = float(n.flat[-1])
     for c, pos, end in reversed(kept):   # (the newest first; the last element told before the whole array)
         if end == last and c.shape == n.shape and bool((c == n).all()):
@@ -872,6 +877,26 @@ def _canon(v, kept: list):
     kept.append((n, pos, last))
     del kept[:-8]
     return n, s, pos
+
+
+def _whole_divisor(v, first: float):
+    """The greatest common divisor of v's elements, with the sign of `first` (v's first element), where every element is
+    a whole number below 2**53 (v over it is whole numbers, each exact, whose products by it are v's elements); None
+    otherwise.
+
+    So the multiples of a grid's batch column (tokens, sequences, their bytes) are one object (`kept`) also where its
+    first element divides none of the others (a graph part of batches 4097, 4098, ...: over 4097 they round), and the
+    sums of Outers on them stay on their factors (the indexer's reads - once, its top-k's tokens x candidates + tokens x
+    k, sparse attention's gathers + window: Outer.__add__ adds on one column by identity, else makes the full block).
+    Columns only: the grids from batch 1 already share theirs, and a row taken over its divisor instead of as it is
+    would move their numbers in the last bits."""
+    import numpy as np
+
+    if not first == math.floor(first) or v.dtype.char != "d":
+        return None
+    if not bool((np.abs(v) < 2.0 ** 53).all()) or not bool((v == np.floor(v)).all()):   # (nan fails both)
+        return None
+    return math.copysign(float(np.gcd.reduce(v.astype(np.int64), axis=None)), first)
 
 
 def outer(col, row):

@@ -150,6 +150,35 @@ def test_factored_ops_are_timed_once_over_a_span(monkeypatch):
     assert len(split) == 2 and split[1][2] and split[1][0] in grid.span_cuts(span)
 
 
+@pytest.mark.parametrize("first", [3.0, 4097.0, 12289.0])
+def test_a_grid_of_batches_from_past_1_is_timed_on_its_factors(monkeypatch, first):
+    """A grid whose batch column starts past 1 (3, 4, 5, ...; sweep_grid_blocks' graph parts past the first, 4097,
+    4098, ...), whose first element divides none of the others, has its indexer's kernels and sparse attention timed
+    over a span on their factors as a grid from batch 1 has: the logits and the attention in one piece, the top-k in
+    two on either side of its split, the split one on its factors; the blocks' metrics those of the blocks timed alone
+    within GRID_RTOL. (The top-k's bytes, tokens x candidates + tokens x k, add a column to an Outer on an equal
+    column: mathops._canon makes them one object; before, the full span was made, and every block of such a grid was
+    timed in full.)"""
+    import rubinperf.step.grid as grid_module
+
+    monkeypatch.setattr(grid_module, "SPAN_FULL_POINTS", 0)
+    hw = RACKS["gb300"]
+    b, c = np.arange(first, first + 256.0).reshape(-1, 1), np.round(np.linspace(1, 1 << 20, 60)).reshape(1, -1)
+    grid, alone = _decode_grid(hw, "dep16", b, c), _decode_grid(hw, "dep16", b, c)
+    span = (slice(0, 256), slice(8, 60))
+    for cl in (slice(8, 23), slice(23, 40), slice(40, 60)):
+        got, want = grid.metrics((span[0], cl), span), alone.metrics((span[0], cl))
+        assert all(_close(x, y, (256, cl.stop - cl.start)) for x, y in zip(got, want))
+    pieces = {n: [(a, b, t is not None) for a, b, t in hit[1]] for n, hit in grid._span_times.items()}
+    assert {grid.ops[n].name for n in pieces} == {"MQA logits (indexer)", "DeepSelect (indexer top-k)",
+                                                  "MegaAttn (sparse attention)", "draft: MegaAttn (sparse attention)"}
+    for n, timed in pieces.items():
+        if "top-k" in grid.ops[n].name:   # (each layer kind's top-k: split over CTAs from its own context on)
+            assert len(timed) == 2 and timed[1][2] and timed[1][0] in grid.span_cuts(span)
+        else:
+            assert timed == [(8, 60, True)]
+
+
 def _decode_grid(hw, name, b, c) -> GridSteps:
     """The rack's decode point of layout `name` over batches `b` (a column) x contexts `c` (a row)."""
     lay = parse_layout(name)
@@ -538,16 +567,38 @@ def test_factored_values_are_the_full_blocks(data, rows, cols):
 
 
 def test_a_block_of_whole_numbers_from_its_factors_stays_whole():
-    """A column of whole numbers that its first element does not divide (3, 4, 5, ...: 4 / 3 rounds) is kept as it is
-    (mathops._canon), so col x row x k made from the factors is the plain product and its ceiling the plain path's:
+    """A column of whole numbers that its first element does not divide (3, 4, 5, ...: 4 / 3 rounds) is taken over
+    their greatest common divisor, not over its first element (mathops._canon: 1 for 3, 4, 5, the column as it is; 6
+    for 18, 24, 30), so col x row x k made from the factors is the plain product and its ceiling the plain path's:
     normalised by 3, 7 x 9 came out 63.00000000000001 and its ceiling 64."""
     from rubinperf.mathops import outer, sceil
 
     row = np.arange(1.0, 50.0).reshape(1, -1)
-    for first in (2.0, 3.0, 7.0, 1.5):
-        col = np.arange(first, first + 40.0).reshape(-1, 1)
-        for k in (1.0, 3.0, 0.5):
-            assert np.array_equal(np.asarray(sceil(outer(col, row) * k), dtype=float), np.ceil(col * row * k))
+    for first in (2.0, 3.0, 7.0, 1.5, 18.0):
+        for step_ in (1.0, 6.0):   # (a column over 6, its greatest common divisor from 18: mathops._whole_divisor)
+            col = np.arange(first, first + 40.0 * step_, step_).reshape(-1, 1)
+            for k in (1.0, 3.0, 0.5):
+                assert np.array_equal(np.asarray(sceil(outer(col, row) * k), dtype=float), np.ceil(col * row * k))
+
+
+def test_equal_columns_of_whole_numbers_are_one_factor():
+    """Columns of whole numbers that their first element does not divide (a batch from 4097: 4098 / 4097 rounds) are
+    taken over their greatest common divisor (mathops._canon), so multiples of one batch column are one object and an
+    Outer on one plus another (the top-k's tokens x candidates + tokens x k) stays on its factors: the same numbers as
+    the full block, bit for bit, nothing the block's size made."""
+    from rubinperf.mathops import Outer, _COLS, _canon, only_factored, outer
+
+    batch = np.arange(4097.0, 4097.0 + 300).reshape(-1, 1)
+    row = np.round(np.linspace(1, 1 << 20, 50)).reshape(1, -1)
+    x, y = outer(batch * 24.0, row), outer(batch * 12288.0, row * 0.5)
+    assert x.col is y.col and np.array_equal(x.col * x.scale, batch * 24.0)
+    with only_factored():
+        s = x + batch * 8.0
+    assert type(s) is Outer and np.array_equal(s.full(), batch * 24.0 * row + batch * 8.0)
+    # not whole numbers (or nan): kept as they are, as before
+    for v in (batch + 0.5, np.where(batch > 4100, np.nan, batch)):
+        n, scale, _ = _canon(v, _COLS)
+        assert n is v and scale == 1.0
 
 
 @settings(max_examples=40, deadline=None)
