@@ -235,7 +235,7 @@ class GridSteps:
         self.ops, self.shape, self.same, self.cpu, self.sync = g.ops, g.shape, g.same, g.cpu, g.sync
         self.height = self.shape[0]
         self._made, self._cut_op = g.made, g.cutters
-        self.once = dict(zip(g.once, _time_once([g.ops[n] for n in g.once], hw, g.once_firsts, g.once_keys)))
+        self.once = dict(zip(g.once, _time_once([g.ops[n] for n in g.once], hw, g.once_firsts, g.once_keys, g.nbytes)))
         self.per_block = [n for n in range(len(self.ops)) if n not in self.once]
         # the once-ops' terms of the block's four sums (GPU time, scheduler's host time, speed of light, DP sync),
         # in op order
@@ -592,19 +592,20 @@ def forget_graphs() -> None:
     forget_array_kernels()
     _STEP_TIMES.clear()
     _GRID_GRAPHS.clear()
-    _ONCE_TIMES.clear()
+    _forget_once_times()
     _SPAN_TIMES.clear()
     _BLOCK_TIMES.clear()
     _BLOCK_BYTES[0] = 0
     _PLACEHOLDERS.clear()
     _KERNEL_SCANS.clear()
-    _SCALED.clear()
 
 
 # The once-timed ops' times of the grids built on one rack (_RACK), by _op_key: [(op, its KernelTime)], for the
-# next grid on that rack (DEP32's attention and dense GEMMs are DEP16's, at the same batch per rank), at most
-# ONCE_TIMES_KEPT ops.
+# next grid on that rack (DEP32's attention and dense GEMMs are DEP16's, at the same batch per rank), kept for grids
+# whose graphs hold at most ONCE_TIMES_BYTES of arrays in all (_ONCE_BYTES; the times and their scaled sums hold about
+# 1.4 times that), so that a sweep of many parts of GRID_ROWS batches keeps a bounded number of them.
 _ONCE_TIMES: dict = {}
+_ONCE_BYTES: list = [0]
 _RACK: list = [None]
 # The span ops' pieces (GridSteps._shared_pieces) of the grids built on that rack: {key: [(the made kernels'
 # arguments over the span, pieces)]}, at most SPAN_TIMES_KEPT keys (their values are columns, rows and arrays of at most
@@ -615,16 +616,19 @@ SPAN_TIMES_KEPT = 64
 _BLOCK_TIMES: dict = {}
 _BLOCK_BYTES: list = [0]
 BLOCK_TIMES_BYTES = 4 * 2**20
-ONCE_TIMES_KEPT = 1024
+ONCE_TIMES_BYTES = 16 * 2**20   # (a 4,096-batch graph holds about 3.6 MB: the three layouts of a part kept)
+ONCE_TIMES_KEPT = 1024   # (_SCALED's entries)
 
 
-def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None = None) -> list[OpTime]:
+def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None, nbytes: int) -> list[OpTime]:
     """time_ops(ops, hw, firsts), where an op equal to one a grid before timed on the same rack (the same kernels, bit
     for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time. `keys`: each
-    op's _op_key where the caller has them (first_equal_ops' keys)."""
+    op's _op_key (first_equal_ops' keys) or None; `nbytes`: the arrays of the ops' graph (GridGraph.nbytes): where
+    they would take the kept grids' past ONCE_TIMES_BYTES, the kept times are dropped first."""
     _on_rack(hw)
-    if sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
-        _ONCE_TIMES.clear()
+    if _ONCE_BYTES[0] + nbytes > ONCE_TIMES_BYTES:
+        _forget_once_times()
+    _ONCE_BYTES[0] += nbytes
     return timed_ops(ops, hw, firsts, _ONCE_TIMES, keys, any_time=True)
 
 
@@ -644,11 +648,16 @@ def _scaled_once(t: OpTime) -> None:
 _SCALED: dict = {}
 
 
+def _forget_once_times() -> None:
+    _SCALED.clear()
+    _ONCE_TIMES.clear()
+    _ONCE_BYTES[0] = 0
+
+
 def _on_rack(hw: Platform) -> None:
     """The grids' kept times (_ONCE_TIMES, _SPAN_TIMES, _BLOCK_TIMES) are those of rack `hw`: another rack's dropped."""
     if _RACK[0] is not hw:
-        _SCALED.clear()
-        _ONCE_TIMES.clear()
+        _forget_once_times()
         _SPAN_TIMES.clear()
         _BLOCK_TIMES.clear()
         _BLOCK_BYTES[0] = 0

@@ -529,6 +529,35 @@ def test_a_grid_takes_the_once_timed_ops_of_an_earlier_grid_on_the_rack(monkeypa
     assert _bits(again.chunk(slice(0, 3)).expected_s, (3, 3)) == _bits(want.expected_s, (3, 3))
 
 
+def test_a_sweep_of_many_parts_keeps_the_once_timed_ops_of_a_few(monkeypatch):
+    """A sweep past GRID_ROWS batches builds a graph a part; the once-timed ops' times are kept for the grids whose
+    graphs hold at most ONCE_TIMES_BYTES, so what a sweep keeps stops growing with its parts (it grew by every part's
+    ops: 40 MB a 4,096-batch part of three layouts, 308 MB of RSS at 32,768 batches), and its numbers are step()'s."""
+    import rubinperf.serving.sweeps as sweeps
+    import rubinperf.step.grid as grid_module
+
+    monkeypatch.setattr(sweeps, "GRID_ROWS", 8)
+    hw, lay = RACKS["vr"], parse_layout("dep16")
+    point, c = make_point(V41, hw, lay, phase="decode"), np.array([1.0, 5000.0, 400_000.0])
+
+    def kept(parts):
+        grid_module.forget_graphs()
+        batches = np.arange(1.0, 8 * parts + 1)
+        got = sweep_grid(V41, hw, lay, point, batches, c)
+        return sum(map(len, grid_module._ONCE_TIMES.values())), batches, got
+
+    one = kept(1)[0]
+    (_, graph), = grid_module._GRID_GRAPHS.values()   # (the part's graph: its arrays, GridGraph.nbytes)
+    monkeypatch.setattr(grid_module, "ONCE_TIMES_BYTES", 3 * graph.nbytes, raising=False)
+    few = max(kept(parts)[0] for parts in (1, 2, 3))
+    assert few > one   # (the bound holds more than one part's)
+    many, batches, got = kept(12)
+    assert many <= few
+    want = step(V41, hw, lay, dataclasses.replace(point, batch=batches.reshape(-1, 1), context=c.reshape(1, -1)))
+    assert _close(got["step_s"], want.expected_s, (96, 3))
+    assert _close(got["tokens_per_s_per_gpu"], want.tokens_per_s_per_gpu, (96, 3))
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), rows=st.integers(2, 9), cols=st.integers(2, 7))
 def test_factored_values_are_the_full_blocks(data, rows, cols):
