@@ -18,10 +18,11 @@ The sweep is the one a user runs: `estimate`'s own decode point (make_point from
 `rubinperf estimate -H RACK -l LAYOUT --phase decode` builds it) for DEP16, DEP32 and TP8, over batches
 1..1024 x contexts from 1 to 1M (1,000 of them), one rack per process (no graph of another rack to
 reuse), streamed a block at a time (serving.sweep_grid_blocks) and reduced to each layout's best
-tokens/s per GPU; its peak memory again at 4x the batches (blocks of the same size, 4x as many). Every
-figure is given as CPU time beside wall time. The machine is shared: wall time moves with its load, CPU
-time much less; a same-process numpy yardstick (a fused expression with the sweep's own count of array operations
-per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are checked against `rubinperf estimate --batch B --context C --json`.
+tokens/s per GPU; its peak memory again at 16x the batches (blocks of the same size, in four graphs of
+GRID_ROWS batches). Every figure is given as CPU time beside wall time. The machine is shared: wall time moves with
+its load, CPU time much less; a same-process numpy yardstick (a fused expression with the sweep's own count of array
+operations per point, over arrays of one block) gives a ratio that holds on a noisy machine. A few grid points are
+checked against `rubinperf estimate --batch B --context C --json`.
 
 The first line names the host (CPU, Python, numpy and the SIMD levels its loops run at, the load): the
 yardstick's speed follows the host's vector units, the sweep's Python its scalar speed, so the sweep's ratio moves
@@ -380,7 +381,7 @@ def sweep_lines(row, py: str, quick: bool) -> None:
         row(f"sweep {rack}: sweep / yardstick, first run of {len(runs)} processes",
             value=f"{med(firsts):.2f} ({', '.join(f'{x:.2f}' for x in firsts)}); later runs {med(later):.2f}",
             target=">= 0.5 (first run)")
-        big = sweep(rack, 4 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), 4x as many
+        big = sweep(rack, 16 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), past one graph
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")
