@@ -381,7 +381,7 @@ def sweep_lines(row, py: str, quick: bool) -> None:
         row(f"sweep {rack}: sweep / yardstick, first run of {len(runs)} processes",
             value=f"{med(firsts):.2f} ({', '.join(f'{x:.2f}' for x in firsts)}); later runs {med(later):.2f}",
             target=">= 0.5 (first run)")
-        big = sweep(rack, 16 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS), past one graph
+        big = sweep(rack, 16 * nb, nc, runs=1)   # blocks of the same size (about CHUNK_POINTS); in full, four graphs
         growth = (big["rss_mb"] - s["rss_mb"]) * 2**20 / (big["points"] - s["points"])
         row(f"sweep {rack}: peak RSS at {s['points']:,} / {big['points']:,} points",
             value=f"{s['rss_mb']:.0f} / {big['rss_mb']:.0f} MB ({growth:.1f} B per point more)", target="flat")

@@ -603,7 +603,8 @@ def forget_graphs() -> None:
 # The once-timed ops' times of the grids built on one rack (_RACK), by _op_key: [(op, its KernelTime)], for the
 # next grid on that rack (DEP32's attention and dense GEMMs are DEP16's, at the same batch per rank), kept for grids
 # whose graphs hold at most ONCE_TIMES_BYTES of arrays in all (_ONCE_BYTES; the times and their scaled sums hold about
-# 1.4 times that), so that a sweep of many parts of GRID_ROWS batches keeps a bounded number of them.
+# 1.4 times that: a sweep of many parts of GRID_ROWS batches keeps a few parts' worth) and at most ONCE_TIMES_KEPT ops
+# (many small grids, whose arrays are few bytes).
 _ONCE_TIMES: dict = {}
 _ONCE_BYTES: list = [0]
 _RACK: list = [None]
@@ -617,16 +618,17 @@ _BLOCK_TIMES: dict = {}
 _BLOCK_BYTES: list = [0]
 BLOCK_TIMES_BYTES = 4 * 2**20
 ONCE_TIMES_BYTES = 16 * 2**20   # (a 4,096-batch graph holds about 3.6 MB: the three layouts of a part kept)
-ONCE_TIMES_KEPT = 1024   # (_SCALED's entries)
+ONCE_TIMES_KEPT = 1024   # (ops kept, and _SCALED's entries)
 
 
 def _time_once(ops: list, hw: Platform, firsts: list[int], keys: list | None, nbytes: int) -> list[OpTime]:
     """time_ops(ops, hw, firsts), where an op equal to one a grid before timed on the same rack (the same kernels, bit
     for bit, and weight placement: op_time is a pure function of them and the rack) takes that op's time. `keys`: each
     op's _op_key (first_equal_ops' keys) or None; `nbytes`: the arrays of the ops' graph (GridGraph.nbytes): where
-    they would take the kept grids' past ONCE_TIMES_BYTES, the kept times are dropped first."""
+    they would take the kept grids' past ONCE_TIMES_BYTES, or more than ONCE_TIMES_KEPT ops are kept, the kept times
+    are dropped first."""
     _on_rack(hw)
-    if _ONCE_BYTES[0] + nbytes > ONCE_TIMES_BYTES:
+    if _ONCE_BYTES[0] + nbytes > ONCE_TIMES_BYTES or sum(map(len, _ONCE_TIMES.values())) > ONCE_TIMES_KEPT:
         _forget_once_times()
     _ONCE_BYTES[0] += nbytes
     return timed_ops(ops, hw, firsts, _ONCE_TIMES, keys, any_time=True)

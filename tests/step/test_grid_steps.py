@@ -531,8 +531,9 @@ def test_a_grid_takes_the_once_timed_ops_of_an_earlier_grid_on_the_rack(monkeypa
 
 def test_a_sweep_of_many_parts_keeps_the_once_timed_ops_of_a_few(monkeypatch):
     """A sweep past GRID_ROWS batches builds a graph a part; the once-timed ops' times are kept for the grids whose
-    graphs hold at most ONCE_TIMES_BYTES, so what a sweep keeps stops growing with its parts (it grew by every part's
-    ops: 40 MB a 4,096-batch part of three layouts, 308 MB of RSS at 32,768 batches), and its numbers are step()'s."""
+    graphs hold at most ONCE_TIMES_BYTES (and at most ONCE_TIMES_KEPT ops), so what a sweep keeps stops growing with its
+    parts (it grew by every part's ops: 40 MB a 4,096-batch part of three layouts, 308 MB of RSS at 32,768 batches),
+    and its numbers are step()'s."""
     import rubinperf.serving.sweeps as sweeps
     import rubinperf.step.grid as grid_module
 
@@ -553,6 +554,10 @@ def test_a_sweep_of_many_parts_keeps_the_once_timed_ops_of_a_few(monkeypatch):
     assert few > one   # (the bound holds more than one part's)
     many, batches, got = kept(12)
     assert many <= few
+    # many small grids, whose arrays weigh little: at most ONCE_TIMES_KEPT ops kept (and a grid's own beyond it)
+    monkeypatch.setattr(grid_module, "ONCE_TIMES_BYTES", 2**40, raising=False)
+    monkeypatch.setattr(grid_module, "ONCE_TIMES_KEPT", one)
+    assert kept(12)[0] <= 2 * one + 1 < many
     want = step(V41, hw, lay, dataclasses.replace(point, batch=batches.reshape(-1, 1), context=c.reshape(1, -1)))
     assert _close(got["step_s"], want.expected_s, (96, 3))
     assert _close(got["tokens_per_s_per_gpu"], want.tokens_per_s_per_gpu, (96, 3))
